@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "base/stats.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <ostream>
+
+#include <fmt/format.h>
+
+#include "base/error.hpp"
+#include "base/params.hpp"
+
+namespace mmusim {
+
+DistributionSummary summarize(const std::vector<double>& in) {
+  DistributionSummary s;
+  s.count = in.size();
+  if (in.empty()) return s;
+  std::vector<double> v(in);
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean = sum / double(v.size());
+  s.min = v.front();
+  s.max = v.back();
+  // Nearest-rank percentiles: reproducible and a value that occurred.
+  auto rank = [&](double p) {
+    size_t r = size_t(std::ceil(p * double(v.size())));
+    return v[std::min(v.size() - 1, r == 0 ? 0 : r - 1)];
+  };
+  s.median = rank(0.5);
+  s.p90 = rank(0.9);
+  return s;
+}
+
+Counter& Stats::counter(const std::string& key, const std::string& desc, const std::string& unit) {
+  auto it = index_.find(key);
+  if (it != index_.end()) {
+    Entry& e = entries_[it->second];
+    if (e.kind != Entry::Count) panic("stat '{}' registered as a counter and as something else", key);
+    return *e.counter;
+  }
+  if (region_state_ != RegionState::None)
+    panic("stat '{}' registered after the measured region began", key);
+  counters_.emplace_back();
+  Entry e{Entry::Count, key, desc, unit, &counters_.back(), nullptr, 0};
+  index_.emplace(key, entries_.size());
+  entries_.push_back(std::move(e));
+  return counters_.back();
+}
+
+Distribution& Stats::distribution(const std::string& key, const std::string& desc,
+                                  const std::string& unit) {
+  auto it = index_.find(key);
+  if (it != index_.end()) {
+    Entry& e = entries_[it->second];
+    if (e.kind != Entry::Dist) panic("stat '{}' registered as a distribution and as something else", key);
+    return *e.dist;
+  }
+  if (region_state_ != RegionState::None)
+    panic("stat '{}' registered after the measured region began", key);
+  dists_.emplace_back();
+  Entry e{Entry::Dist, key, desc, unit, nullptr, &dists_.back(), 0};
+  index_.emplace(key, entries_.size());
+  entries_.push_back(std::move(e));
+  return dists_.back();
+}
+
+void Stats::set_scalar(const std::string& key, double value, const std::string& desc,
+                       const std::string& unit) {
+  auto it = index_.find(key);
+  if (it != index_.end()) {
+    Entry& e = entries_[it->second];
+    if (e.kind != Entry::Scalar) panic("stat '{}' set as a scalar and registered as something else", key);
+    e.scalar = value;
+    return;
+  }
+  Entry e{Entry::Scalar, key, desc, unit, nullptr, nullptr, value};
+  index_.emplace(key, entries_.size());
+  entries_.push_back(std::move(e));
+}
+
+void Stats::region_begin() {
+  if (region_state_ != RegionState::None) panic("the measured region began twice");
+  region_state_ = RegionState::Open;
+  for (auto& e : entries_) {
+    if (e.kind == Entry::Count) begin_.push_back(e.counter->value());
+    if (e.kind == Entry::Dist) dist_begin_.push_back(e.dist->count());
+  }
+}
+
+void Stats::region_end() {
+  if (region_state_ != RegionState::Open) panic("the measured region ended without having begun");
+  region_state_ = RegionState::Closed;
+  for (auto& e : entries_) {
+    if (e.kind == Entry::Count) end_.push_back(e.counter->value());
+    if (e.kind == Entry::Dist) dist_end_.push_back(e.dist->count());
+  }
+}
+
+const Counter* Stats::find_counter(const std::string& key) const {
+  auto it = index_.find(key);
+  if (it == index_.end() || entries_[it->second].kind != Entry::Count) return nullptr;
+  return entries_[it->second].counter;
+}
+
+const Distribution* Stats::find_distribution(const std::string& key) const {
+  auto it = index_.find(key);
+  if (it == index_.end() || entries_[it->second].kind != Entry::Dist) return nullptr;
+  return entries_[it->second].dist;
+}
+
+uint64_t Stats::total_value(const std::string& key) const {
+  const Counter* c = find_counter(key);
+  if (!c) panic("no counter '{}'", key);
+  return c->value();
+}
+
+uint64_t Stats::region_value(const std::string& key) const {
+  auto it = index_.find(key);
+  if (it == index_.end() || entries_[it->second].kind != Entry::Count) panic("no counter '{}'", key);
+  if (region_state_ == RegionState::None) return entries_[it->second].counter->value();
+  // Index among counters in registration order.
+  size_t ci = 0;
+  for (size_t i = 0; i < it->second; ++i) ci += entries_[i].kind == Entry::Count;
+  uint64_t end = region_state_ == RegionState::Closed ? end_[ci] : entries_[it->second].counter->value();
+  // Counters registered after the region began cannot exist (checked at registration).
+  return end - begin_[ci];
+}
+
+std::vector<double> Stats::region_samples(const std::string& key) const {
+  auto it = index_.find(key);
+  if (it == index_.end() || entries_[it->second].kind != Entry::Dist) panic("no distribution '{}'", key);
+  const auto& s = entries_[it->second].dist->samples();
+  if (region_state_ == RegionState::None) return s;
+  size_t di = 0;
+  for (size_t i = 0; i < it->second; ++i) di += entries_[i].kind == Entry::Dist;
+  size_t b = dist_begin_[di];
+  size_t e = region_state_ == RegionState::Closed ? dist_end_[di] : s.size();
+  return std::vector<double>(s.begin() + long(b), s.begin() + long(e));
+}
+
+std::vector<Stats::Row> Stats::rows(bool with_totals) const {
+  std::vector<Row> out;
+  size_t ci = 0, di = 0;
+  const bool reg = region_state_ != RegionState::None;
+  for (auto& e : entries_) {
+    switch (e.kind) {
+      case Entry::Count: {
+        uint64_t total = e.counter->value();
+        uint64_t v = total;
+        if (reg) {
+          uint64_t end = region_state_ == RegionState::Closed ? end_[ci] : total;
+          v = end - begin_[ci];
+        }
+        ++ci;
+        out.push_back({e.key, double(v), true, e.desc, e.unit});
+        break;
+      }
+      case Entry::Dist: {
+        const auto& s = e.dist->samples();
+        size_t b = reg ? dist_begin_[di] : 0;
+        size_t en = reg && region_state_ == RegionState::Closed ? dist_end_[di] : s.size();
+        ++di;
+        DistributionSummary sm =
+            summarize(std::vector<double>(s.begin() + long(b), s.begin() + long(en)));
+        out.push_back({e.key + ".count", double(sm.count), true, e.desc + " (samples)", ""});
+        out.push_back({e.key + ".mean", sm.mean, false, e.desc + " (mean)", e.unit});
+        out.push_back({e.key + ".min", sm.min, false, e.desc + " (min)", e.unit});
+        out.push_back({e.key + ".median", sm.median, false, e.desc + " (median)", e.unit});
+        out.push_back({e.key + ".p90", sm.p90, false, e.desc + " (90th percentile)", e.unit});
+        out.push_back({e.key + ".max", sm.max, false, e.desc + " (max)", e.unit});
+        break;
+      }
+      case Entry::Scalar: {
+        bool integral = e.scalar == std::floor(e.scalar) && std::fabs(e.scalar) < 1e15;
+        out.push_back({e.key, e.scalar, integral, e.desc, e.unit});
+        break;
+      }
+    }
+  }
+  if (with_totals) {
+    for (auto& e : entries_) {
+      if (e.kind == Entry::Count)
+        out.push_back({"total." + e.key, double(e.counter->value()), true, e.desc + " (whole run)", e.unit});
+      if (e.kind == Entry::Dist)
+        out.push_back({"total." + e.key + ".count", double(e.dist->count()), true,
+                       e.desc + " (samples, whole run)", ""});
+    }
+  }
+  return out;
+}
+
+std::string json_escape(std::string_view s) {
+  std::string o;
+  o.reserve(s.size() + 2);
+  for (char c : s) {
+    switch (c) {
+      case '"': o += "\\\""; break;
+      case '\\': o += "\\\\"; break;
+      case '\n': o += "\\n"; break;
+      case '\t': o += "\\t"; break;
+      case '\r': o += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) o += fmt::format("\\u{:04x}", int(c));
+        else o += c;
+    }
+  }
+  return o;
+}
+
+namespace {
+std::string json_number(double v, bool integral) {
+  if (!std::isfinite(v)) return "null";
+  if (integral) return fmt::format("{}", static_cast<int64_t>(v));
+  return fmt::format("{}", v);
+}
+}  // namespace
+
+void Stats::write_json(std::ostream& os, const Config* config, const std::string& version) const {
+  os << "{\n";
+  for (const Row& r : rows(true))
+    os << "  \"" << json_escape(r.key) << "\": " << json_number(r.value, r.integral) << ",\n";
+  os << "  \"meta\": {\"mmusim_version\": \"" << json_escape(version) << "\", \"region\": \""
+     << (region_state_ == RegionState::None ? "whole-run" : "measured-pass") << "\"";
+  if (config) {
+    os << ", \"config_files\": [";
+    for (size_t i = 0; i < config->files().size(); ++i)
+      os << (i ? ", " : "") << "\"" << json_escape(config->files()[i]) << "\"";
+    os << "]";
+  }
+  os << "},\n";
+  os << "  \"config\": {";
+  if (config) {
+    bool first = true;
+    for (auto& [spec, st] : config->effective()) {
+      os << (first ? "\n" : ",\n") << "    \"" << json_escape(spec->key) << "\": ";
+      first = false;
+      switch (spec->type) {
+        case ParamType::Int: os << st->value.i; break;
+        case ParamType::Float: os << json_number(st->value.f, false); break;
+        case ParamType::Bool: os << (st->value.i ? "true" : "false"); break;
+        case ParamType::Size: os << st->value.u; break;
+        default: os << "\"" << json_escape(st->text) << "\""; break;
+      }
+    }
+    os << "\n  ";
+  }
+  os << "}\n}\n";
+}
+
+void Stats::write_table(std::ostream& os, bool with_totals) const {
+  auto rs = rows(with_totals);
+  size_t kw = 10, vw = 8;
+  std::vector<std::string> vals;
+  for (auto& r : rs) {
+    std::string v;
+    if (r.integral) {
+      // Thousands separators for readability.
+      std::string d = fmt::format("{}", static_cast<int64_t>(r.value));
+      std::string g;
+      int n = 0;
+      for (auto it = d.rbegin(); it != d.rend(); ++it) {
+        if (n && n % 3 == 0 && *it != '-') g.insert(g.begin(), ',');
+        g.insert(g.begin(), *it);
+        ++n;
+      }
+      v = g;
+    } else {
+      v = fmt::format("{:.3f}", r.value);
+    }
+    kw = std::max(kw, r.key.size());
+    vw = std::max(vw, v.size());
+    vals.push_back(v);
+  }
+  std::string group;
+  for (size_t i = 0; i < rs.size(); ++i) {
+    const Row& r = rs[i];
+    std::string g = r.key.substr(0, r.key.find('.'));
+    if (g != group) {
+      if (!group.empty()) os << "\n";
+      group = g;
+    }
+    os << fmt::format("{:<{}}  {:>{}}  {}{}\n", r.key, kw, vals[i], vw,
+                      r.unit.empty() ? "" : "[" + r.unit + "] ", r.desc);
+  }
+}
+
+}  // namespace mmusim

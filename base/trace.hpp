@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The event trace: one line per event, in the text format of the kernel's ftrace, so that two runs
+// can be diffed and the kernel's tooling can read it. Off by default; buffered; deterministic
+// (simulated time only, no host state).
+//
+//   <comm>-<pid> [<cpu>] ..... <seconds>.<ns>: <event>: <field>=<value> ...
+//
+// e.g.
+//   fork-reuse-1     [000] .....     0.004150208: page_fault_user: address=0x7f0000010000 ip=0x401000 error_code=0x7
+//
+// Event names and their fields are documented in the README ("Event trace") and are a stable
+// interface: add fields at the end, never rename.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <initializer_list>
+
+namespace mmusim {
+
+struct TraceField {
+  enum Kind : uint8_t { Hex, Dec, Str } kind;
+  const char* name;
+  uint64_t u = 0;
+  std::string_view s;
+
+  static TraceField hex(const char* n, uint64_t v) { return {Hex, n, v, {}}; }
+  static TraceField dec(const char* n, uint64_t v) { return {Dec, n, v, {}}; }
+  static TraceField str(const char* n, std::string_view v) { return {Str, n, 0, v}; }
+};
+
+struct TraceTask {
+  std::string_view comm;
+  int pid = 0;
+};
+
+// An output format. The ftrace text format is the reference; others (Perfetto JSON) render the
+// same events.
+class TraceFormat {
+ public:
+  virtual ~TraceFormat() = default;
+  virtual void event(std::string& out, uint64_t time_ps, int cpu, const TraceTask& task,
+                     std::string_view name, std::initializer_list<TraceField> fields) = 0;
+  virtual void begin(std::string& out) {}
+  virtual void end(std::string& out) {}
+};
+
+std::unique_ptr<TraceFormat> make_ftrace_format();
+
+class Trace {
+ public:
+  Trace();
+  ~Trace();
+  Trace(const Trace&) = delete;
+  Trace& operator=(const Trace&) = delete;
+
+  // Opens `path` for writing ("-" is stdout). `format` is "ftrace" (or another registered format).
+  void open(const std::string& path, std::unique_ptr<TraceFormat> format);
+  // Writes into a string instead of a file (tests).
+  void open_buffer(std::string* sink, std::unique_ptr<TraceFormat> format);
+  void close();
+
+  bool on() const { return on_; }
+
+  void event(uint64_t time_ps, int cpu, const TraceTask& task, std::string_view name,
+             std::initializer_list<TraceField> fields) {
+    if (!on_) return;
+    format_->event(buf_, time_ps, cpu, task, name, fields);
+    ++events_;
+    if (buf_.size() >= kFlushBytes) flush();
+  }
+  uint64_t events() const { return events_; }
+
+ private:
+  static constexpr size_t kFlushBytes = 1 << 20;
+  void flush();
+
+  bool on_ = false;
+  std::unique_ptr<TraceFormat> format_;
+  std::string buf_;
+  std::FILE* file_ = nullptr;
+  bool owns_file_ = false;
+  std::string* sink_ = nullptr;
+  std::string path_;
+  uint64_t events_ = 0;
+};
+
+}  // namespace mmusim

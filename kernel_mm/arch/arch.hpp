@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The arch layer: what include/asm and arch/*/mm give generic mm code. One interface, two
+// implementations (arch/x86, arch/arm64), chosen when the kernel is built. Generic code calls
+// `arch().pte_write(pte)` where the kernel calls `pte_write(pte)`.
+//
+// The pure PTE helpers (pte_write, pte_mkdirty, ...) follow the arch headers bit for bit. The
+// hooks (set_ptes, ptep_set_access_flags, ...) follow the arch code, including what it asks of
+// the TLBs and what that costs. Defaults here are the generic versions from
+// include/linux/pgtable.h; an arch overrides what it overrides in the kernel.
+#pragma once
+
+#include <cstdint>
+
+#include "base/pgformat.hpp"
+#include "kernel_mm/mm_types.hpp"
+#include "kernel_mm/types.hpp"
+
+namespace kmm {
+
+class Kernel;
+
+// Outcome of an arch fault handler (do_user_addr_fault / do_page_fault).
+struct FaultReturn {
+  vm_fault_t fault = 0;   // the last handle_mm_fault result
+  bool sigsegv = false;   // access error or no VMA: the task would get SIGSEGV
+  bool sigbus = false;
+  int attempts = 0;       // handle_mm_fault calls (VMA lock, retry, mmap_lock)
+};
+
+class Arch {
+ public:
+  explicit Arch(Kernel& k) : k_(k) {}
+  virtual ~Arch() = default;
+  virtual mmusim::pg::Isa isa() const = 0;
+  const char* name() const { return mmusim::pg::isa_name(isa()); }
+
+  // ---- PTE helpers (pure) --------------------------------------------------------------------
+  virtual bool pte_present(pte_t pte) const = 0;
+  virtual bool pte_write(pte_t pte) const = 0;
+  virtual bool pte_dirty(pte_t pte) const = 0;
+  virtual bool pte_young(pte_t pte) const = 0;
+  virtual bool pte_special(pte_t pte) const = 0;
+  virtual bool pte_protnone(pte_t pte) const { return false; }
+  virtual bool pte_soft_dirty(pte_t) const { return false; }
+  virtual bool pte_uffd_wp(pte_t) const { return false; }
+  virtual bool pte_cont(pte_t) const { return false; }
+  virtual pfn_t pte_pfn(pte_t pte) const = 0;
+  virtual pte_t pfn_pte(pfn_t pfn, pgprot_t prot) const = 0;
+  virtual pgprot_t pte_pgprot(pte_t pte) const = 0;  // the non-PFN bits
+  virtual pte_t pte_mkwrite_novma(pte_t pte) const = 0;
+  // pte_mkwrite(pte, vma): a VMA-aware mkwrite (shadow stacks on x86); here as _novma.
+  pte_t pte_mkwrite(pte_t pte, const vm_area_struct*) const { return pte_mkwrite_novma(pte); }
+  virtual pte_t pte_wrprotect(pte_t pte) const = 0;
+  virtual pte_t pte_mkdirty(pte_t pte) const = 0;
+  virtual pte_t pte_mkclean(pte_t pte) const = 0;
+  virtual pte_t pte_mkyoung(pte_t pte) const = 0;
+  virtual pte_t pte_mkold(pte_t pte) const = 0;
+  virtual pte_t pte_mkspecial(pte_t pte) const = 0;
+  virtual pte_t pte_clear_soft_dirty(pte_t pte) const { return pte; }
+  virtual pte_t pte_clear_uffd_wp(pte_t pte) const { return pte; }
+  pte_t pte_sw_mkyoung(pte_t pte) const { return pte; }  // only MIPS/LoongArch do something
+  pte_t pte_next_pfn(pte_t pte) const { return pte_advance_pfn(pte, 1); }
+  virtual pte_t pte_advance_pfn(pte_t pte, unsigned long nr) const = 0;
+  // maybe_mkwrite() (include/linux/mm.h)
+  pte_t maybe_mkwrite(pte_t pte, const vm_area_struct* vma) const {
+    return (vma->vm_flags & VM_WRITE) ? pte_mkwrite(pte, vma) : pte;
+  }
+  // vm_get_page_prot(): the protection bits a VMA's flags give (protection_map).
+  virtual pgprot_t vm_get_page_prot(vm_flags_t flags) const = 0;
+  virtual pte_t pte_modify(pte_t pte, pgprot_t newprot) const = 0;
+
+  // ---- PMD / table helpers (pure) ------------------------------------------------------------
+  virtual bool pmd_present(pmd_t pmd) const = 0;
+  virtual bool pmd_trans_huge(pmd_t pmd) const = 0;  // a leaf (huge) PMD
+  virtual bool pmd_write(pmd_t pmd) const = 0;
+  virtual bool pmd_dirty(pmd_t pmd) const = 0;
+  virtual bool pmd_young(pmd_t pmd) const = 0;
+  virtual pfn_t pmd_pfn(pmd_t pmd) const = 0;   // leaf: the huge page's first pfn
+  virtual pmd_t pmd_mkwrite_novma(pmd_t pmd) const = 0;
+  pmd_t pmd_mkwrite(pmd_t pmd, const vm_area_struct*) const { return pmd_mkwrite_novma(pmd); }
+  virtual pmd_t pmd_wrprotect(pmd_t pmd) const = 0;
+  virtual pmd_t pmd_mkdirty(pmd_t pmd) const = 0;
+  virtual pmd_t pmd_mkclean(pmd_t pmd) const = 0;
+  virtual pmd_t pmd_mkyoung(pmd_t pmd) const = 0;
+  virtual pmd_t pmd_mkold(pmd_t pmd) const = 0;
+  virtual pmd_t pmd_mkinvalid(pmd_t pmd) const = 0;
+  pmd_t maybe_pmd_mkwrite(pmd_t pmd, const vm_area_struct* vma) const {
+    return (vma->vm_flags & VM_WRITE) ? pmd_mkwrite(pmd, vma) : pmd;
+  }
+  // mk_huge_pmd(): a leaf PMD mapping PMD_SIZE at `pfn`.
+  virtual pmd_t mk_huge_pmd(pfn_t pfn, pgprot_t prot) const = 0;
+  // A non-leaf entry at any level pointing to the table at `table_pfn` (pmd_populate, pud_populate).
+  virtual uint64_t mk_table(pfn_t table_pfn) const = 0;
+  virtual bool table_present(uint64_t entry) const = 0;  // a valid non-leaf entry
+  virtual pfn_t table_pfn(uint64_t entry) const = 0;
+
+  // ---- hooks with side effects (arch code) ---------------------------------------------------
+  // Generic versions from include/linux/pgtable.h unless an arch overrides them.
+  virtual pte_t ptep_get(pte_t* ptep) { return *ptep; }
+  pte_t ptep_get_lockless(pte_t* ptep) { return ptep_get(ptep); }
+  virtual void set_ptes(mm_struct* mm, uint64_t addr, pte_t* ptep, pte_t pte, unsigned nr);
+  void set_pte_at(mm_struct* mm, uint64_t addr, pte_t* ptep, pte_t pte) { set_ptes(mm, addr, ptep, pte, 1); }
+  virtual pte_t ptep_get_and_clear(mm_struct* mm, uint64_t addr, pte_t* ptep);
+  pte_t ptep_get_and_clear_full(mm_struct* mm, uint64_t addr, pte_t* ptep, int full) {
+    return ptep_get_and_clear(mm, addr, ptep);
+  }
+  virtual pte_t get_and_clear_full_ptes(mm_struct* mm, uint64_t addr, pte_t* ptep, unsigned nr, int full);
+  virtual void clear_full_ptes(mm_struct* mm, uint64_t addr, pte_t* ptep, unsigned nr, int full);
+  virtual void ptep_set_wrprotect(mm_struct* mm, uint64_t addr, pte_t* ptep) = 0;
+  virtual void wrprotect_ptes(mm_struct* mm, uint64_t addr, pte_t* ptep, unsigned nr);
+  // Returns whether the PTE changed.
+  virtual int ptep_set_access_flags(vm_area_struct* vma, uint64_t addr, pte_t* ptep, pte_t entry, int dirty) = 0;
+  // ptep_clear_flush() (mm/pgtable-generic.c): clear, then flush if it was accessible.
+  virtual pte_t ptep_clear_flush(vm_area_struct* vma, uint64_t addr, pte_t* ptep);
+  virtual unsigned pte_batch_hint(pte_t* ptep, pte_t pte) { return 1; }
+  virtual pte_t ptep_modify_prot_start(vm_area_struct* vma, uint64_t addr, pte_t* ptep) {
+    return ptep_get_and_clear(vma->vm_mm, addr, ptep);
+  }
+  virtual void ptep_modify_prot_commit(vm_area_struct* vma, uint64_t addr, pte_t* ptep, pte_t old_pte, pte_t pte) {
+    set_pte_at(vma->vm_mm, addr, ptep, pte);
+  }
+  // modify_prot_start_ptes()/modify_prot_commit_ptes() (newer include/linux/pgtable.h): the
+  // generic loops over ptep_modify_prot_*; arm64 overrides them (batched, keeps contpte blocks).
+  virtual pte_t modify_prot_start_ptes(vm_area_struct* vma, uint64_t addr, pte_t* ptep, unsigned nr);
+  virtual void modify_prot_commit_ptes(vm_area_struct* vma, uint64_t addr, pte_t* ptep, pte_t old_pte,
+                                       pte_t pte, unsigned nr);
+  virtual void flush_tlb_fix_spurious_fault(vm_area_struct* vma, uint64_t addr, pte_t* ptep) = 0;
+  virtual void update_mmu_cache_range(vm_area_struct*, uint64_t, pte_t*, unsigned) {}
+
+  virtual int pmdp_set_access_flags(vm_area_struct* vma, uint64_t haddr, pmd_t* pmdp, pmd_t entry, int dirty) = 0;
+  virtual void pmdp_set_wrprotect(mm_struct* mm, uint64_t addr, pmd_t* pmdp) = 0;
+  virtual pmd_t pmdp_huge_get_and_clear(mm_struct* mm, uint64_t addr, pmd_t* pmdp);
+  virtual pmd_t pmdp_invalidate(vm_area_struct* vma, uint64_t addr, pmd_t* pmdp);
+  virtual void set_pmd_at(mm_struct* mm, uint64_t addr, pmd_t* pmdp, pmd_t pmd);
+
+  // ---- TLB flushing (asm/tlbflush.h) --------------------------------------------------------
+  virtual void flush_tlb_page(vm_area_struct* vma, uint64_t addr) = 0;
+  virtual void flush_tlb_range(vm_area_struct* vma, uint64_t start, uint64_t end) = 0;
+  virtual void flush_tlb_mm(mm_struct* mm) = 0;
+  // flush_tlb_mm_range() for an mmu_gather flush (x86) / __flush_tlb_range (arm64).
+  virtual void tlb_flush_mmu_range(mm_struct* mm, uint64_t start, uint64_t end, bool freed_tables) = 0;
+  // This CPU only, the current mm (x86 flush_tlb_local; the `pagetable+flush` experiment).
+  virtual void flush_tlb_local() = 0;
+
+  // ---- fault entry -----------------------------------------------------------------------------
+  // x86 do_user_addr_fault() (syndrome = the #PF error code) / arm64 do_page_fault() (syndrome =
+  // ESR_EL1 with the data-abort ISS). The core delivers the exception; this is the handler.
+  virtual FaultReturn handle_user_fault(task_struct* tsk, uint64_t addr, uint64_t syndrome, uint64_t ip) = 0;
+
+ protected:
+  Kernel& k_;
+};
+
+}  // namespace kmm

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The kernel's cost account: what the port did, as named items, counted. It does not know how long
+// anything takes; the platform turns the account into time with its `cost.*` parameters (one
+// duration per item, in cycles or ns) and, for zeroing and copying, through its memory model.
+//
+// Items are charged where the kernel does the work they name (the exception entry/exit by whoever
+// delivers the exception: the core model or the functional driver).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "base/params.hpp"
+
+namespace kmm {
+
+#define KMM_COST_ITEMS(X)                                                                          \
+  X(exc_entry, "715cyc", "exception delivery and kernel entry, user to kernel (#PF / data abort); Haswell 715 cycles [UARCH B.vi, M]") \
+  X(exc_exit, "330cyc", "return to user (IRET / ERET path); Haswell 330 cycles [UARCH B.vi, M]")     \
+  X(fault_arch, "150cyc", "arch fault handler fixed work up to handle_mm_fault: do_user_addr_fault / do_page_fault, lock_vma_under_rcu, access checks") \
+  X(fault_core, "300cyc", "handle_mm_fault to the PTE decision: __handle_mm_fault, page-table walk, handle_pte_fault, PTL") \
+  X(wp_fixed, "150cyc", "do_wp_page decision work: vm_normal_page, the reuse checks of wp_can_reuse_anon_folio") \
+  X(pte_scan, "2cyc", "one PTE examined by a batch scan (folio_pte_batch*, pte_range_none)")        \
+  X(pte_write, "20cyc", "one PTE written, cleared or exchanged (set_ptes, get_and_clear, wrprotect, modify_prot_*)") \
+  X(page_op, "10cyc", "one struct page update (PageAnonExclusive, per-page mapcount)")              \
+  X(folio_op, "20cyc", "one folio-level atomic (refcount, large mapcount, MM-id slots, folio lock)") \
+  X(folio_alloc, "400cyc", "allocating a folio: buddy allocator, memcg charge, LRU add")            \
+  X(folio_free, "200cyc", "freeing a folio back to the allocator")                                   \
+  X(clear_page, "245ns", "zeroing 4 KiB (clear_page / folio_zero_user, per subpage)")              \
+  X(copy_page, "300ns", "copying 4 KiB (copy_user_highpage / copy_mc_user_highpage)")               \
+  X(pt_alloc, "300cyc", "allocating and zeroing a page-table page")                                  \
+  X(lock_op, "20cyc", "one uncontended lock acquire and release (mmap_lock, VMA lock, PTL, folio lock)") \
+  X(invlpg, "350cyc", "x86 INVLPG of one page (about 100 ns on ~2014 hardware) [UARCH B.vi, M-old]") \
+  X(flush_full, "300cyc", "x86 full flush of the current PCID (CR3 write) [UARCH F.1, U]")          \
+  X(ipi, "1500cyc", "x86 TLB-shootdown IPI to one remote CPU, send and wait for the acknowledgement [U]") \
+  X(tlbi_local, "30cyc", "arm64 TLBI VALE1 / VAE1 (this CPU) [UARCH F.2, U]")                      \
+  X(tlbi_bcast, "100cyc", "arm64 TLBI VALE1IS / VAE1IS (broadcast to the inner-shareable domain) [UARCH F.2, U]") \
+  X(tlbi_asid, "100cyc", "arm64 TLBI ASIDE1IS [U]")                                                  \
+  X(dsb_local, "20cyc", "arm64 DSB NSH / ISHST after local maintenance [UARCH F.2, U]")            \
+  X(dsb_bcast, "500cyc", "arm64 DSB ISH completing broadcast TLB maintenance [UARCH F.2, U]")      \
+  X(syscall, "100cyc", "system call entry and exit")                                                 \
+  X(fork_fixed, "20000cyc", "fork(): task and mm creation outside the page-table copy (copy_process, dup_mm)") \
+  X(exit_fixed, "10000cyc", "exit(): task teardown outside the page tables")                      \
+  X(vma_op, "500cyc", "one VMA created, copied, split or freed")                                     \
+  X(ctx_switch, "2000cyc", "a context switch between tasks")
+
+enum class Cost : uint8_t {
+#define KMM_COST_ENUM(name, def, desc) name,
+  KMM_COST_ITEMS(KMM_COST_ENUM)
+#undef KMM_COST_ENUM
+      COUNT
+};
+inline constexpr size_t kNumCosts = static_cast<size_t>(Cost::COUNT);
+
+const char* cost_name(Cost c);
+
+struct CostAccount {
+  std::array<uint64_t, kNumCosts> n{};
+  void charge(Cost c, uint64_t k = 1) { n[static_cast<size_t>(c)] += k; }
+  uint64_t operator[](Cost c) const { return n[static_cast<size_t>(c)]; }
+  void clear() { n.fill(0); }
+  void add(const CostAccount& o) {
+    for (size_t i = 0; i < kNumCosts; ++i) n[i] += o.n[i];
+  }
+};
+
+// The platform's price list: `cost.<item>` parameters.
+struct CostModel {
+  std::array<mmusim::Duration, kNumCosts> d{};
+  void visit(mmusim::Params& p);
+  const mmusim::Duration& operator[](Cost c) const { return d[static_cast<size_t>(c)]; }
+  // Time of an account at `ghz`, in cycles (fractional cycles kept).
+  double cycles(const CostAccount& a, double ghz) const;
+};
+
+}  // namespace kmm

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The seam from the kernel port to the hardware models: the TLB-maintenance instructions the
+// kernel executes, by architecture, and the physical memory the kernel touches in bulk. The
+// platform implements it on its TLB and cache models; the functional driver has no TLBs.
+// The time of each instruction is charged to the cost account by the kernel; this interface only
+// changes hardware state.
+#pragma once
+
+#include <cstdint>
+
+namespace kmm {
+
+enum class TlbiOp : uint8_t {
+  VALE1,   // by VA and ASID, last level only (leaf entries)
+  VAE1,    // by VA and ASID, all levels (also walk-cache entries)
+  ASIDE1,  // every entry of an ASID
+  VMALLE1, // everything
+};
+const char* tlbi_op_name(TlbiOp op);
+
+class MmuHw {
+ public:
+  virtual ~MmuHw() = default;
+  // x86: INVLPG on `cpu`: the TLB entries for va's page number (current PCID) and all
+  // paging-structure-cache entries of that PCID (SDM Vol 3A §4.10.4.1).
+  virtual void x86_invlpg(int cpu, uint16_t pcid, uint64_t va) = 0;
+  // x86: MOV CR3 without NOFLUSH (flush_tlb_local): every non-global entry of the PCID and its
+  // paging-structure caches on `cpu`.
+  virtual void x86_flush_pcid(int cpu, uint16_t pcid) = 0;
+  // arm64: TLBI <op>; `broadcast` (the IS forms) reaches every core of the inner-shareable domain.
+  virtual void arm64_tlbi(int cpu, TlbiOp op, uint16_t asid, uint64_t va, bool broadcast) = 0;
+  // arm64: DSB, completing earlier maintenance.
+  virtual void arm64_dsb(int cpu, bool ish) = 0;
+  // The kernel zeroed, copied or read `bytes` at `pa` (caches see it).
+  virtual void kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool write) {}
+};
+
+// No TLBs, no caches: the functional driver.
+class NullMmuHw : public MmuHw {
+ public:
+  void x86_invlpg(int, uint16_t, uint64_t) override {}
+  void x86_flush_pcid(int, uint16_t) override {}
+  void arm64_tlbi(int, TlbiOp, uint16_t, uint64_t, bool) override {}
+  void arm64_dsb(int, bool) override {}
+};
+
+}  // namespace kmm

@@ -1,0 +1,438 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// Kernel construction, parameters, counters, the memmap and the buddy allocator
+// (mm/page_alloc.c), folio references (include/linux/mm.h, mm/swap.c), the per-CPU LRU-add batch
+// (mm/swap.c) and the huge-page zero/copy order (mm/memory.c: process_huge_page).
+#include "kernel_mm/kernel.hpp"
+
+#include <cstdlib>
+
+#include "base/error.hpp"
+#include "base/log.hpp"
+
+namespace kmm {
+
+using mmusim::fatal;
+using mmusim::panic;
+
+// ------------------------------------------------------------------------------------------------
+// Parameters
+
+void KernelParams::visit(mmusim::Params& p) {
+  p.enumeration("kernel.wp_reuse", wp_reuse, WpReuse::off,
+                {{"off", WpReuse::off},
+                 {"block16", WpReuse::block16},
+                 {"pagetable", WpReuse::pagetable},
+                 {"pagetable+flush", WpReuse::pagetable_flush}},
+                "Write-fault reuse of an exclusive large folio: off = mainline (the faulting PTE "
+                "only), block16 = the patch's first version (aligned block of 16 PTEs), pagetable = "
+                "the patch (whole folio within the VMA and page table), pagetable+flush = pagetable "
+                "plus flush_tlb_local()");
+  p.enumeration("kernel.fork_copy", fork_copy, ForkCopy::batched,
+                {{"per-pte", ForkCopy::per_pte}, {"batched", ForkCopy::batched}},
+                "fork() PTE copy: per-pte (before batching) or batched (6.12 copy_present_ptes "
+                "with folio_pte_batch)");
+  p.enumeration("kernel.huge_copy_order", huge_copy_order, HugeCopyOrder::target_last,
+                {{"sequential", HugeCopyOrder::sequential}, {"target-last", HugeCopyOrder::target_last}},
+                "Order of subpages when zeroing/copying a huge page: sequential, or target-last "
+                "(process_huge_page: the faulting subpage last, so it is cache-hot)");
+  p.enumeration("kernel.fault_retry", fault_retry, FaultRetry::fallback,
+                {{"fallback", FaultRetry::fallback}, {"retry-once", FaultRetry::retry_once}},
+                "After VM_FAULT_RETRY under the per-VMA lock: fall back to mmap_lock (mainline) or "
+                "retry once more under the per-VMA lock (the patch)");
+  p.enumeration("kernel.arm64_spurious_flush", arm64_spurious_flush, SpuriousFlush::none,
+                {{"none", SpuriousFlush::none}, {"local", SpuriousFlush::local}},
+                "arm64 flush_tlb_fix_spurious_fault(): none (6.12: empty) or local (v6.19: local "
+                "TLBI VALE1 of the faulting page)");
+  p.boolean("kernel.large_folio_reuse", large_folio_reuse, true,
+            "wp_can_reuse_anon_folio() reuses an exclusive large folio one page per fault (v6.15+, "
+            "the base the patch applies to); false = 6.12, which copies every page of a "
+            "once-shared large folio");
+  p.boolean("kernel.check_invariants", check_invariants, false,
+            "Check every invariant of PORTMAP §3.3 after every kernel entry (slow; for testing)");
+  p.size("memory.size", phys_mem, "4G", 64ull << 20, 1ull << 40,
+         "Simulated physical memory (sparse: only touched frames cost host memory; the memmap "
+         "costs 80 bytes per frame touched)",
+         1ull << 21);
+  p.enumeration("thp.enabled", thp_enabled, ThpMode::always,
+                {{"always", ThpMode::always}, {"madvise", ThpMode::madvise}, {"never", ThpMode::never}},
+                "/sys/kernel/mm/transparent_hugepage/enabled");
+  static const char* sizes[] = {"", "", "16kB", "32kB", "64kB", "128kB", "256kB", "512kB", "1024kB", "2048kB"};
+  for (unsigned order = 2; order <= HPAGE_PMD_ORDER; ++order) {
+    ThpMode def = order == HPAGE_PMD_ORDER ? ThpMode::inherit : ThpMode::never;
+    p.enumeration(std::string("thp.hugepages_") + sizes[order], thp_order[order], def,
+                  {{"always", ThpMode::always},
+                   {"inherit", ThpMode::inherit},
+                   {"madvise", ThpMode::madvise},
+                   {"never", ThpMode::never}},
+                  std::string("/sys/kernel/mm/transparent_hugepage/hugepages-") + sizes[order] +
+                      "/enabled (order " + std::to_string(order) + ")");
+  }
+  p.boolean("thp.use_zero_page", thp_use_zero_page, true,
+            "/sys/kernel/mm/transparent_hugepage/use_zero_page: map the huge zero page on a read "
+            "fault of a PMD-sized range");
+  p.integer("kernel.lru_batch", lru_batch, 31, 1, 1024,
+            "Small folios waiting in the per-CPU LRU-add batch, each holding a reference "
+            "(PAGEVEC_SIZE in 6.12)");
+}
+
+const char* cost_name(Cost c) {
+  static const char* names[] = {
+#define KMM_COST_NAME(name, def, desc) #name,
+      KMM_COST_ITEMS(KMM_COST_NAME)
+#undef KMM_COST_NAME
+  };
+  return names[static_cast<size_t>(c)];
+}
+
+void CostModel::visit(mmusim::Params& p) {
+  size_t i = 0;
+#define KMM_COST_VISIT(name, def, desc) p.duration("cost." #name, d[i++], def, desc);
+  KMM_COST_ITEMS(KMM_COST_VISIT)
+#undef KMM_COST_VISIT
+}
+
+double CostModel::cycles(const CostAccount& a, double ghz) const {
+  double c = 0;
+  for (size_t i = 0; i < kNumCosts; ++i)
+    if (a.n[i]) c += double(a.n[i]) * d[i].cycles(ghz);
+  return c;
+}
+
+const char* fault_kind_name(FaultKind k) {
+  switch (k) {
+    case FaultKind::none: return "none";
+    case FaultKind::alloc: return "alloc";
+    case FaultKind::reuse: return "reuse";
+    case FaultKind::copy: return "copy";
+    case FaultKind::spurious: return "spurious";
+    case FaultKind::race: return "race";
+    case FaultKind::huge_alloc: return "huge_alloc";
+    case FaultKind::huge_reuse: return "huge_reuse";
+    case FaultKind::huge_split: return "huge_split";
+    case FaultKind::zero_page: return "zero_page";
+    case FaultKind::sigsegv: return "sigsegv";
+  }
+  return "?";
+}
+
+const char* tlbi_op_name(TlbiOp op) {
+  switch (op) {
+    case TlbiOp::VALE1: return "vale1";
+    case TlbiOp::VAE1: return "vae1";
+    case TlbiOp::ASIDE1: return "aside1";
+    case TlbiOp::VMALLE1: return "vmalle1";
+  }
+  return "?";
+}
+
+// ------------------------------------------------------------------------------------------------
+// Counters
+
+KernelCounters::KernelCounters(mmusim::Stats& s)
+    : faults_total(s.counter("faults.total", "user page faults taken (arch fault handler entries)")),
+      faults_write(s.counter("faults.write", "write faults")),
+      faults_read(s.counter("faults.read", "read faults")),
+      faults_spurious(s.counter("faults.spurious", "faults where handle_mm_fault found nothing to change (stale TLB entry)")),
+      faults_sigsegv(s.counter("faults.sigsegv", "faults that found no VMA or no permission (SIGSEGV)")),
+      handle_mm_fault(s.counter("kernel.handle_mm_fault", "handle_mm_fault() calls")),
+      do_anonymous_page(s.counter("kernel.do_anonymous_page", "do_anonymous_page() calls")),
+      do_wp_page(s.counter("kernel.do_wp_page", "do_wp_page() calls")),
+      wp_reuse(s.counter("kernel.wp_reuse", "write faults that reused the page (wp_page_reuse)")),
+      wp_copy(s.counter("kernel.wp_copy", "write faults that copied the page (wp_page_copy)")),
+      wp_reuse_large_ptes(s.counter("kernel.wp_reuse_large_ptes", "PTEs made writable by the whole-folio walk (wp_reuse_large_anon_folio)")),
+      fault_race(s.counter("kernel.fault_race", "faults that found the PTE changed under the PTL (pte_same failed)")),
+      huge_pmd_anonymous(s.counter("kernel.do_huge_pmd_anonymous_page", "PMD THP allocation faults")),
+      huge_pmd_wp(s.counter("kernel.do_huge_pmd_wp_page", "write faults on a read-only huge PMD")),
+      huge_pmd_split(s.counter("kernel.split_huge_pmd", "huge PMDs split into PTE tables")),
+      vma_lock_success(s.counter("kernel.vma_lock.success", "faults handled under the per-VMA lock (VMA_LOCK_SUCCESS)")),
+      vma_lock_retry(s.counter("kernel.vma_lock.retry", "per-VMA-lock faults that returned VM_FAULT_RETRY (VMA_LOCK_RETRY)")),
+      vma_lock_miss(s.counter("kernel.vma_lock.miss", "lock_vma_under_rcu() misses (VMA_LOCK_MISS)")),
+      vma_lock_abort(s.counter("kernel.vma_lock.abort", "lock_vma_under_rcu() aborts (VMA_LOCK_ABORT)")),
+      mmap_lock_fallback(s.counter("kernel.mmap_lock_fallback", "faults handled under mmap_lock")),
+      contpte_convert(s.counter("kernel.contpte_convert", "arm64 contpte_convert() calls (a block repainted: fold or unfold)")),
+      contpte_fold(s.counter("kernel.contpte_fold", "arm64 contpte folds (contpte_convert to PTE_CONT)")),
+      contpte_unfold(s.counter("kernel.contpte_unfold", "arm64 contpte unfolds (contpte_convert to non-cont)")),
+      tlb_flush_page(s.counter("kernel.tlb_flush_page", "flush_tlb_page() calls")),
+      tlb_flush_range(s.counter("kernel.tlb_flush_range", "flush_tlb_range() / mmu_gather range flushes")),
+      tlb_flush_mm(s.counter("kernel.tlb_flush_mm", "flush_tlb_mm() calls")),
+      tlb_flush_local(s.counter("kernel.tlb_flush_local", "flush_tlb_local() calls")),
+      tlb_flush_spurious_fix(s.counter("kernel.tlb_flush_spurious_fix", "flush_tlb_fix_spurious_fault() flushes that did something")),
+      folios_allocated(s.counter("kernel.folios_allocated", "folios allocated")),
+      folios_freed(s.counter("kernel.folios_freed", "folios freed")),
+      pages_zeroed(s.counter("kernel.pages_zeroed", "4 KiB pages zeroed")),
+      pages_copied(s.counter("kernel.pages_copied", "4 KiB pages copied")),
+      pt_pages(s.counter("kernel.pt_pages_allocated", "page-table pages allocated")),
+      forks(s.counter("kernel.fork", "fork() calls")),
+      exits(s.counter("kernel.exit", "exit() calls")),
+      ptes_copied_fork(s.counter("kernel.fork_ptes_copied", "PTEs copied by fork")),
+      ptes_zapped(s.counter("kernel.ptes_zapped", "PTEs zapped by munmap/exit/MADV_DONTNEED")),
+      invariant_checks(s.counter("kernel.invariant_checks", "invariant-checker passes over all mms")) {}
+
+// ------------------------------------------------------------------------------------------------
+// Construction
+
+Kernel::Kernel(const KernelParams& params, mmusim::pg::Isa isa, MmuHw& hw, mmusim::Stats& stats,
+               mmusim::Trace* trace)
+    : params_(params),
+      isa_(isa),
+      phys_(params.phys_mem ? params.phys_mem : (4ull << 30)),
+      hw_(hw),
+      stats_(stats),
+      trace_(trace),
+      ctr_(stats) {
+  mmap_lock_stats_ = {};
+  arch_ = make_arch(isa, *this);
+  init_memmap();
+}
+
+Kernel::~Kernel() { std::free(mem_map_); }
+
+void Kernel::init_memmap() {
+  nr_frames_ = phys_.nr_frames();
+  // calloc: the OS gives zero pages lazily, so a large memmap costs only what is touched. The
+  // zero state of a `page` is "free, unmapped" except the MM-id slot mapcounts, which folio
+  // allocation initialises.
+  mem_map_ = static_cast<page*>(std::calloc(nr_frames_, sizeof(page)));
+  if (!mem_map_) fatal("cannot allocate the memmap for {} page frames", nr_frames_);
+  // pfn 0 is never handed out (a null pfn catches bugs); pfn 1 is the shared zero page.
+  mem_map_[0].flags = PG_reserved;
+  zero_pfn_ = 1;
+  mem_map_[1].flags = PG_reserved;
+  mem_map_[1].refcount = 1;
+  lru_batch_.resize(kMaxCpus);
+  // Free everything else in the largest aligned blocks.
+  pfn_t pfn = 2;
+  while (pfn < nr_frames_) {
+    unsigned order = MAX_PAGE_ORDER;
+    while (order > 0 && ((pfn & ((1ull << order) - 1)) != 0 || pfn + (1ull << order) > nr_frames_)) --order;
+    buddy_free(pfn, order);
+    pfn += 1ull << order;
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Buddy allocator (mm/page_alloc.c: __free_one_page, __rmqueue_smallest, expand). Lowest address
+// first, so runs are reproducible.
+
+void Kernel::buddy_free(pfn_t pfn, unsigned order) {
+  nr_free_ += 1ull << order;
+  while (order < MAX_PAGE_ORDER) {
+    pfn_t buddy = pfn ^ (1ull << order);
+    if (buddy >= nr_frames_) break;
+    page* b = &mem_map_[buddy];
+    if (!(b->flags & PG_buddy) || b->order != order) break;
+    free_area_[order].erase(buddy);
+    b->flags &= ~PG_buddy;
+    pfn = std::min(pfn, buddy);
+    ++order;
+  }
+  page* p = &mem_map_[pfn];
+  p->flags = PG_buddy;
+  p->order = static_cast<uint8_t>(order);
+  free_area_[order].insert(pfn);
+}
+
+pfn_t Kernel::buddy_alloc(unsigned order) {
+  unsigned o = order;
+  while (o <= MAX_PAGE_ORDER && free_area_[o].empty()) ++o;
+  if (o > MAX_PAGE_ORDER) return 0;
+  pfn_t pfn = *free_area_[o].begin();
+  free_area_[o].erase(free_area_[o].begin());
+  mem_map_[pfn].flags &= ~PG_buddy;
+  // expand(): give back the upper halves.
+  while (o > order) {
+    --o;
+    pfn_t upper = pfn + (1ull << o);
+    page* u = &mem_map_[upper];
+    u->flags = PG_buddy;
+    u->order = static_cast<uint8_t>(o);
+    free_area_[o].insert(upper);
+  }
+  nr_free_ -= 1ull << order;
+  return pfn;
+}
+
+folio* Kernel::folio_alloc(unsigned order, bool zero) {
+  MMUSIM_CHECK(order <= MAX_PAGE_ORDER, "folio order {} above MAX_PAGE_ORDER", order);
+  pfn_t pfn = buddy_alloc(order);
+  if (!pfn) return nullptr;
+  folio* f = &mem_map_[pfn];
+  const unsigned long nr = 1ul << order;
+  for (unsigned long i = 0; i < nr; ++i) {
+    page* p = f + i;
+    *p = page{};
+    p->head_off = static_cast<uint32_t>(i);
+    if (zero) phys_.zero_frame(pfn + i);
+  }
+  f->order = static_cast<uint8_t>(order);
+  if (order > 0) f->flags |= PG_head;
+  f->refcount = 1;
+  ctr_.folios_allocated.inc();
+  charge(Cost::folio_alloc);
+  if (zero) {
+    // __GFP_ZERO: the allocator clears it (order-0 fallbacks and page tables).
+    charge(Cost::clear_page, nr);
+    ctr_.pages_zeroed.inc(nr);
+    hw_.kernel_memory(cpu_, pfn << PAGE_SHIFT, nr * PAGE_SIZE, true);
+  }
+  return f;
+}
+
+// folio_prealloc() (mm/memory.c): an order-0 folio for a COW or fork copy.
+folio* Kernel::folio_prealloc(mm_struct* mm, vm_area_struct* vma, uint64_t addr, bool need_zero) {
+  return vma_alloc_folio(0, vma, addr, need_zero);
+}
+
+void Kernel::free_folio(folio* f) {
+  const unsigned long nr = folio_nr_pages(f);
+  MMUSIM_CHECK(f->refcount == 0, "freeing folio pfn {:#x} with refcount {}", page_to_pfn(f), f->refcount);
+  for (unsigned long i = 0; i < nr; ++i) {
+    page* p = f + i;
+    MMUSIM_CHECK(p->mapcount == 0, "bad page state: freeing pfn {:#x} with mapcount {}",
+                 page_to_pfn(p), p->mapcount);
+    phys_.zero_frame(page_to_pfn(p));  // host memory back; contents of free pages are irrelevant
+  }
+  MMUSIM_CHECK(f->large_mapcount == 0 && f->entire_mapcount == 0,
+               "bad page state: freeing folio pfn {:#x} with large_mapcount {} entire_mapcount {}",
+               page_to_pfn(f), f->large_mapcount, f->entire_mapcount);
+  unsigned order = f->order;
+  for (unsigned long i = 0; i < nr; ++i) f[i] = page{};
+  buddy_free(page_to_pfn(f), order);
+  ctr_.folios_freed.inc();
+  charge(Cost::folio_free);
+}
+
+void Kernel::folio_put(folio* f) { folios_put_refs(f, 1); }
+
+void Kernel::folios_put_refs(folio* f, int refs) {
+  MMUSIM_CHECK(f->head_off == 0, "folio_put on a tail page pfn {:#x}", page_to_pfn(f));
+  if (f->flags & PG_reserved) return;  // the zero page
+  MMUSIM_CHECK(f->refcount >= refs, "folio pfn {:#x}: dropping {} refs of {}", page_to_pfn(f), refs,
+               f->refcount);
+  f->refcount -= refs;
+  charge(Cost::folio_op);
+  if (f->refcount == 0) free_folio(f);
+}
+
+// folio_add_lru_vma() -> folio_add_lru() (mm/swap.c): the folio waits in this CPU's batch,
+// holding a reference, until the batch is full or drained. Large folios never wait
+// (folio_may_be_lru_cached()).
+void Kernel::folio_add_lru_vma(folio* f, vm_area_struct* vma) {
+  if (folio_test_large(f)) {
+    f->flags |= PG_lru;
+    return;
+  }
+  folio_get(f);
+  auto& batch = lru_batch_[cpu_];
+  batch.push_back(f);
+  if (batch.size() >= params_.lru_batch) lru_add_drain();
+}
+
+// lru_add_drain() (mm/swap.c): move this CPU's batched folios onto the LRU, dropping the batch's
+// references.
+void Kernel::lru_add_drain() {
+  auto& batch = lru_batch_[cpu_];
+  for (folio* f : batch) {
+    f->flags |= PG_lru;
+    folio_put(f);
+  }
+  batch.clear();
+}
+
+void Kernel::lru_add_drain_all() {
+  int saved = cpu_;
+  for (int c = 0; c < kMaxCpus; ++c) {
+    if (lru_batch_[c].empty()) continue;
+    cpu_ = c;
+    lru_add_drain();
+  }
+  cpu_ = saved;
+}
+
+// ------------------------------------------------------------------------------------------------
+// process_huge_page() (mm/memory.c:6767): process the target subpage last, converging from both
+// ends, so that it is cache-hot when the fault returns. `sequential` is the order before the
+// copy-huge-page-target-last patch.
+
+void Kernel::process_huge_page(uint64_t addr_hint, unsigned nr_pages,
+                               const std::function<void(unsigned long, uint64_t)>& process_subpage) {
+  const uint64_t addr = ALIGN_DOWN(addr_hint, uint64_t(nr_pages) * PAGE_SIZE);
+  if (params_.huge_copy_order == HugeCopyOrder::sequential) {
+    for (unsigned long i = 0; i < nr_pages; ++i) process_subpage(i, addr + i * PAGE_SIZE);
+    return;
+  }
+  long n = long((addr_hint - addr) / PAGE_SIZE);
+  long base, l;
+  if (2 * n <= long(nr_pages)) {
+    // If target subpage in first half of huge page
+    base = 0;
+    l = n;
+    // Process subpages at the end of huge page
+    for (long i = long(nr_pages) - 1; i >= 2 * n; i--) process_subpage(i, addr + i * PAGE_SIZE);
+  } else {
+    // If target subpage in second half of huge page
+    base = long(nr_pages) - 2 * (long(nr_pages) - n);
+    l = long(nr_pages) - n;
+    // Process subpages at the begin of huge page
+    for (long i = 0; i < base; i++) process_subpage(i, addr + i * PAGE_SIZE);
+  }
+  // Process remaining subpages in left-right-left-right pattern towards the target subpage
+  for (long i = 0; i < l; i++) {
+    long left_idx = base + i;
+    long right_idx = base + 2 * l - 1 - i;
+    process_subpage(left_idx, addr + left_idx * PAGE_SIZE);
+    process_subpage(right_idx, addr + right_idx * PAGE_SIZE);
+  }
+}
+
+// clear_user_highpage() (include/linux/highmem.h)
+void Kernel::clear_user_highpage(page* p, uint64_t vaddr) {
+  pfn_t pfn = page_to_pfn(p);
+  phys_.zero_frame(pfn);
+  charge(Cost::clear_page);
+  ctr_.pages_zeroed.inc();
+  hw_.kernel_memory(cpu_, pfn << PAGE_SHIFT, PAGE_SIZE, true);
+}
+
+// copy_user_highpage() (include/linux/highmem.h)
+void Kernel::copy_user_highpage(page* to, page* from, uint64_t vaddr) {
+  pfn_t dst = page_to_pfn(to), src = page_to_pfn(from);
+  phys_.copy_frame(dst, src);
+  charge(Cost::copy_page);
+  ctr_.pages_copied.inc();
+  hw_.kernel_memory(cpu_, src << PAGE_SHIFT, PAGE_SIZE, false);
+  hw_.kernel_memory(cpu_, dst << PAGE_SHIFT, PAGE_SIZE, true);
+}
+
+// folio_zero_user() (mm/memory.c:6848)
+void Kernel::folio_zero_user(folio* f, uint64_t addr_hint) {
+  const unsigned nr = unsigned(folio_nr_pages(f));
+  if (nr == 1) {
+    clear_user_highpage(f, addr_hint & PAGE_MASK);
+    return;
+  }
+  process_huge_page(addr_hint, nr, [&](unsigned long idx, uint64_t addr) {
+    clear_user_highpage(folio_page(f, idx), addr);
+  });
+}
+
+// copy_user_large_folio() (mm/memory.c:6897)
+int Kernel::copy_user_large_folio(folio* dst, folio* src, uint64_t addr_hint, vm_area_struct* vma) {
+  const unsigned nr = unsigned(folio_nr_pages(dst));
+  process_huge_page(addr_hint, nr, [&](unsigned long idx, uint64_t addr) {
+    copy_user_highpage(folio_page(dst, idx), folio_page(src, idx), addr);
+  });
+  return 0;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Tracing
+
+void Kernel::trace_event(const char* name, std::initializer_list<mmusim::TraceField> fields) {
+  if (!trace_ || !trace_->on()) return;
+  mmusim::TraceTask t{current_ ? std::string_view(current_->comm) : std::string_view("kernel"),
+                      current_ ? current_->pid : 0};
+  trace_->event(now_ps_, cpu_, t, name, fields);
+}
+
+}  // namespace kmm

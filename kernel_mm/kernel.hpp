@@ -1,0 +1,446 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The kernel: one simulated Linux MM instance. Generic code mirrors mm/memory.c, mm/huge_memory.c,
+// mm/rmap.c, kernel/fork.c, mm/mmap.c, mm/mmu_gather.c and mm/mprotect.c, as member functions with
+// the kernel's names; the arch layer (arch/) supplies what include/asm supplies.
+//
+// Each source file names the kernel file it follows; each function has a comment naming the
+// kernel function it ports. Where the port simplifies (no swap, no file pages, no LRU lists, no
+// memcg), the condition keeps its shape with the "feature off" value.
+//
+// Callers (the functional driver, the platforms, tests) enter the kernel through the syscall and
+// fault entry points at the end of this header, after setting the CPU and task with `enter()`.
+// After each entry they read what it cost with `take_cost()`.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/params.hpp"
+#include "base/stats.hpp"
+#include "base/trace.hpp"
+#include "kernel_mm/arch/arch.hpp"
+#include "kernel_mm/cost.hpp"
+#include "kernel_mm/hw.hpp"
+#include "kernel_mm/mm_types.hpp"
+#include "kernel_mm/page.hpp"
+#include "kernel_mm/physmem.hpp"
+#include "kernel_mm/types.hpp"
+
+namespace kmm {
+
+// ---- run-time kernel variants (../shared/reference/patches/README.md) ---------------------------
+enum class WpReuse : uint8_t { off, block16, pagetable, pagetable_flush };
+enum class ForkCopy : uint8_t { per_pte, batched };
+enum class HugeCopyOrder : uint8_t { sequential, target_last };
+enum class FaultRetry : uint8_t { fallback, retry_once };
+enum class SpuriousFlush : uint8_t { none, local };
+// THP sysfs settings: /sys/kernel/mm/transparent_hugepage/enabled and hugepages-<size>kB/enabled.
+enum class ThpMode : uint8_t { always, inherit, madvise, never };
+
+struct KernelParams {
+  WpReuse wp_reuse = WpReuse::off;
+  ForkCopy fork_copy = ForkCopy::batched;
+  HugeCopyOrder huge_copy_order = HugeCopyOrder::target_last;
+  FaultRetry fault_retry = FaultRetry::fallback;
+  SpuriousFlush arm64_spurious_flush = SpuriousFlush::none;
+  bool large_folio_reuse = true;  // v6.15+ wp_can_reuse_anon_folio for large folios
+  bool check_invariants = false;
+  uint64_t phys_mem = 0;          // bytes of simulated physical memory
+  ThpMode thp_enabled = ThpMode::always;
+  // Per order 2..9 (16K..2M): hugepages-<size>kB/enabled. Index = order.
+  std::array<ThpMode, HPAGE_PMD_ORDER + 1> thp_order{};
+  bool thp_use_zero_page = true;
+  unsigned lru_batch = 31;        // PAGEVEC_SIZE: small folios waiting in the per-CPU LRU-add batch
+
+  void visit(mmusim::Params& p);
+};
+
+// Kernel counters (names in the INTERFACE: kernel.*, faults.*).
+struct KernelCounters {
+  explicit KernelCounters(mmusim::Stats& s);
+  mmusim::Counter &faults_total, &faults_write, &faults_read, &faults_spurious, &faults_sigsegv;
+  mmusim::Counter &handle_mm_fault, &do_anonymous_page, &do_wp_page, &wp_reuse, &wp_copy,
+      &wp_reuse_large_ptes, &fault_race, &huge_pmd_anonymous, &huge_pmd_wp, &huge_pmd_split,
+      &vma_lock_success, &vma_lock_retry, &vma_lock_miss, &vma_lock_abort, &mmap_lock_fallback;
+  mmusim::Counter &contpte_convert, &contpte_fold, &contpte_unfold;
+  mmusim::Counter &tlb_flush_page, &tlb_flush_range, &tlb_flush_mm, &tlb_flush_local,
+      &tlb_flush_spurious_fix;
+  mmusim::Counter &folios_allocated, &folios_freed, &pages_zeroed, &pages_copied, &pt_pages;
+  mmusim::Counter &forks, &exits, &ptes_copied_fork, &ptes_zapped, &invariant_checks;
+};
+
+// What one fault did, for the trace's mm_fault_done and the latency breakdown.
+enum class FaultKind : uint8_t {
+  none, alloc, reuse, copy, spurious, race, huge_alloc, huge_reuse, huge_split, zero_page, sigsegv
+};
+const char* fault_kind_name(FaultKind k);
+struct FaultRecord {
+  FaultKind kind = FaultKind::none;
+  unsigned ptes_changed = 0;
+  unsigned order = 0;  // folio order involved
+};
+
+// The state generic code works on (struct vm_fault, include/linux/mm.h).
+struct vm_fault {
+  vm_area_struct* vma = nullptr;
+  uint64_t pgoff = 0;
+  uint64_t address = 0;       // faulting address, page aligned
+  uint64_t real_address = 0;  // unmasked
+  uint32_t flags = 0;
+  pmd_t* pmd = nullptr;
+  pud_t* pud = nullptr;
+  pte_t orig_pte{0};
+  pmd_t orig_pmd{0};
+  page* cow_page = nullptr;
+  page* page_ = nullptr;   // vmf->page
+  pte_t* pte = nullptr;
+  uint32_t* ptl = nullptr;
+};
+
+// An mmu_gather (include/asm-generic/tlb.h, mm/mmu_gather.c): the range to flush and the folio
+// references to drop once the TLBs no longer map them.
+struct mmu_gather {
+  mm_struct* mm = nullptr;
+  bool fullmm = false;
+  bool freed_tables = false;
+  uint64_t start = ~0ull, end = 0;
+  struct Deferred {
+    page* pg;
+    unsigned nr;
+  };
+  std::vector<Deferred> pending;  // __tlb_remove_folio_pages(): refs dropped after the flush
+  void reset_range() {
+    start = ~0ull;
+    end = 0;
+  }
+};
+
+class Kernel {
+ public:
+  Kernel(const KernelParams& params, mmusim::pg::Isa isa, MmuHw& hw, mmusim::Stats& stats,
+         mmusim::Trace* trace = nullptr);
+  ~Kernel();
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
+
+  // ============ entry points for drivers, platforms and tests ====================================
+  // Which CPU executes the next entry, for which task, at what simulated time (trace stamps).
+  void enter(task_struct* tsk, int cpu, uint64_t now_ps = 0) {
+    current_ = tsk;
+    cpu_ = cpu;
+    now_ps_ = now_ps;
+  }
+  task_struct* current() const { return current_; }
+  int smp_processor_id() const { return cpu_; }
+
+  // A new process with an empty address space (what exec leaves), with one task.
+  task_struct* create_process(const std::string& comm);
+  // The syscalls the workloads use. Return -errno on failure, as the kernel does.
+  int64_t sys_mmap(task_struct* t, uint64_t addr, uint64_t len, int prot, int flags);
+  int sys_munmap(task_struct* t, uint64_t addr, uint64_t len);
+  int sys_mprotect(task_struct* t, uint64_t addr, uint64_t len, int prot);
+  int sys_madvise(task_struct* t, uint64_t addr, uint64_t len, int advice);
+  task_struct* sys_fork(task_struct* parent);   // kernel_clone -> copy_process -> dup_mmap
+  void sys_exit(task_struct* t, int code);      // do_exit -> exit_mm -> mmput -> exit_mmap
+  int sys_wait(task_struct* parent, task_struct* child);  // reap a zombie
+  // A user page fault: the arch handler (x86 do_user_addr_fault / arm64 do_page_fault).
+  FaultReturn handle_user_fault(task_struct* t, uint64_t addr, uint64_t syndrome, uint64_t ip);
+  const FaultRecord& last_fault() const { return last_fault_; }
+
+  // What the last entries cost; the caller converts it to time and clears it.
+  CostAccount take_cost() {
+    CostAccount c = cost_;
+    cost_.clear();
+    return c;
+  }
+  CostAccount& cost() { return cost_; }
+  void charge(Cost c, uint64_t k = 1) { cost_.charge(c, k); }
+
+  // ============ state ==========================================================================
+  const KernelParams& params() const { return params_; }
+  KernelParams& mutable_params() { return params_; }  // the THP "sysfs" knobs workloads set
+  Arch& arch() { return *arch_; }
+  mmusim::pg::Isa isa() const { return isa_; }
+  PhysMem& phys() { return phys_; }
+  MmuHw& hw() { return hw_; }
+  KernelCounters& counters() { return ctr_; }
+  mmusim::Stats& stats() { return stats_; }
+  mmusim::Trace* trace() { return trace_; }
+  uint64_t now_ps() const { return now_ps_; }
+  const std::vector<std::unique_ptr<mm_struct>>& mms() const { return mms_; }
+  const std::vector<std::unique_ptr<task_struct>>& tasks() const { return tasks_; }
+  LockStats& mmap_lock_stats() { return mmap_lock_stats_; }
+  LockStats& vma_lock_stats() { return vma_lock_stats_; }
+
+  // ============ memmap and allocator (mm/page_alloc.c, include/linux/mm.h) ========================
+  page* pfn_to_page(pfn_t pfn) { return &mem_map_[pfn]; }
+  pfn_t page_to_pfn(const page* p) const { return pfn_t(p - mem_map_); }
+  pfn_t folio_pfn(const folio* f) const { return page_to_pfn(f); }
+  uint64_t page_to_phys(const page* p) const { return page_to_pfn(p) << PAGE_SHIFT; }
+  uint64_t nr_frames() const { return nr_frames_; }
+  uint64_t nr_free_pages() const { return nr_free_; }
+  pfn_t zero_pfn() const { return zero_pfn_; }  // my_zero_pfn(): the shared zero page
+  bool is_zero_pfn(pfn_t pfn) const { return pfn == zero_pfn_; }
+
+  folio* folio_alloc(unsigned order, bool zero);  // __folio_alloc(); null when out of memory
+  // vma_alloc_folio(): policy-free here.
+  folio* vma_alloc_folio(unsigned order, vm_area_struct* vma, uint64_t addr, bool zero) {
+    return folio_alloc(order, zero);
+  }
+  folio* folio_prealloc(mm_struct* mm, vm_area_struct* vma, uint64_t addr, bool need_zero);
+  void folio_put(folio* f);           // drop a reference; frees the folio at zero
+  void folios_put_refs(folio* f, int refs);
+  void free_folio(folio* f);          // back to the buddy allocator (refcount 0, unmapped)
+  // Per-CPU LRU-add batch (mm/swap.c): small folios wait there holding a reference.
+  void folio_add_lru_vma(folio* f, vm_area_struct* vma);
+  void lru_add_drain();               // this CPU's batch
+  void lru_add_drain_all();
+
+  // process_huge_page() / folio_zero_user() / copy_user_large_folio() (mm/memory.c)
+  void process_huge_page(uint64_t addr_hint, unsigned nr_pages,
+                         const std::function<void(unsigned long idx, uint64_t addr)>& process_subpage);
+  void folio_zero_user(folio* f, uint64_t addr_hint);
+  void clear_user_highpage(page* p, uint64_t vaddr);
+  void copy_user_highpage(page* to, page* from, uint64_t vaddr);
+  int copy_user_large_folio(folio* dst, folio* src, uint64_t addr_hint, vm_area_struct* vma);
+
+  // ============ page tables (mm/memory.c, mm/pgtable-generic.c, include/linux/pgtable.h) ========
+  uint64_t* pgd_offset(mm_struct* mm, uint64_t addr);
+  pud_t* pud_offset(uint64_t* pgd, uint64_t addr);   // p4d folded
+  pmd_t* pmd_offset(pud_t* pud, uint64_t addr);
+  pte_t* pte_offset_map(pmd_t* pmd, uint64_t addr);  // null if the PMD has no PTE table
+  pte_t* pte_offset_map_lock(mm_struct* mm, pmd_t* pmd, uint64_t addr, uint32_t** ptlp);
+  pte_t* pte_offset_map_nolock(mm_struct* mm, pmd_t* pmd, uint64_t addr, uint32_t** ptlp);
+  void pte_unmap_unlock(pte_t* pte, uint32_t* ptl) { spin_unlock(ptl); }
+  uint32_t* pte_lockptr(mm_struct* mm, pmd_t* pmd);
+  uint32_t* pmd_lockptr(mm_struct* mm, pmd_t* pmd);
+  uint32_t* pmd_lock(mm_struct* mm, pmd_t* pmd);
+  void spin_lock(uint32_t* lock);
+  void spin_unlock(uint32_t* lock);
+  pud_t* pud_alloc(mm_struct* mm, uint64_t* pgd, uint64_t addr);
+  pmd_t* pmd_alloc(mm_struct* mm, pud_t* pud, uint64_t addr);
+  int __pte_alloc(mm_struct* mm, pmd_t* pmd);
+  bool pte_alloc(mm_struct* mm, pmd_t* pmd) { return pmd_none(*pmd) && __pte_alloc(mm, pmd); }
+  pfn_t pte_alloc_one(mm_struct* mm);   // a zeroed page-table page
+  void pte_free(mm_struct* mm, pfn_t table);
+  // The PMD entry for addr, or null if the upper levels are not there.
+  pmd_t* mm_find_pmd(mm_struct* mm, uint64_t addr);
+  // The PTE slot for addr, or null (no allocation, no lock).
+  pte_t* find_pte(mm_struct* mm, uint64_t addr);
+  pte_t* pt_entry(pfn_t table, unsigned index) {
+    return reinterpret_cast<pte_t*>(phys_.frame_data(table)) + index;
+  }
+  // pgtable_trans_huge_deposit/withdraw (mm/pgtable-generic.c): a PTE table kept per huge PMD.
+  void pgtable_trans_huge_deposit(mm_struct* mm, pmd_t* pmdp, pfn_t pgtable);
+  pfn_t pgtable_trans_huge_withdraw(mm_struct* mm, pmd_t* pmdp);
+  void free_pgtables(mm_struct* mm, uint64_t start, uint64_t end);  // tables no VMA needs now
+  void free_pgd_range_all(mm_struct* mm);
+
+  // ============ rmap (mm/rmap.c, include/linux/rmap.h) ============================================
+  void __folio_set_anon(folio* f, vm_area_struct* vma, uint64_t address, bool exclusive);
+  void folio_add_new_anon_rmap(folio* f, vm_area_struct* vma, uint64_t address, rmap_t flags);
+  void folio_add_anon_rmap_ptes(folio* f, page* pg, int nr_pages, vm_area_struct* vma,
+                                uint64_t address, rmap_t flags);
+  void folio_add_anon_rmap_pmd(folio* f, page* pg, vm_area_struct* vma, uint64_t address, rmap_t flags);
+  void folio_remove_rmap_ptes(folio* f, page* pg, int nr_pages, vm_area_struct* vma);
+  void folio_remove_rmap_pte(folio* f, page* pg, vm_area_struct* vma) { folio_remove_rmap_ptes(f, pg, 1, vma); }
+  void folio_remove_rmap_pmd(folio* f, page* pg, vm_area_struct* vma);
+  // fork: duplicate the mappings for the child; -EBUSY when a possibly pinned page must be copied.
+  int folio_try_dup_anon_rmap_ptes(folio* f, page* pg, int nr_pages, vm_area_struct* src_vma);
+  int folio_try_dup_anon_rmap_pte(folio* f, page* pg, vm_area_struct* src_vma) {
+    return folio_try_dup_anon_rmap_ptes(f, pg, 1, src_vma);
+  }
+  int folio_try_dup_anon_rmap_pmd(folio* f, page* pg, vm_area_struct* src_vma);
+  void folio_move_anon_rmap(folio* f, vm_area_struct* vma);
+  // CONFIG_MM_ID (newer): the large mapcount with its MM-id slots, under the large-mapcount lock.
+  void folio_add_large_mapcount(folio* f, int diff, vm_area_struct* vma);
+  void folio_sub_large_mapcount(folio* f, int diff, vm_area_struct* vma);
+  void folio_lock_large_mapcount(folio* f);
+  void folio_unlock_large_mapcount(folio* f);
+  void deferred_split_folio(folio* f, bool partially_mapped);
+  bool folio_trylock(folio* f);
+  void folio_unlock(folio* f);
+  bool folio_needs_cow_for_dma(vm_area_struct* vma, folio* f) {
+    return vma->vm_mm->has_pinned && folio_maybe_dma_pinned(f);
+  }
+
+  // ============ fault paths (mm/memory.c) =========================================================
+  vm_fault_t handle_mm_fault(vm_area_struct* vma, uint64_t address, uint32_t flags);
+  vm_fault_t __handle_mm_fault(vm_area_struct* vma, uint64_t address, uint32_t flags);
+  vm_fault_t handle_pte_fault(vm_fault* vmf);
+  vm_fault_t do_pte_missing(vm_fault* vmf);
+  vm_fault_t do_anonymous_page(vm_fault* vmf);
+  folio* alloc_anon_folio(vm_fault* vmf, bool* again);
+  vm_fault_t vmf_anon_prepare(vm_fault* vmf);
+  bool vmf_pte_changed(vm_fault* vmf);
+  bool pte_range_none(pte_t* pte, int nr_pages);
+  vm_fault_t do_wp_page(vm_fault* vmf);
+  bool wp_can_reuse_anon_folio(folio* f, vm_area_struct* vma);
+  bool __wp_can_reuse_large_anon_folio(folio* f, vm_area_struct* vma);
+  void wp_reuse_large_anon_folio(vm_fault* vmf, folio* f);  // the patch
+  void wp_page_reuse(vm_fault* vmf, folio* f);
+  vm_fault_t wp_page_copy(vm_fault* vmf);
+  int __wp_page_copy_user(page* dst, page* src, vm_fault* vmf);
+  page* vm_normal_page(vm_area_struct* vma, uint64_t addr, pte_t pte);
+  folio* vm_normal_folio(vm_area_struct* vma, uint64_t addr, pte_t pte);
+  // folio_pte_batch() (6.12 mm/internal.h) and folio_pte_batch_flags() (newer).
+  int folio_pte_batch(folio* f, uint64_t addr, pte_t* start_ptep, pte_t pte, int max_nr,
+                      fpb_t flags, bool* any_writable, bool* any_young, bool* any_dirty);
+  int folio_pte_batch_flags(folio* f, vm_area_struct* vma, pte_t* ptep, pte_t* ptentp, int max_nr,
+                            fpb_t flags);
+  // can_change_pte_writable() (mm/mprotect.c)
+  bool can_change_pte_writable(vm_area_struct* vma, uint64_t addr, pte_t pte);
+  void mm_account_fault(uint64_t address, uint32_t flags, vm_fault_t ret);
+
+  // ============ per-VMA lock and mmap_lock (mm/memory.c, include/linux/mm.h, mmap_lock.h) =========
+  vm_area_struct* lock_vma_under_rcu(mm_struct* mm, uint64_t address);
+  vm_area_struct* lock_mm_and_find_vma(mm_struct* mm, uint64_t address);
+  bool vma_start_read(vm_area_struct* vma);
+  void vma_end_read(vm_area_struct* vma);
+  void vma_start_write(vm_area_struct* vma);
+  void vma_mark_detached(vm_area_struct* vma, bool detached) { vma->detached = detached; }
+  void mmap_read_lock(mm_struct* mm);
+  bool mmap_read_trylock(mm_struct* mm);
+  void mmap_read_unlock(mm_struct* mm);
+  void mmap_write_lock(mm_struct* mm);
+  void mmap_write_unlock(mm_struct* mm);
+  void mmap_write_downgrade(mm_struct* mm);
+  void release_fault_lock(vm_fault* vmf);  // mmap_lock or VMA lock, by FAULT_FLAG_VMA_LOCK
+
+  // ============ huge pages (mm/huge_memory.c, include/linux/huge_mm.h) ============================
+  unsigned long thp_vma_allowable_orders(vm_area_struct* vma, vm_flags_t vm_flags, bool in_pf,
+                                         bool enforce_sysfs, unsigned long orders);
+  bool thp_vma_suitable_order(vm_area_struct* vma, uint64_t addr, unsigned order);
+  unsigned long thp_vma_suitable_orders(vm_area_struct* vma, uint64_t addr, unsigned long orders);
+  vm_fault_t create_huge_pmd(vm_fault* vmf);
+  vm_fault_t do_huge_pmd_anonymous_page(vm_fault* vmf);
+  vm_fault_t __do_huge_pmd_anonymous_page(vm_fault* vmf, folio* f);
+  vm_fault_t wp_huge_pmd(vm_fault* vmf);
+  vm_fault_t do_huge_pmd_wp_page(vm_fault* vmf);
+  void huge_pmd_set_accessed(vm_fault* vmf);
+  void __split_huge_pmd(vm_area_struct* vma, pmd_t* pmd, uint64_t address);
+  void __split_huge_pmd_locked(vm_area_struct* vma, pmd_t* pmd, uint64_t haddr);
+  int copy_huge_pmd(mm_struct* dst_mm, mm_struct* src_mm, pmd_t* dst_pmd, pmd_t* src_pmd,
+                    uint64_t addr, vm_area_struct* dst_vma, vm_area_struct* src_vma);
+  int zap_huge_pmd(mmu_gather* tlb, vm_area_struct* vma, pmd_t* pmd, uint64_t addr);
+  page* mm_get_huge_zero_page(mm_struct* mm);
+
+  // ============ fork (kernel/fork.c, mm/memory.c) ==================================================
+  int dup_mmap(mm_struct* mm, mm_struct* oldmm);
+  int copy_page_range(vm_area_struct* dst_vma, vm_area_struct* src_vma);
+  bool vma_needs_copy(vm_area_struct* dst_vma, vm_area_struct* src_vma);
+  int copy_pmd_range(vm_area_struct* dst_vma, vm_area_struct* src_vma, pud_t* dst_pud, pud_t* src_pud,
+                     uint64_t addr, uint64_t end);
+  int copy_pte_range(vm_area_struct* dst_vma, vm_area_struct* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd,
+                     uint64_t addr, uint64_t end);
+  int copy_present_ptes(vm_area_struct* dst_vma, vm_area_struct* src_vma, pte_t* dst_pte, pte_t* src_pte,
+                        pte_t pte, uint64_t addr, int max_nr, int* rss, folio** prealloc);
+  void __copy_present_ptes(vm_area_struct* dst_vma, vm_area_struct* src_vma, pte_t* dst_pte,
+                           pte_t* src_pte, pte_t pte, uint64_t addr, int nr);
+  int copy_present_page(vm_area_struct* dst_vma, vm_area_struct* src_vma, pte_t* dst_pte, pte_t* src_pte,
+                        uint64_t addr, int* rss, folio** prealloc, page* pg);
+
+  // ============ teardown (mm/memory.c, mm/mmap.c, mm/mmu_gather.c) ===============================
+  void tlb_gather_mmu(mmu_gather* tlb, mm_struct* mm);
+  void tlb_gather_mmu_fullmm(mmu_gather* tlb, mm_struct* mm);
+  void tlb_finish_mmu(mmu_gather* tlb);
+  void tlb_flush_mmu(mmu_gather* tlb);
+  void tlb_flush_mmu_tlbonly(mmu_gather* tlb);
+  void tlb_remove_tlb_entries(mmu_gather* tlb, pte_t* ptep, unsigned nr, uint64_t address);
+  void __tlb_remove_folio_pages(mmu_gather* tlb, page* pg, unsigned nr_pages);
+  void unmap_vmas(mmu_gather* tlb, vm_area_struct* vma, uint64_t start, uint64_t end);
+  void unmap_page_range(mmu_gather* tlb, vm_area_struct* vma, uint64_t addr, uint64_t end);
+  uint64_t zap_pmd_range(mmu_gather* tlb, vm_area_struct* vma, pud_t* pud, uint64_t addr, uint64_t end);
+  uint64_t zap_pte_range(mmu_gather* tlb, vm_area_struct* vma, pmd_t* pmd, uint64_t addr, uint64_t end);
+  int zap_present_ptes(mmu_gather* tlb, vm_area_struct* vma, pte_t* pte, pte_t ptent, unsigned max_nr,
+                       uint64_t addr, int* rss, bool* force_flush, bool* force_break);
+  void zap_present_folio_ptes(mmu_gather* tlb, vm_area_struct* vma, folio* f, page* pg, pte_t* pte,
+                              pte_t ptent, unsigned nr, uint64_t addr, int* rss, bool* force_flush,
+                              bool* force_break);
+  void exit_mmap(mm_struct* mm);
+  void mmput(mm_struct* mm);
+  void zap_page_range_single(vm_area_struct* vma, uint64_t address, uint64_t size);  // MADV_DONTNEED
+
+  // ============ address space (mm/mmap.c, mm/vma.c, mm/mprotect.c, mm/madvise.c) =================
+  vm_area_struct* find_vma(mm_struct* mm, uint64_t addr);  // first VMA with vm_end > addr
+  vm_area_struct* vma_lookup(mm_struct* mm, uint64_t addr); // the VMA containing addr
+  uint64_t get_unmapped_area(mm_struct* mm, uint64_t addr, uint64_t len, uint64_t align);
+  vm_area_struct* vma_insert(mm_struct* mm, std::unique_ptr<vm_area_struct> vma);
+  std::unique_ptr<vm_area_struct> vma_remove(mm_struct* mm, vm_area_struct* vma);
+  // Splits so that a VMA boundary falls at addr (__split_vma).
+  int split_vma(mm_struct* mm, vm_area_struct* vma, uint64_t addr);
+  int anon_vma_prepare(vm_area_struct* vma);
+  int mprotect_fixup(vm_area_struct* vma, uint64_t start, uint64_t end, vm_flags_t newflags);
+  long change_protection(mmu_gather* tlb, vm_area_struct* vma, uint64_t start, uint64_t end);
+
+  // ============ invariants (PORTMAP §3.3) ==========================================================
+  // Checks every invariant over every mm; panics with the state that shows a violation. `where`
+  // names the operation just done. A no-op unless kernel.check_invariants (or `force`).
+  void check_invariants(const char* where, bool force = false);
+  // TLB coherence (invariant 8) needs the hardware's TLB contents; the platform registers them.
+  struct CachedTranslation {
+    int cpu;
+    uint16_t asid;
+    uint64_t va;        // page-aligned
+    uint64_t page_size;
+    pfn_t pfn;
+    bool writable;
+  };
+  using TlbEnumerator = std::function<void(const std::function<void(const CachedTranslation&)>&)>;
+  void set_tlb_enumerator(TlbEnumerator e) { tlb_enum_ = std::move(e); }
+
+  // Trace helper for kernel events (contpte_convert, fork, exit).
+  void trace_event(const char* name, std::initializer_list<mmusim::TraceField> fields);
+
+  FaultRecord& fault_record() { return last_fault_; }
+
+ private:
+  void init_memmap();
+  mm_struct* mm_alloc();
+  void buddy_free(pfn_t pfn, unsigned order);
+  pfn_t buddy_alloc(unsigned order);
+
+  KernelParams params_;
+  mmusim::pg::Isa isa_;
+  PhysMem phys_;
+  MmuHw& hw_;
+  mmusim::Stats& stats_;
+  mmusim::Trace* trace_;
+  KernelCounters ctr_;
+  std::unique_ptr<Arch> arch_;
+  CostAccount cost_;
+  LockStats mmap_lock_stats_, vma_lock_stats_;
+
+  uint64_t nr_frames_ = 0;
+  page* mem_map_ = nullptr;  // calloc'd: untouched entries cost no host memory
+  uint64_t nr_free_ = 0;
+  std::array<std::set<pfn_t>, MAX_PAGE_ORDER + 1> free_area_;
+  pfn_t zero_pfn_ = 0;
+  folio* huge_zero_folio_ = nullptr;
+  std::vector<std::vector<folio*>> lru_batch_;  // per CPU
+  std::map<uint64_t, pfn_t> deposited_;         // PMD slot (phys addr) -> deposited PTE table
+
+  std::vector<std::unique_ptr<mm_struct>> mms_;
+  std::vector<std::unique_ptr<task_struct>> tasks_;
+  int next_pid_ = 1;
+  int next_mm_id_ = 1;
+  uint32_t next_anon_vma_id_ = 1;
+
+  task_struct* current_ = nullptr;
+  int cpu_ = 0;
+  uint64_t now_ps_ = 0;
+  FaultRecord last_fault_;
+  TlbEnumerator tlb_enum_;
+};
+
+// Builds the arch layer for an ISA (arch/x86, arch/arm64).
+std::unique_ptr<Arch> make_arch(mmusim::pg::Isa isa, Kernel& k);
+
+}  // namespace kmm

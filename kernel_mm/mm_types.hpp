@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// mm_struct, vm_area_struct, task_struct, anon_vma and the locks on the fault paths
+// (include/linux/mm_types.h, include/linux/mmap_lock.h, include/linux/mm.h per-VMA lock).
+#pragma once
+
+#include <bitset>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernel_mm/types.hpp"
+
+namespace kmm {
+
+inline constexpr int kMaxCpus = 64;
+using cpumask_t = std::bitset<kMaxCpus>;
+
+// Lock accounting shared by every lock of one kind (reported as kernel.lock.<name>.*).
+struct LockStats {
+  uint64_t acquisitions = 0;
+  uint64_t contended = 0;  // an acquisition that found the lock unavailable
+  uint64_t trylock_failures = 0;
+};
+
+// A writer-preferring reader/writer semaphore (kernel/locking/rwsem.c semantics that matter here:
+// a waiting writer blocks new readers; trylocks never wait). Without a scheduler that can make a
+// task wait in simulated time, an acquisition that would have to wait is a bug.
+class rw_semaphore {
+ public:
+  bool down_read_trylock();
+  void down_read();
+  void up_read();
+  bool down_write_trylock();
+  void down_write();
+  void up_write();
+  void downgrade_write();  // writer -> reader, letting other readers in
+
+  int readers() const { return readers_; }
+  bool write_locked() const { return writer_; }
+  int waiting_writers() const { return waiting_writers_; }
+  bool is_locked() const { return writer_ || readers_ > 0; }
+  void set_stats(LockStats* s) { stats_ = s; }
+  // Multi-core platforms register writers that wait (simulated time) through this count.
+  void add_waiting_writer(int d) { waiting_writers_ += d; }
+
+ private:
+  int readers_ = 0;
+  bool writer_ = false;
+  int waiting_writers_ = 0;
+  LockStats* stats_ = nullptr;
+};
+
+struct mm_struct;
+
+// Minimal anon_vma: the identity that folio->mapping points to; fork gives the child VMA a new
+// anon_vma chained to the parent's (anon_vma_fork), which is all the rmap decisions here need.
+struct anon_vma {
+  uint32_t id = 0;
+  uint32_t root_id = 0;
+  int refcount = 0;
+};
+
+struct vm_area_struct {
+  uint64_t vm_start = 0;
+  uint64_t vm_end = 0;
+  mm_struct* vm_mm = nullptr;
+  vm_flags_t vm_flags = 0;
+  uint64_t vm_pgoff = 0;  // vm_start >> PAGE_SHIFT for anonymous VMAs
+  std::shared_ptr<anon_vma> anon;  // vma->anon_vma (null until the first anon fault)
+
+  // Per-VMA lock (CONFIG_PER_VMA_LOCK, 6.12: vm_lock_seq + vm_lock->lock + detached).
+  int64_t vm_lock_seq = -1;
+  rw_semaphore vm_lock;
+  bool detached = false;
+
+  uint64_t size() const { return vm_end - vm_start; }
+};
+
+struct mm_struct {
+  int id = 0;            // also the MM-id (mm->mm_id) and the ASID/PCID the TLBs tag entries with
+  uint64_t pgd = 0;      // physical address of the top-level table (CR3 / TTBR0)
+  // The VMAs, ordered by vm_end (the maple tree's role).
+  std::map<uint64_t, std::unique_ptr<vm_area_struct>> mm_mt;
+  rw_semaphore mmap_lock;
+  int64_t mm_lock_seq = 0;           // mm->mm_lock_seq (a sequence; odd while write-locked)
+  int64_t rss_stat[NR_MM_COUNTERS] = {};
+  int64_t pgtables_bytes = 0;
+  uint32_t write_protect_seq = 0;    // raw seqcount bumped by fork's copy_page_range
+  bool has_pinned = false;           // MMF_HAS_PINNED
+  int mm_users = 1;
+  cpumask_t cpumask;                 // mm_cpumask(): CPUs that may hold TLB entries of this mm
+  uint64_t tlb_gen = 0;              // context.tlb_gen (x86)
+  uint64_t mmap_base = 0x7f0000000000ull;  // top-down get_unmapped_area starts here
+  std::string owner_comm;
+};
+
+enum class TaskState : uint8_t { Runnable, Blocked, Zombie, Dead };
+
+struct task_struct {
+  int pid = 0;
+  int tgid = 0;
+  std::string comm;
+  mm_struct* mm = nullptr;
+  int cpu = 0;
+  TaskState state = TaskState::Runnable;
+  int exit_code = 0;
+  task_struct* parent = nullptr;
+};
+
+// get_mm_counter()/add_mm_counter() (include/linux/mm.h)
+inline int64_t get_mm_counter(const mm_struct* mm, int member) { return mm->rss_stat[member]; }
+inline void add_mm_counter(mm_struct* mm, int member, int64_t value) { mm->rss_stat[member] += value; }
+inline void inc_mm_counter(mm_struct* mm, int member) { ++mm->rss_stat[member]; }
+inline void dec_mm_counter(mm_struct* mm, int member) { --mm->rss_stat[member]; }
+
+}  // namespace kmm

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "kernel_mm/physmem.hpp"
+
+#include <cstring>
+
+#include "base/error.hpp"
+
+namespace kmm {
+namespace {
+constexpr size_t kChunkFrames = 256;  // 1 MiB of buffers per host allocation
+}
+
+PhysMem::PhysMem(uint64_t bytes) : nr_frames_(bytes >> PAGE_SHIFT), data_(nr_frames_, nullptr) {
+  if (nr_frames_ == 0) mmusim::panic("physical memory of {} bytes holds no page frame", bytes);
+}
+
+PhysMem::~PhysMem() = default;
+
+uint8_t* PhysMem::back(pfn_t pfn) {
+  MMUSIM_CHECK(pfn < nr_frames_, "pfn {:#x} beyond physical memory ({:#x} frames)", pfn, nr_frames_);
+  if (free_buffers_.empty()) {
+    chunks_.emplace_back(new uint8_t[kChunkFrames * PAGE_SIZE]);
+    uint8_t* base = chunks_.back().get();
+    chunk_index_.emplace(reinterpret_cast<uintptr_t>(base), owner_.size());
+    owner_.emplace_back(kChunkFrames, pfn_t(0));
+    for (size_t i = kChunkFrames; i-- > 0;) free_buffers_.push_back(base + i * PAGE_SIZE);
+  }
+  uint8_t* p = free_buffers_.back();
+  free_buffers_.pop_back();
+  std::memset(p, 0, PAGE_SIZE);
+  data_[pfn] = p;
+  auto it = std::prev(chunk_index_.upper_bound(reinterpret_cast<uintptr_t>(p)));
+  owner_[it->second][(reinterpret_cast<uintptr_t>(p) - it->first) / PAGE_SIZE] = pfn;
+  ++backed_;
+  return p;
+}
+
+void PhysMem::release(pfn_t pfn) {
+  free_buffers_.push_back(data_[pfn]);
+  data_[pfn] = nullptr;
+  --backed_;
+}
+
+uint64_t PhysMem::phys_of(const void* ptr) const {
+  auto addr = reinterpret_cast<uintptr_t>(ptr);
+  auto it = chunk_index_.upper_bound(addr);
+  MMUSIM_CHECK(it != chunk_index_.begin(), "host pointer {} is not in simulated memory", ptr);
+  --it;
+  size_t off = addr - it->first;
+  MMUSIM_CHECK(off < kChunkFrames * PAGE_SIZE, "host pointer {} is not in simulated memory", ptr);
+  pfn_t pfn = owner_[it->second][off / PAGE_SIZE];
+  MMUSIM_CHECK(data_[pfn] == reinterpret_cast<const uint8_t*>(it->first) + (off & ~(PAGE_SIZE - 1)),
+               "host pointer {} is into a buffer no frame owns", ptr);
+  return (pfn << PAGE_SHIFT) | (off & (PAGE_SIZE - 1));
+}
+
+void PhysMem::zero_frame(pfn_t pfn) {
+  MMUSIM_CHECK(pfn < nr_frames_, "pfn {:#x} beyond physical memory", pfn);
+  if (data_[pfn]) release(pfn);
+}
+
+void PhysMem::copy_frame(pfn_t dst, pfn_t src) {
+  MMUSIM_CHECK(dst < nr_frames_ && src < nr_frames_, "copy {:#x} <- {:#x} beyond memory", dst, src);
+  if (!data_[src]) {
+    zero_frame(dst);
+    return;
+  }
+  std::memcpy(frame_data(dst), data_[src], PAGE_SIZE);
+}
+
+void PhysMem::read(uint64_t pa, void* buf, size_t n) const {
+  auto* out = static_cast<uint8_t*>(buf);
+  while (n) {
+    pfn_t pfn = pa >> PAGE_SHIFT;
+    MMUSIM_CHECK(pfn < nr_frames_, "read at {:#x} beyond physical memory", pa);
+    size_t off = pa & (PAGE_SIZE - 1), k = std::min<size_t>(n, PAGE_SIZE - off);
+    if (data_[pfn]) std::memcpy(out, data_[pfn] + off, k);
+    else std::memset(out, 0, k);
+    out += k, pa += k, n -= k;
+  }
+}
+
+void PhysMem::write(uint64_t pa, const void* buf, size_t n) {
+  auto* in = static_cast<const uint8_t*>(buf);
+  while (n) {
+    pfn_t pfn = pa >> PAGE_SHIFT;
+    MMUSIM_CHECK(pfn < nr_frames_, "write at {:#x} beyond physical memory", pa);
+    size_t off = pa & (PAGE_SIZE - 1), k = std::min<size_t>(n, PAGE_SIZE - off);
+    std::memcpy(frame_data(pfn) + off, in, k);
+    in += k, pa += k, n -= k;
+  }
+}
+
+void PhysMem::fill(uint64_t pa, uint8_t byte, size_t n) {
+  while (n) {
+    pfn_t pfn = pa >> PAGE_SHIFT;
+    MMUSIM_CHECK(pfn < nr_frames_, "fill at {:#x} beyond physical memory", pa);
+    size_t off = pa & (PAGE_SIZE - 1), k = std::min<size_t>(n, PAGE_SIZE - off);
+    if (byte == 0 && off == 0 && k == PAGE_SIZE) zero_frame(pfn);
+    else if (byte != 0 || data_[pfn]) std::memset(frame_data(pfn) + off, byte, k);
+    pa += k, n -= k;
+  }
+}
+
+}  // namespace kmm

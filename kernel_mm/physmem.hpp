@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// Simulated physical memory: page frames with real byte contents, sparse so that GiB-sized
+// regions stay cheap. A frame without backing reads as zeroes; the first write gives it a 4 KiB
+// buffer (from a pool: buffers never move, so host pointers into page tables stay valid while the
+// frame is allocated). Zeroing a frame drops its buffer.
+//
+// Page tables live here in the hardware's encodings: the kernel writes them through
+// `frame_data()`, the hardware walker reads them with `read64()`.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "kernel_mm/types.hpp"
+
+namespace kmm {
+
+class PhysMem {
+ public:
+  explicit PhysMem(uint64_t bytes);
+  ~PhysMem();
+  PhysMem(const PhysMem&) = delete;
+  PhysMem& operator=(const PhysMem&) = delete;
+
+  uint64_t nr_frames() const { return nr_frames_; }
+  uint64_t size_bytes() const { return nr_frames_ << PAGE_SHIFT; }
+
+  // The frame's bytes for writing: gives the frame a (zeroed) buffer if it has none.
+  uint8_t* frame_data(pfn_t pfn) {
+    uint8_t* p = data_[pfn];
+    return p ? p : back(pfn);
+  }
+  // The frame's bytes for reading, or nullptr if the frame is all zeroes.
+  const uint8_t* frame_data_if(pfn_t pfn) const { return data_[pfn]; }
+  bool frame_backed(pfn_t pfn) const { return data_[pfn] != nullptr; }
+
+  void zero_frame(pfn_t pfn);                 // clear_page()
+  void copy_frame(pfn_t dst, pfn_t src);      // copy_page()
+
+  // Physical-address access (any alignment within one frame for read/write; read64 aligned).
+  uint64_t read64(uint64_t pa) const {
+    const uint8_t* p = data_[pa >> PAGE_SHIFT];
+    if (!p) return 0;
+    uint64_t v;
+    __builtin_memcpy(&v, p + (pa & (PAGE_SIZE - 1)), 8);
+    return v;
+  }
+  void write64(uint64_t pa, uint64_t v) {
+    __builtin_memcpy(frame_data(pa >> PAGE_SHIFT) + (pa & (PAGE_SIZE - 1)), &v, 8);
+  }
+  void read(uint64_t pa, void* buf, size_t n) const;   // may cross frames
+  void write(uint64_t pa, const void* buf, size_t n);  // may cross frames
+  void fill(uint64_t pa, uint8_t byte, size_t n);      // may cross frames
+
+  uint64_t frames_backed() const { return backed_; }   // host memory in use, in frames
+
+  // The physical address of a host pointer into a backed frame (the kernel holds pte_t* and
+  // pmd_t* into page tables and sometimes needs the table they are in, as __pa() gives).
+  uint64_t phys_of(const void* p) const;
+
+ private:
+  uint8_t* back(pfn_t pfn);
+  void release(pfn_t pfn);
+
+  uint64_t nr_frames_;
+  uint64_t backed_ = 0;
+  std::vector<uint8_t*> data_;
+  std::vector<std::unique_ptr<uint8_t[]>> chunks_;
+  std::map<uintptr_t, size_t> chunk_index_;  // chunk base -> index into owner_
+  std::vector<std::vector<pfn_t>> owner_;     // per chunk, per buffer slot: the frame using it
+  std::vector<uint8_t*> free_buffers_;
+};
+
+}  // namespace kmm
