@@ -426,6 +426,22 @@ int Kernel::copy_user_large_folio(folio* dst, folio* src, uint64_t addr_hint, vm
 }
 
 // ------------------------------------------------------------------------------------------------
+// Fault entry: the arch handler, then the invariant checker.
+
+FaultReturn Kernel::handle_user_fault(task_struct* t, uint64_t addr, uint64_t syndrome, uint64_t ip) {
+  MMUSIM_CHECK(t && t->mm, "a user fault at {:#x} without a user task", addr);
+  current_ = t;
+  last_fault_ = FaultRecord{};
+  FaultReturn r = arch_->handle_user_fault(t, addr, syndrome, ip);
+  if (r.sigsegv) {
+    ctr_.faults_sigsegv.inc();
+    last_fault_.kind = FaultKind::sigsegv;
+  }
+  check_invariants("page fault");
+  return r;
+}
+
+// ------------------------------------------------------------------------------------------------
 // Tracing
 
 void Kernel::trace_event(const char* name, std::initializer_list<mmusim::TraceField> fields) {

@@ -30,10 +30,12 @@
 #include "kernel_mm/hw.hpp"
 #include "kernel_mm/mm_types.hpp"
 #include "kernel_mm/page.hpp"
-#include "kernel_mm/physmem.hpp"
+#include "base/physmem.hpp"
 #include "kernel_mm/types.hpp"
 
 namespace kmm {
+
+using mmusim::PhysMem;
 
 // ---- run-time kernel variants (../shared/reference/patches/README.md) ---------------------------
 enum class WpReuse : uint8_t { off, block16, pagetable, pagetable_flush };

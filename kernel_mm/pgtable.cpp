@@ -270,8 +270,13 @@ pmd_t Arch::pmdp_invalidate(vm_area_struct* vma, uint64_t addr, pmd_t* pmdp) {
   pmd_t old = *pmdp;
   *pmdp = pmd_mkinvalid(old);
   k_.charge(Cost::pte_write);
-  flush_tlb_range(vma, addr & PMD_MASK, (addr & PMD_MASK) + PMD_SIZE);
+  flush_pmd_tlb_range(vma, addr & PMD_MASK, (addr & PMD_MASK) + PMD_SIZE);
   return old;
+}
+
+void Arch::switch_mm(int cpu, mm_struct* next) {
+  loaded_mm_[cpu] = next;
+  if (next) next->cpumask.set(size_t(cpu));
 }
 
 void Arch::set_pmd_at(mm_struct* mm, uint64_t addr, pmd_t* pmdp, pmd_t pmd) {

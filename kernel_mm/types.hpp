@@ -3,6 +3,7 @@
 // include/linux/mm.h, include/linux/mm_types_task.h). Values follow 6.12 where a value exists.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 
 namespace kmm {
@@ -164,11 +165,6 @@ inline constexpr rmap_t RMAP_NONE = 0;
 inline constexpr rmap_t RMAP_EXCLUSIVE = 1u << 0;
 inline constexpr rmap_t RMAP_COMPOUND = 1u << 1;
 
-// Error returns used by the ported paths.
-inline constexpr int EAGAIN = 11;
-inline constexpr int ENOMEM = 12;
-inline constexpr int EBUSY = 16;
-inline constexpr int EINVAL = 22;
-inline constexpr int EFAULT = 14;
+// Error returns (-EAGAIN, -ENOMEM, ...) are the host's <cerrno> values, which are Linux's.
 
 }  // namespace kmm

@@ -48,8 +48,8 @@ class Arch {
   virtual pte_t pfn_pte(pfn_t pfn, pgprot_t prot) const = 0;
   virtual pgprot_t pte_pgprot(pte_t pte) const = 0;  // the non-PFN bits
   virtual pte_t pte_mkwrite_novma(pte_t pte) const = 0;
-  // pte_mkwrite(pte, vma): a VMA-aware mkwrite (shadow stacks on x86); here as _novma.
-  pte_t pte_mkwrite(pte_t pte, const vm_area_struct*) const { return pte_mkwrite_novma(pte); }
+  // pte_mkwrite(pte, vma): the VMA-aware mkwrite (x86 also clears SavedDirty).
+  virtual pte_t pte_mkwrite(pte_t pte, const vm_area_struct*) const { return pte_mkwrite_novma(pte); }
   virtual pte_t pte_wrprotect(pte_t pte) const = 0;
   virtual pte_t pte_mkdirty(pte_t pte) const = 0;
   virtual pte_t pte_mkclean(pte_t pte) const = 0;
@@ -77,7 +77,7 @@ class Arch {
   virtual bool pmd_young(pmd_t pmd) const = 0;
   virtual pfn_t pmd_pfn(pmd_t pmd) const = 0;   // leaf: the huge page's first pfn
   virtual pmd_t pmd_mkwrite_novma(pmd_t pmd) const = 0;
-  pmd_t pmd_mkwrite(pmd_t pmd, const vm_area_struct*) const { return pmd_mkwrite_novma(pmd); }
+  virtual pmd_t pmd_mkwrite(pmd_t pmd, const vm_area_struct*) const { return pmd_mkwrite_novma(pmd); }
   virtual pmd_t pmd_wrprotect(pmd_t pmd) const = 0;
   virtual pmd_t pmd_mkdirty(pmd_t pmd) const = 0;
   virtual pmd_t pmd_mkclean(pmd_t pmd) const = 0;
@@ -136,11 +136,18 @@ class Arch {
   // ---- TLB flushing (asm/tlbflush.h) --------------------------------------------------------
   virtual void flush_tlb_page(vm_area_struct* vma, uint64_t addr) = 0;
   virtual void flush_tlb_range(vm_area_struct* vma, uint64_t start, uint64_t end) = 0;
+  // flush_pmd_tlb_range(): a range of PMD leaves (stride PMD_SIZE).
+  virtual void flush_pmd_tlb_range(vm_area_struct* vma, uint64_t start, uint64_t end) = 0;
   virtual void flush_tlb_mm(mm_struct* mm) = 0;
   // flush_tlb_mm_range() for an mmu_gather flush (x86) / __flush_tlb_range (arm64).
   virtual void tlb_flush_mmu_range(mm_struct* mm, uint64_t start, uint64_t end, bool freed_tables) = 0;
   // This CPU only, the current mm (x86 flush_tlb_local; the `pagetable+flush` experiment).
   virtual void flush_tlb_local() = 0;
+
+  // ---- context switch (switch_mm_irqs_off / check_and_switch_context) -------------------------
+  // `cpu` now runs `next` (null: a kernel thread / idle). Sets mm_cpumask and the loaded mm.
+  virtual void switch_mm(int cpu, mm_struct* next);
+  mm_struct* loaded_mm(int cpu) const { return loaded_mm_[cpu]; }
 
   // ---- fault entry -----------------------------------------------------------------------------
   // x86 do_user_addr_fault() (syndrome = the #PF error code) / arm64 do_page_fault() (syndrome =
@@ -149,6 +156,7 @@ class Arch {
 
  protected:
   Kernel& k_;
+  mm_struct* loaded_mm_[kMaxCpus] = {};
 };
 
 }  // namespace kmm

@@ -14,9 +14,14 @@
 #include <memory>
 #include <vector>
 
-#include "kernel_mm/types.hpp"
 
-namespace kmm {
+
+namespace mmusim {
+
+using pfn_t = uint64_t;
+inline constexpr unsigned PAGE_SHIFT = 12;
+inline constexpr uint64_t PAGE_SIZE = uint64_t(1) << PAGE_SHIFT;
+
 
 class PhysMem {
  public:
@@ -74,4 +79,4 @@ class PhysMem {
   std::vector<uint8_t*> free_buffers_;
 };
 
-}  // namespace kmm
+}  // namespace mmusim

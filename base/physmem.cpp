@@ -1,17 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0-only
-#include "kernel_mm/physmem.hpp"
+#include "base/physmem.hpp"
 
 #include <cstring>
 
 #include "base/error.hpp"
 
-namespace kmm {
+namespace mmusim {
 namespace {
 constexpr size_t kChunkFrames = 256;  // 1 MiB of buffers per host allocation
 }
 
 PhysMem::PhysMem(uint64_t bytes) : nr_frames_(bytes >> PAGE_SHIFT), data_(nr_frames_, nullptr) {
-  if (nr_frames_ == 0) mmusim::panic("physical memory of {} bytes holds no page frame", bytes);
+  if (nr_frames_ == 0) panic("physical memory of {} bytes holds no page frame", bytes);
 }
 
 PhysMem::~PhysMem() = default;
@@ -102,4 +102,4 @@ void PhysMem::fill(uint64_t pa, uint8_t byte, size_t n) {
   }
 }
 
-}  // namespace kmm
+}  // namespace mmusim

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The hardware's translation-table walk, functionally: read the tables the kernel wrote in
+// simulated memory, set accessed/dirty bits the way the hardware does, and say what fault an
+// access gets. Used directly by the functional driver (no timing) and step by step by the timed
+// page walker (models/walker), which adds paging-structure caches and memory latency.
+//
+// x86 (SDM Vol 3A §4.8): the accessed flag is set in every entry used by the walk; the dirty flag
+// is set in the leaf on a write the translation permits. R/W is the AND over the levels.
+// arm64 (Arm ARM D8.5): with FEAT_HAFDBS (HA) the walk sets AF instead of an Access-flag fault;
+// with HD a write to a writable-clean leaf (DBM=1, AP[2]=1) clears AP[2] instead of a Permission
+// fault.
+#pragma once
+
+#include <cstdint>
+
+#include "base/pgformat.hpp"
+#include "base/physmem.hpp"
+
+namespace mmusim::pg {
+
+struct WalkStep {
+  unsigned level;
+  uint64_t entry_pa;  // where the entry was read
+  uint64_t entry;     // its value (after any A/D update)
+};
+
+struct Walk {
+  enum Result : uint8_t { Ok, NotPresent, AccessFlag } result = NotPresent;
+  unsigned level = 0;       // the leaf's level, or the level where the walk stopped
+  uint64_t page_size = 0;   // the leaf's size
+  uint64_t page_pa = 0;     // physical base of the leaf page/block
+  bool writable = false;    // effective write permission (x86: AND of R/W over the levels)
+  bool user = false;        // effective user permission
+  bool dirty = false;       // x86 D / arm64 writable-dirty
+  bool dbm = false;         // arm64 writable-clean: HD may make it writable
+  bool contiguous = false;  // arm64 contiguous hint on the leaf
+  unsigned nsteps = 0;
+  WalkStep steps[4];
+
+  uint64_t pa(uint64_t va) const { return page_pa | (va & (page_size - 1)); }
+};
+
+struct WalkOptions {
+  bool set_accessed = true;  // x86 always; arm64 with HA
+};
+
+// Walk the tables from `root_pa` for `va`. Reads and (for A/AF) writes `mem`.
+inline Walk walk(Isa isa, PhysMem& mem, uint64_t root_pa, uint64_t va, const WalkOptions& opt = {}) {
+  const Geometry& g = geometry(isa);
+  Walk w;
+  uint64_t table = root_pa;
+  w.writable = true;
+  w.user = true;
+  for (int lvl = int(g.levels) - 1; lvl >= 0; --lvl) {
+    uint64_t epa = table + uint64_t(g.index(va, unsigned(lvl))) * g.entry_bytes;
+    uint64_t e = mem.read64(epa);
+    HwEntry h = decode(isa, e, unsigned(lvl));
+    w.level = unsigned(lvl);
+    if (!h.valid) {
+      w.steps[w.nsteps++] = {unsigned(lvl), epa, e};
+      w.result = Walk::NotPresent;
+      return w;
+    }
+    if (isa == Isa::x86_64) {
+      if (!h.accessed && opt.set_accessed) {
+        e |= x86::ACCESSED;
+        mem.write64(epa, e);
+      }
+      w.writable = w.writable && h.writable;
+      w.user = w.user && h.user;
+    } else if (h.leaf && !h.accessed) {
+      if (!opt.set_accessed) {
+        w.steps[w.nsteps++] = {unsigned(lvl), epa, e};
+        w.result = Walk::AccessFlag;
+        return w;
+      }
+      e |= arm64::AF;
+      mem.write64(epa, e);
+    }
+    w.steps[w.nsteps++] = {unsigned(lvl), epa, e};
+    if (h.leaf) {
+      w.result = Walk::Ok;
+      w.page_size = g.level_size(unsigned(lvl));
+      w.page_pa = h.pa;
+      if (isa == Isa::arm64) {
+        w.writable = h.writable;
+        w.user = h.user;
+        w.dbm = h.dbm;
+        w.contiguous = h.contiguous;
+      }
+      w.dirty = h.dirty;
+      return w;
+    }
+    table = h.pa;
+  }
+  w.result = Walk::NotPresent;
+  return w;
+}
+
+// The hardware dirty update of a write through a translation that permits it: x86 sets D in the
+// leaf; arm64 with HD clears AP[2] of a writable-clean leaf. Returns false if the write is not
+// permitted (a permission fault).
+inline bool hw_mark_dirty(Isa isa, PhysMem& mem, Walk& w, bool hafdbs_dirty) {
+  WalkStep& leaf = w.steps[w.nsteps - 1];
+  if (isa == Isa::x86_64) {
+    if (!w.writable) return false;
+    if (!(leaf.entry & x86::DIRTY)) {
+      leaf.entry |= x86::DIRTY;
+      mem.write64(leaf.entry_pa, leaf.entry);
+    }
+    w.dirty = true;
+    return true;
+  }
+  if (w.writable) {
+    w.dirty = true;
+    return true;
+  }
+  if (w.dbm && hafdbs_dirty) {
+    leaf.entry &= ~arm64::RDONLY;
+    mem.write64(leaf.entry_pa, leaf.entry);
+    w.writable = true;
+    w.dirty = true;
+    return true;
+  }
+  return false;
+}
+
+// x86 #PF error code (arch/x86/include/asm/trap_pf.h): P (protection), W, U, I.
+inline uint64_t x86_pf_error_code(bool present, bool write, bool user, bool exec) {
+  return (present ? 1u : 0u) | (write ? 2u : 0u) | (user ? 4u : 0u) | (exec ? 16u : 0u);
+}
+
+// arm64 ESR_EL1 for a data abort from EL0 (Arm ARM D24.2.40): EC = 0x24, IL, WnR (bit 6),
+// DFSC = translation fault level n (0b0001nn), access flag fault (0b0010nn), permission fault
+// (0b0011nn). Level n is the architectural level (3 = the PTE level).
+namespace esr {
+inline constexpr uint64_t EC_SHIFT = 26;
+inline constexpr uint64_t EC_DABT_LOW = 0x24;
+inline constexpr uint64_t IL = uint64_t(1) << 25;
+inline constexpr uint64_t WNR = uint64_t(1) << 6;
+inline constexpr uint64_t FSC_MASK = 0x3f;
+inline constexpr uint64_t FSC_FAULT = 0x04;   // translation fault, + level
+inline constexpr uint64_t FSC_ACCESS = 0x08;  // access flag fault, + level
+inline constexpr uint64_t FSC_PERM = 0x0c;    // permission fault, + level
+}  // namespace esr
+
+inline uint64_t arm64_dabt_esr(Walk::Result r, bool permission, unsigned level, bool write) {
+  unsigned arch_level = 3 - level;  // our level 0 is the architecture's level 3
+  uint64_t fsc = permission ? esr::FSC_PERM
+               : r == Walk::AccessFlag ? esr::FSC_ACCESS
+                                       : esr::FSC_FAULT;
+  return (esr::EC_DABT_LOW << esr::EC_SHIFT) | esr::IL | (write ? esr::WNR : 0) | fsc | arch_level;
+}
+
+}  // namespace mmusim::pg

@@ -1,0 +1,328 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// x86-64 arch layer: arch/x86/include/asm/pgtable.h and pgtable_types.h (PTE helpers),
+// arch/x86/mm/pgtable.c (ptep_set_access_flags, pmdp_set_access_flags), arch/x86/mm/tlb.c
+// (flush_tlb_mm_range, flush_tlb_func, flush_tlb_local) and arch/x86/mm/fault.c
+// (do_user_addr_fault, access_error).
+//
+// What matters for the experiments: a write fault that upgrades a PTE to writable does no TLB
+// flush ("#PF is architecturally guaranteed to do that"), and flush_tlb_fix_spurious_fault() is
+// empty. Shadow-stack safety (SavedDirty) is kept as in 6.12: pte_wrprotect() moves Dirty to
+// SavedDirty, pte_mkwrite() moves it back.
+#include "kernel_mm/arch/x86/x86.hpp"
+
+#include "base/error.hpp"
+#include "kernel_mm/kernel.hpp"
+
+namespace kmm {
+
+namespace x = mmusim::pg::x86;
+
+namespace {
+// mksaveddirty_shift()/clear_saveddirty_shift() (arch/x86/include/asm/pgtable.h:404)
+inline uint64_t mksaveddirty_shift(uint64_t v) {
+  uint64_t cond = (~v >> 1) & 1;  // !RW
+  v |= ((v >> 6) & cond) << 58;   // DIRTY -> SAVED_DIRTY
+  v &= ~(cond << 6);
+  return v;
+}
+inline uint64_t clear_saveddirty_shift(uint64_t v) {
+  uint64_t cond = (v >> 1) & 1;   // RW
+  v |= ((v >> 58) & cond) << 6;   // SAVED_DIRTY -> DIRTY
+  v &= ~(cond << 58);
+  return v;
+}
+constexpr uint64_t DIRTY_BITS = x::DIRTY | x::SAVED_DIRTY;  // _PAGE_DIRTY_BITS
+// X86_PF_* (arch/x86/include/asm/trap_pf.h)
+constexpr uint64_t X86_PF_PROT = 1u << 0;
+constexpr uint64_t X86_PF_WRITE = 1u << 1;
+constexpr uint64_t X86_PF_USER = 1u << 2;
+constexpr uint64_t X86_PF_RSVD = 1u << 3;
+constexpr uint64_t X86_PF_INSTR = 1u << 4;
+constexpr uint64_t X86_PF_PK = 1u << 5;
+constexpr uint64_t X86_PF_SHSTK = 1u << 6;
+// tlb_single_page_flush_ceiling (arch/x86/mm/tlb.c)
+constexpr uint64_t kTlbSinglePageFlushCeiling = 33;
+}  // namespace
+
+bool X86Arch::pte_present(pte_t p) const { return p.val & (x::PRESENT | x::PROTNONE); }
+bool X86Arch::pte_write(pte_t p) const { return p.val & x::RW; }
+bool X86Arch::pte_dirty(pte_t p) const { return p.val & DIRTY_BITS; }
+bool X86Arch::pte_young(pte_t p) const { return p.val & x::ACCESSED; }
+bool X86Arch::pte_special(pte_t p) const { return p.val & x::SPECIAL; }
+bool X86Arch::pte_protnone(pte_t p) const {
+  return (p.val & (x::PROTNONE | x::PRESENT)) == x::PROTNONE;
+}
+bool X86Arch::pte_soft_dirty(pte_t p) const { return p.val & x::SOFT_DIRTY; }
+bool X86Arch::pte_uffd_wp(pte_t p) const { return p.val & x::UFFD_WP; }
+pfn_t X86Arch::pte_pfn(pte_t p) const { return (p.val & x::PFN_MASK) >> PAGE_SHIFT; }
+pte_t X86Arch::pfn_pte(pfn_t pfn, pgprot_t prot) const {
+  return pte_t{(pfn << PAGE_SHIFT) | (prot.val & ~x::PFN_MASK)};
+}
+pgprot_t X86Arch::pte_pgprot(pte_t p) const { return pgprot_t{p.val & ~x::PFN_MASK}; }
+pte_t X86Arch::pte_mkwrite_novma(pte_t p) const { return pte_t{p.val | x::RW}; }
+// pte_mkwrite() (arch/x86/mm/pgtable.c): no shadow-stack VMAs here.
+pte_t X86Arch::pte_mkwrite(pte_t p, const vm_area_struct*) const {
+  return pte_t{clear_saveddirty_shift(pte_mkwrite_novma(p).val)};
+}
+pte_t X86Arch::pte_wrprotect(pte_t p) const { return pte_t{mksaveddirty_shift(p.val & ~x::RW)}; }
+pte_t X86Arch::pte_mkdirty(pte_t p) const {
+  return pte_t{mksaveddirty_shift(p.val | x::DIRTY | x::SOFT_DIRTY)};
+}
+pte_t X86Arch::pte_mkclean(pte_t p) const { return pte_t{p.val & ~DIRTY_BITS}; }
+pte_t X86Arch::pte_mkyoung(pte_t p) const { return pte_t{p.val | x::ACCESSED}; }
+pte_t X86Arch::pte_mkold(pte_t p) const { return pte_t{p.val & ~x::ACCESSED}; }
+pte_t X86Arch::pte_mkspecial(pte_t p) const { return pte_t{p.val | x::SPECIAL}; }
+pte_t X86Arch::pte_clear_soft_dirty(pte_t p) const { return pte_t{p.val & ~x::SOFT_DIRTY}; }
+pte_t X86Arch::pte_clear_uffd_wp(pte_t p) const { return pte_t{p.val & ~x::UFFD_WP}; }
+pte_t X86Arch::pte_advance_pfn(pte_t p, unsigned long nr) const {
+  return pte_t{p.val + (uint64_t(nr) << PAGE_SHIFT)};
+}
+// protection_map (arch/x86/mm/pgprot.c): private writable mappings are mapped read-only until
+// written (COW); the write fault makes them writable. _PAGE_NX for non-exec.
+pgprot_t X86Arch::vm_get_page_prot(vm_flags_t f) const {
+  uint64_t v = 0;
+  if (f & (VM_READ | VM_WRITE | VM_EXEC)) v = x::PRESENT | x::USER | x::ACCESSED;
+  else v = x::PROTNONE | x::ACCESSED;  // PAGE_NONE
+  if ((f & VM_WRITE) && (f & VM_SHARED)) v |= x::RW;
+  if (!(f & VM_EXEC)) v |= x::NX;
+  return pgprot_t{v};
+}
+// pte_modify() (arch/x86/include/asm/pgtable.h): keep _PAGE_CHG_MASK (PFN, A, D, special,
+// soft-dirty, uffd-wp, SavedDirty), take the rest from newprot.
+pte_t X86Arch::pte_modify(pte_t p, pgprot_t newprot) const {
+  constexpr uint64_t CHG_MASK = x::PFN_MASK | x::PCD | x::PWT | x::SPECIAL | x::ACCESSED |
+                                x::DIRTY | x::SOFT_DIRTY | x::DEVMAP | x::UFFD_WP | x::SAVED_DIRTY;
+  uint64_t v = (p.val & CHG_MASK) | (newprot.val & ~CHG_MASK);
+  return pte_t{clear_saveddirty_shift(v)};
+}
+
+bool X86Arch::pmd_present(pmd_t p) const { return p.val & (x::PRESENT | x::PROTNONE | x::PSE); }
+bool X86Arch::pmd_trans_huge(pmd_t p) const { return (p.val & x::PSE) != 0; }
+bool X86Arch::pmd_write(pmd_t p) const { return p.val & x::RW; }
+bool X86Arch::pmd_dirty(pmd_t p) const { return p.val & DIRTY_BITS; }
+bool X86Arch::pmd_young(pmd_t p) const { return p.val & x::ACCESSED; }
+pfn_t X86Arch::pmd_pfn(pmd_t p) const { return (p.val & x::PFN_MASK & PMD_MASK) >> PAGE_SHIFT; }
+pmd_t X86Arch::pmd_mkwrite_novma(pmd_t p) const { return pmd_t{p.val | x::RW}; }
+pmd_t X86Arch::pmd_mkwrite(pmd_t p, const vm_area_struct*) const {
+  return pmd_t{clear_saveddirty_shift(p.val | x::RW)};
+}
+pmd_t X86Arch::pmd_wrprotect(pmd_t p) const { return pmd_t{mksaveddirty_shift(p.val & ~x::RW)}; }
+pmd_t X86Arch::pmd_mkdirty(pmd_t p) const {
+  return pmd_t{mksaveddirty_shift(p.val | x::DIRTY | x::SOFT_DIRTY)};
+}
+pmd_t X86Arch::pmd_mkclean(pmd_t p) const { return pmd_t{p.val & ~DIRTY_BITS}; }
+pmd_t X86Arch::pmd_mkyoung(pmd_t p) const { return pmd_t{p.val | x::ACCESSED}; }
+pmd_t X86Arch::pmd_mkold(pmd_t p) const { return pmd_t{p.val & ~x::ACCESSED}; }
+// pmd_mkinvalid(): clear PRESENT and PROTNONE; pmd_present() stays true through PSE.
+pmd_t X86Arch::pmd_mkinvalid(pmd_t p) const { return pmd_t{p.val & ~(x::PRESENT | x::PROTNONE)}; }
+pmd_t X86Arch::mk_huge_pmd(pfn_t pfn, pgprot_t prot) const {
+  return pmd_t{(pfn << PAGE_SHIFT) | (prot.val & ~x::PFN_MASK) | x::PSE};
+}
+uint64_t X86Arch::mk_table(pfn_t t) const { return (t << PAGE_SHIFT) | x::TABLE; }
+bool X86Arch::table_present(uint64_t e) const { return (e & x::PRESENT) && !(e & x::PSE); }
+pfn_t X86Arch::table_pfn(uint64_t e) const { return (e & x::PFN_MASK) >> PAGE_SHIFT; }
+
+// ptep_set_wrprotect() (asm/pgtable.h:1345): cmpxchg loop with pte_wrprotect().
+void X86Arch::ptep_set_wrprotect(mm_struct*, uint64_t, pte_t* ptep) {
+  *ptep = pte_wrprotect(*ptep);
+  k_.charge(Cost::pte_write);
+}
+
+// ptep_set_access_flags() (arch/x86/mm/pgtable.c:502): write only if changed and dirty; never
+// flush. The #PF already invalidated this CPU's entry for the address; other stale entries take
+// (at most one) spurious fault each.
+int X86Arch::ptep_set_access_flags(vm_area_struct*, uint64_t, pte_t* ptep, pte_t entry, int dirty) {
+  int changed = !pte_same(*ptep, entry);
+  if (changed && dirty) {
+    *ptep = entry;  // set_pte()
+    k_.charge(Cost::pte_write);
+  }
+  return changed;
+}
+
+// flush_tlb_fix_spurious_fault() (asm/pgtable.h:1361): nothing on x86.
+void X86Arch::flush_tlb_fix_spurious_fault(vm_area_struct*, uint64_t, pte_t*) {}
+
+// pmdp_set_access_flags() (arch/x86/mm/pgtable.c:524): "No need to flush the TLB as the #PF is
+// architecturally guaranteed to do that and in the worst-case we'll generate a spurious fault."
+int X86Arch::pmdp_set_access_flags(vm_area_struct*, uint64_t, pmd_t* pmdp, pmd_t entry, int dirty) {
+  int changed = !pmd_same(*pmdp, entry);
+  if (changed && dirty) {
+    *pmdp = entry;
+    k_.charge(Cost::pte_write);
+  }
+  return changed;
+}
+
+void X86Arch::pmdp_set_wrprotect(mm_struct*, uint64_t, pmd_t* pmdp) {
+  *pmdp = pmd_wrprotect(*pmdp);
+  k_.charge(Cost::pte_write);
+}
+
+// flush_tlb_mm_range() (arch/x86/mm/tlb.c:1043). Remote CPUs in mm_cpumask get an IPI each and
+// run flush_tlb_func() there; the local CPU flushes if the mm is loaded.
+void X86Arch::flush_tlb_mm_range(mm_struct* mm, uint64_t start, uint64_t end, unsigned stride_shift,
+                                 bool freed_tables) {
+  const bool full = end == kFlushAll || ((end - start) >> stride_shift) > kTlbSinglePageFlushCeiling;
+  if (full) {
+    start = 0;
+    end = kFlushAll;
+  }
+  ++mm->tlb_gen;  // inc_mm_tlb_gen()
+  const int self = k_.smp_processor_id();
+  for (int cpu = 0; cpu < kMaxCpus; ++cpu) {
+    if (!mm->cpumask.test(size_t(cpu))) continue;
+    if (cpu != self) {
+      k_.charge(Cost::ipi);  // flush_tlb_multi(): IPI and wait
+      flush_tlb_func(cpu, mm, start, end, stride_shift);
+    } else if (loaded_mm_[cpu] == mm) {
+      flush_tlb_func(cpu, mm, start, end, stride_shift);
+    }
+  }
+}
+
+// flush_tlb_func() (arch/x86/mm/tlb.c): INVLPG per page (flush_tlb_one_user) or a full flush of
+// the mm's ASID (flush_tlb_local).
+void X86Arch::flush_tlb_func(int cpu, mm_struct* mm, uint64_t start, uint64_t end, unsigned stride_shift) {
+  const uint16_t pcid = uint16_t(mm->id);
+  if (end == kFlushAll) {
+    k_.hw().x86_flush_pcid(cpu, pcid);
+    k_.charge(Cost::flush_full);
+    return;
+  }
+  for (uint64_t addr = start; addr < end; addr += uint64_t(1) << stride_shift) {
+    k_.hw().x86_invlpg(cpu, pcid, addr);
+    k_.charge(Cost::invlpg);
+  }
+}
+
+void X86Arch::flush_tlb_page(vm_area_struct* vma, uint64_t addr) {
+  k_.counters().tlb_flush_page.inc();
+  flush_tlb_mm_range(vma->vm_mm, addr, addr + PAGE_SIZE, PAGE_SHIFT, false);
+}
+
+void X86Arch::flush_tlb_range(vm_area_struct* vma, uint64_t start, uint64_t end) {
+  k_.counters().tlb_flush_range.inc();
+  flush_tlb_mm_range(vma->vm_mm, start, end, PAGE_SHIFT, false);
+}
+
+void X86Arch::flush_pmd_tlb_range(vm_area_struct* vma, uint64_t start, uint64_t end) {
+  k_.counters().tlb_flush_range.inc();
+  flush_tlb_mm_range(vma->vm_mm, start, end, PMD_SHIFT, false);
+}
+
+void X86Arch::flush_tlb_mm(mm_struct* mm) {
+  k_.counters().tlb_flush_mm.inc();
+  flush_tlb_mm_range(mm, 0, kFlushAll, 0, false);
+}
+
+// tlb_flush() for x86 (arch/x86/include/asm/tlb.h): flush_tlb_mm_range over the gathered range.
+void X86Arch::tlb_flush_mmu_range(mm_struct* mm, uint64_t start, uint64_t end, bool freed_tables) {
+  k_.counters().tlb_flush_range.inc();
+  flush_tlb_mm_range(mm, start, end, PAGE_SHIFT, freed_tables);
+}
+
+// flush_tlb_local() (arch/x86/mm/tlb.c:1265): this CPU, the loaded ASID, whole non-global TLB.
+void X86Arch::flush_tlb_local() {
+  k_.counters().tlb_flush_local.inc();
+  int cpu = k_.smp_processor_id();
+  mm_struct* mm = loaded_mm_[cpu];
+  if (!mm) return;
+  k_.hw().x86_flush_pcid(cpu, uint16_t(mm->id));
+  k_.charge(Cost::flush_full);
+}
+
+// access_error() (arch/x86/mm/fault.c)
+static bool access_error(uint64_t error_code, const vm_area_struct* vma) {
+  if (error_code & X86_PF_PK) return true;
+  if (error_code & X86_PF_SHSTK) return true;  // no shadow-stack VMAs here
+  if (error_code & X86_PF_WRITE) return !(vma->vm_flags & VM_WRITE);  // write, present or not
+  if (error_code & X86_PF_PROT) return true;                           // read, present
+  return !(vma->vm_flags & (VM_READ | VM_WRITE | VM_EXEC));            // read, not present
+}
+
+// do_user_addr_fault() (arch/x86/mm/fault.c:1209), with the fault-retry-once variant.
+FaultReturn X86Arch::handle_user_fault(task_struct* tsk, uint64_t address, uint64_t error_code, uint64_t ip) {
+  FaultReturn r;
+  mm_struct* mm = tsk->mm;
+  uint32_t flags = FAULT_FLAG_DEFAULT;
+  vm_fault_t fault = 0;
+  bool vma_lock_retried = false;
+  vm_area_struct* vma = nullptr;
+
+  MMUSIM_CHECK(!(error_code & X86_PF_RSVD), "reserved bit set in a user PTE at {:#x} (pgtable_bad)", address);
+  k_.charge(Cost::fault_arch);
+  if (error_code & X86_PF_SHSTK) flags |= FAULT_FLAG_WRITE;
+  if (error_code & X86_PF_WRITE) flags |= FAULT_FLAG_WRITE;
+  if (error_code & X86_PF_INSTR) flags |= FAULT_FLAG_INSTRUCTION;
+  if (error_code & X86_PF_USER) flags |= FAULT_FLAG_USER;
+  // perf_sw_event(PERF_COUNT_SW_PAGE_FAULTS)
+  k_.counters().faults_total.inc();
+  (flags & FAULT_FLAG_WRITE ? k_.counters().faults_write : k_.counters().faults_read).inc();
+
+  if (!(flags & FAULT_FLAG_USER)) goto lock_mmap;
+
+lock_vma:
+  vma = k_.lock_vma_under_rcu(mm, address);
+  if (!vma) goto lock_mmap;
+  if (access_error(error_code, vma)) {
+    k_.vma_end_read(vma);
+    k_.counters().vma_lock_success.inc();
+    r.sigsegv = true;
+    return r;
+  }
+  fault = k_.handle_mm_fault(vma, address, flags | FAULT_FLAG_VMA_LOCK);
+  ++r.attempts;
+  if (!(fault & (VM_FAULT_RETRY | VM_FAULT_COMPLETED))) k_.vma_end_read(vma);
+  if (!(fault & VM_FAULT_RETRY)) {
+    k_.counters().vma_lock_success.inc();
+    goto done;
+  }
+  k_.counters().vma_lock_retry.inc();
+  if (fault & VM_FAULT_MAJOR) flags |= FAULT_FLAG_TRIED;
+  if (k_.params().fault_retry == FaultRetry::retry_once && !vma_lock_retried) {
+    vma_lock_retried = true;
+    goto lock_vma;
+  }
+
+lock_mmap:
+  k_.counters().mmap_lock_fallback.inc();
+  for (;;) {  // retry:
+    vma = k_.lock_mm_and_find_vma(mm, address);
+    if (!vma) {
+      r.sigsegv = true;  // bad_area_nosemaphore()
+      return r;
+    }
+    if (access_error(error_code, vma)) {
+      k_.mmap_read_unlock(mm);
+      r.sigsegv = true;
+      return r;
+    }
+    fault = k_.handle_mm_fault(vma, address, flags);
+    ++r.attempts;
+    if (fault & VM_FAULT_COMPLETED) {
+      r.fault = fault;
+      return r;
+    }
+    if (fault & VM_FAULT_RETRY) {  // mmap_lock already released by the callee
+      flags |= FAULT_FLAG_TRIED;
+      continue;
+    }
+    k_.mmap_read_unlock(mm);
+    break;
+  }
+done:
+  r.fault = fault;
+  if (fault & VM_FAULT_SIGBUS) r.sigbus = true;
+  if (fault & VM_FAULT_SIGSEGV) r.sigsegv = true;
+  if (fault & VM_FAULT_OOM)
+    mmusim::fatal("out of simulated physical memory handling a fault at {:#x}: raise memory.size", address);
+  return r;
+}
+
+std::unique_ptr<Arch> make_arch(mmusim::pg::Isa isa, Kernel& k) {
+  if (isa == mmusim::pg::Isa::x86_64) return std::make_unique<X86Arch>(k);
+  return make_arm64_arch(k);
+}
+
+}  // namespace kmm

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The x86-64 arch layer (see x86.cpp).
+#pragma once
+
+#include "kernel_mm/arch/arch.hpp"
+
+namespace kmm {
+
+class X86Arch : public Arch {
+ public:
+  using Arch::Arch;
+  mmusim::pg::Isa isa() const override { return mmusim::pg::Isa::x86_64; }
+
+  bool pte_present(pte_t) const override;
+  bool pte_write(pte_t) const override;
+  bool pte_dirty(pte_t) const override;
+  bool pte_young(pte_t) const override;
+  bool pte_special(pte_t) const override;
+  bool pte_protnone(pte_t) const override;
+  bool pte_soft_dirty(pte_t) const override;
+  bool pte_uffd_wp(pte_t) const override;
+  pfn_t pte_pfn(pte_t) const override;
+  pte_t pfn_pte(pfn_t, pgprot_t) const override;
+  pgprot_t pte_pgprot(pte_t) const override;
+  pte_t pte_mkwrite_novma(pte_t) const override;
+  pte_t pte_mkwrite(pte_t, const vm_area_struct*) const override;
+  pte_t pte_wrprotect(pte_t) const override;
+  pte_t pte_mkdirty(pte_t) const override;
+  pte_t pte_mkclean(pte_t) const override;
+  pte_t pte_mkyoung(pte_t) const override;
+  pte_t pte_mkold(pte_t) const override;
+  pte_t pte_mkspecial(pte_t) const override;
+  pte_t pte_clear_soft_dirty(pte_t) const override;
+  pte_t pte_clear_uffd_wp(pte_t) const override;
+  pte_t pte_advance_pfn(pte_t, unsigned long) const override;
+  pgprot_t vm_get_page_prot(vm_flags_t) const override;
+  pte_t pte_modify(pte_t, pgprot_t) const override;
+
+  bool pmd_present(pmd_t) const override;
+  bool pmd_trans_huge(pmd_t) const override;
+  bool pmd_write(pmd_t) const override;
+  bool pmd_dirty(pmd_t) const override;
+  bool pmd_young(pmd_t) const override;
+  pfn_t pmd_pfn(pmd_t) const override;
+  pmd_t pmd_mkwrite_novma(pmd_t) const override;
+  pmd_t pmd_mkwrite(pmd_t, const vm_area_struct*) const override;
+  pmd_t pmd_wrprotect(pmd_t) const override;
+  pmd_t pmd_mkdirty(pmd_t) const override;
+  pmd_t pmd_mkclean(pmd_t) const override;
+  pmd_t pmd_mkyoung(pmd_t) const override;
+  pmd_t pmd_mkold(pmd_t) const override;
+  pmd_t pmd_mkinvalid(pmd_t) const override;
+  pmd_t mk_huge_pmd(pfn_t, pgprot_t) const override;
+  uint64_t mk_table(pfn_t) const override;
+  bool table_present(uint64_t) const override;
+  pfn_t table_pfn(uint64_t) const override;
+
+  void ptep_set_wrprotect(mm_struct*, uint64_t, pte_t*) override;
+  int ptep_set_access_flags(vm_area_struct*, uint64_t, pte_t*, pte_t, int) override;
+  void flush_tlb_fix_spurious_fault(vm_area_struct*, uint64_t, pte_t*) override;
+  int pmdp_set_access_flags(vm_area_struct*, uint64_t, pmd_t*, pmd_t, int) override;
+  void pmdp_set_wrprotect(mm_struct*, uint64_t, pmd_t*) override;
+
+  void flush_tlb_page(vm_area_struct*, uint64_t) override;
+  void flush_tlb_range(vm_area_struct*, uint64_t, uint64_t) override;
+  void flush_pmd_tlb_range(vm_area_struct*, uint64_t, uint64_t) override;
+  void flush_tlb_mm(mm_struct*) override;
+  void tlb_flush_mmu_range(mm_struct*, uint64_t, uint64_t, bool) override;
+  void flush_tlb_local() override;
+
+  FaultReturn handle_user_fault(task_struct*, uint64_t, uint64_t, uint64_t) override;
+
+  // flush_tlb_mm_range() with TLB_FLUSH_ALL as `end` for a full flush.
+  static constexpr uint64_t kFlushAll = ~uint64_t(0);
+  void flush_tlb_mm_range(mm_struct* mm, uint64_t start, uint64_t end, unsigned stride_shift, bool freed_tables);
+
+ private:
+  void flush_tlb_func(int cpu, mm_struct* mm, uint64_t start, uint64_t end, unsigned stride_shift);
+};
+
+// The arm64 arch layer lives in arch/arm64.
+std::unique_ptr<Arch> make_arm64_arch(Kernel& k);
+
+}  // namespace kmm

@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "kernel_mm/user_access.hpp"
+
+#include <algorithm>
+
+#include "base/error.hpp"
+#include "base/hwwalk.hpp"
+
+namespace kmm {
+
+namespace pg = mmusim::pg;
+
+uint64_t UserAccess::syndrome(const pg::Walk& w, bool write) const {
+  const bool present = w.result == pg::Walk::Ok;
+  if (k_.isa() == pg::Isa::x86_64) return pg::x86_pf_error_code(present, write, true, false);
+  return pg::arm64_dabt_esr(w.result, present, w.level, write);
+}
+
+uint64_t UserAccess::probe(task_struct* t, uint64_t va, bool write) const {
+  pg::Walk w = pg::walk(k_.isa(), k_.phys(), t->mm->pgd, va, pg::WalkOptions{hafdbs_ || k_.isa() == pg::Isa::x86_64});
+  if (w.result != pg::Walk::Ok || !w.user) return ~uint64_t(0);
+  if (write && !w.writable && !(w.dbm && hafdbs_)) return ~uint64_t(0);
+  return w.pa(va);
+}
+
+uint64_t UserAccess::translate(task_struct* t, uint64_t va, bool write) {
+  const pg::Isa isa = k_.isa();
+  pg::WalkOptions opt{hafdbs_ || isa == pg::Isa::x86_64};
+  // A fault that changes nothing the walk sees would repeat forever: the kernel must make
+  // progress within a few attempts (a retry, a race with itself is impossible here).
+  uint64_t last_syndrome = ~uint64_t(0), last_leaf = ~uint64_t(0);
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    pg::Walk w = pg::walk(isa, k_.phys(), t->mm->pgd, va, opt);
+    if (w.result == pg::Walk::Ok && w.user) {
+      if (!write) return w.pa(va);
+      if (pg::hw_mark_dirty(isa, k_.phys(), w, hafdbs_)) return w.pa(va);
+    }
+    uint64_t syn = syndrome(w, write);
+    uint64_t leaf = w.nsteps ? w.steps[w.nsteps - 1].entry : 0;
+    if (syn == last_syndrome && leaf == last_leaf)
+      mmusim::panic("livelock: the fault at {:#x} (syndrome {:#x}, entry {:#x}) repeats with nothing "
+                    "changed by the kernel",
+                    va, syn, leaf);
+    last_syndrome = syn;
+    last_leaf = leaf;
+    ++faults_;
+    FaultReturn r = k_.handle_user_fault(t, va, syn, 0);
+    if (r.sigsegv || r.sigbus) return ~uint64_t(0);
+  }
+  mmusim::panic("the access at {:#x} still faults after 8 attempts", va);
+}
+
+namespace {
+template <typename Fn>
+bool for_each_page(uint64_t va, size_t n, Fn&& fn) {
+  while (n) {
+    size_t k = std::min<size_t>(n, PAGE_SIZE - (va & (PAGE_SIZE - 1)));
+    if (!fn(va, k)) return false;
+    va += k;
+    n -= k;
+  }
+  return true;
+}
+}  // namespace
+
+bool UserAccess::store(task_struct* t, uint64_t va, const void* buf, size_t n) {
+  auto* p = static_cast<const uint8_t*>(buf);
+  return for_each_page(va, n, [&](uint64_t a, size_t k) {
+    uint64_t pa = translate(t, a, true);
+    if (pa == ~uint64_t(0)) return false;
+    k_.phys().write(pa, p, k);
+    p += k;
+    return true;
+  });
+}
+
+bool UserAccess::fill(task_struct* t, uint64_t va, uint8_t byte, size_t n) {
+  return for_each_page(va, n, [&](uint64_t a, size_t k) {
+    uint64_t pa = translate(t, a, true);
+    if (pa == ~uint64_t(0)) return false;
+    k_.phys().fill(pa, byte, k);
+    return true;
+  });
+}
+
+bool UserAccess::load(task_struct* t, uint64_t va, void* buf, size_t n) {
+  auto* p = static_cast<uint8_t*>(buf);
+  return for_each_page(va, n, [&](uint64_t a, size_t k) {
+    uint64_t pa = translate(t, a, false);
+    if (pa == ~uint64_t(0)) return false;
+    k_.phys().read(pa, p, k);
+    p += k;
+    return true;
+  });
+}
+
+int UserAccess::load8(task_struct* t, uint64_t va) {
+  uint8_t v;
+  return load(t, va, &v, 1) ? v : -1;
+}
+
+}  // namespace kmm

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// Micro-ops: what a workload's program is made of, for every platform. A core model executes them
+// with timing and speculation; the functional driver executes them in program order.
+#pragma once
+
+#include <cstdint>
+
+namespace mmusim::wl {
+
+enum class UopKind : uint8_t {
+  Alu,      // integer work, `latency` cycles
+  Load,     // `size` bytes at `addr`
+  Store,    // `size` bytes of `value` (repeated byte for size > 8) at `addr`
+  Lfence,   // no younger uop issues until all older uops have retired (SDM LFENCE)
+  Rdtscp,   // reads the TSC; its ordering rule is a core parameter
+  Syscall,  // a system call: serialising; `sys` says which, `addr`/`value`/`extra` are arguments
+  Marker,   // a workload event that costs nothing (measured region start/end)
+};
+
+enum class Sys : uint8_t { None, Mmap, Munmap, Mprotect, Madvise, Fork, Exit, Wait, Yield };
+enum class Mark : uint8_t { None, RegionBegin, RegionEnd, Progress };
+
+// Flags
+inline constexpr uint16_t kUopValueFromTsc = 1u << 0;  // a store of the last Rdtscp's result
+inline constexpr uint16_t kUopDependsOnPrev = 1u << 1; // needs the previous uop's result
+
+struct Uop {
+  UopKind kind = UopKind::Alu;
+  uint8_t size = 0;       // bytes accessed
+  uint16_t latency = 1;   // Alu: execution cycles
+  uint16_t flags = 0;
+  Sys sys = Sys::None;
+  Mark mark = Mark::None;
+  uint64_t ip = 0;        // instruction address (traces, fault reports)
+  uint64_t addr = 0;      // Load/Store address; syscall argument 0
+  uint64_t value = 0;     // Store value; syscall argument 1
+  uint64_t extra = 0;     // syscall argument 2
+};
+
+}  // namespace mmusim::wl
