@@ -10,10 +10,6 @@ task_struct* Kernel::create_process(const std::string& comm) { mmusim::panic("cr
 
 task_struct* Kernel::sys_fork(task_struct* parent) { mmusim::panic("sys_fork: not yet ported"); }
 
-void Kernel::sys_exit(task_struct* t, int code) { mmusim::panic("sys_exit: not yet ported"); }
-
-int Kernel::sys_wait(task_struct* parent, task_struct* child) { mmusim::panic("sys_wait: not yet ported"); }
-
 mm_struct* Kernel::mm_alloc() { mmusim::panic("mm_alloc: not yet ported"); }
 
 int Kernel::dup_mmap(mm_struct* mm, mm_struct* oldmm) { mmusim::panic("dup_mmap: not yet ported"); }
@@ -31,9 +27,5 @@ int Kernel::copy_present_ptes(vm_area_struct* dst_vma, vm_area_struct* src_vma, 
 void Kernel::__copy_present_ptes(vm_area_struct* dst_vma, vm_area_struct* src_vma, pte_t* dst_pte, pte_t* src_pte, pte_t pte, uint64_t addr, int nr) { mmusim::panic("__copy_present_ptes: not yet ported"); }
 
 int Kernel::copy_present_page(vm_area_struct* dst_vma, vm_area_struct* src_vma, pte_t* dst_pte, pte_t* src_pte, uint64_t addr, int* rss, folio** prealloc, page* pg) { mmusim::panic("copy_present_page: not yet ported"); }
-
-void Kernel::exit_mmap(mm_struct* mm) { mmusim::panic("exit_mmap: not yet ported"); }
-
-void Kernel::mmput(mm_struct* mm) { mmusim::panic("mmput: not yet ported"); }
 
 }  // namespace kmm

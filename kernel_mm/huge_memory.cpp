@@ -30,8 +30,6 @@ void Kernel::__split_huge_pmd_locked(vm_area_struct* vma, pmd_t* pmd, uint64_t h
 
 int Kernel::copy_huge_pmd(mm_struct* dst_mm, mm_struct* src_mm, pmd_t* dst_pmd, pmd_t* src_pmd, uint64_t addr, vm_area_struct* dst_vma, vm_area_struct* src_vma) { mmusim::panic("copy_huge_pmd: not yet ported"); }
 
-int Kernel::zap_huge_pmd(mmu_gather* tlb, vm_area_struct* vma, pmd_t* pmd, uint64_t addr) { mmusim::panic("zap_huge_pmd: not yet ported"); }
-
 page* Kernel::mm_get_huge_zero_page(mm_struct* mm) { mmusim::panic("mm_get_huge_zero_page: not yet ported"); }
 
 }  // namespace kmm

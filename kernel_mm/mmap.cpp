@@ -8,12 +8,6 @@ namespace kmm {
 
 int64_t Kernel::sys_mmap(task_struct* t, uint64_t addr, uint64_t len, int prot, int flags) { mmusim::panic("sys_mmap: not yet ported"); }
 
-int Kernel::sys_munmap(task_struct* t, uint64_t addr, uint64_t len) { mmusim::panic("sys_munmap: not yet ported"); }
-
-int Kernel::sys_mprotect(task_struct* t, uint64_t addr, uint64_t len, int prot) { mmusim::panic("sys_mprotect: not yet ported"); }
-
-int Kernel::sys_madvise(task_struct* t, uint64_t addr, uint64_t len, int advice) { mmusim::panic("sys_madvise: not yet ported"); }
-
 vm_area_struct* Kernel::find_vma(mm_struct* mm, uint64_t addr) { mmusim::panic("find_vma: not yet ported"); }
 
 vm_area_struct* Kernel::vma_lookup(mm_struct* mm, uint64_t addr) { mmusim::panic("vma_lookup: not yet ported"); }
@@ -27,9 +21,5 @@ std::unique_ptr<vm_area_struct> Kernel::vma_remove(mm_struct* mm, vm_area_struct
 int Kernel::split_vma(mm_struct* mm, vm_area_struct* vma, uint64_t addr) { mmusim::panic("split_vma: not yet ported"); }
 
 int Kernel::anon_vma_prepare(vm_area_struct* vma) { mmusim::panic("anon_vma_prepare: not yet ported"); }
-
-int Kernel::mprotect_fixup(vm_area_struct* vma, uint64_t start, uint64_t end, vm_flags_t newflags) { mmusim::panic("mprotect_fixup: not yet ported"); }
-
-long Kernel::change_protection(mmu_gather* tlb, vm_area_struct* vma, uint64_t start, uint64_t end) { mmusim::panic("change_protection: not yet ported"); }
 
 }  // namespace kmm

@@ -38,4 +38,6 @@ void Kernel::free_pgtables(mm_struct* mm, uint64_t start, uint64_t end) { mmusim
 
 void Kernel::free_pgd_range_all(mm_struct* mm) { mmusim::panic("free_pgd_range_all: not yet ported"); }
 
+int Kernel::zap_huge_pmd(mmu_gather* tlb, vm_area_struct* vma, pmd_t* pmd, uint64_t addr) { mmusim::panic("zap_huge_pmd: not yet ported"); }
+
 }  // namespace kmm
