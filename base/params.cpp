@@ -44,7 +44,7 @@ std::string lower(std::string s) {
 
 std::string fmt_num(double v) {
   if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
-  if (v == std::floor(v) && std::fabs(v) < 1e18) return fmt::format("{}", static_cast<int64_t>(v));
+  if (v == std::floor(v) && std::fabs(v) < 9.2e18) return fmt::format("{}", static_cast<int64_t>(v));
   return fmt::format("{}", v);
 }
 
@@ -55,8 +55,9 @@ bool parse_int(std::string_view text, int64_t& out) {
   char* end = nullptr;
   long long v = std::strtoll(t.c_str(), &end, 0);
   if (errno != 0 || end != t.c_str() + t.size()) return false;
-  // strtoll with base 0 reads "010" as octal; nobody writes octal in a config.
-  if (t.size() > 1 && t[0] == '0' && std::isdigit(static_cast<unsigned char>(t[1]))) {
+  // strtoll with base 0 reads "010" (and "-010") as octal; nobody writes octal in a config.
+  size_t d = (t[0] == '-' || t[0] == '+') ? 1 : 0;
+  if (t.size() > d + 1 && t[d] == '0' && std::isdigit(static_cast<unsigned char>(t[d + 1]))) {
     v = std::strtoll(t.c_str(), &end, 10);
     if (end != t.c_str() + t.size()) return false;
   }
@@ -190,6 +191,11 @@ bool parse_duration(std::string_view text, Duration& out, std::string* why) {
 std::string ParamSpec::section() const {
   auto p = key.rfind('.');
   return p == std::string::npos ? std::string() : key.substr(0, p);
+}
+
+bool ParamSpec::applies_to(const std::string& variant) const {
+  return variants.empty() || variant.empty() ||
+         std::find(variants.begin(), variants.end(), variant) != variants.end();
 }
 
 std::string ParamSpec::allowed() const {
@@ -331,9 +337,32 @@ void Schema::add(ParamSpec spec) {
   if (spec.key.find('.') == std::string::npos)
     panic("parameter '{}' has no section (keys are section.name)", spec.key);
   // The default must itself be valid: a declaration bug otherwise.
-  parse_value(spec, spec.default_text, "default of " + spec.key);
+  try {
+    parse_value(spec, spec.default_text, "default of " + spec.key);
+  } catch (const UserError& e) {
+    panic("invalid default: {}", e.what());
+  }
   index_.emplace(spec.key, specs_.size());
   specs_.push_back(std::move(spec));
+}
+
+void Schema::add_variant(ParamSpec spec, const std::string& variant) {
+  auto it = index_.find(spec.key);
+  if (it == index_.end()) {
+    std::string def = spec.default_text;
+    spec.variants = {variant};
+    spec.variant_defaults[variant] = def;
+    add(std::move(spec));
+    return;
+  }
+  ParamSpec& s = specs_[it->second];
+  if (s.type != spec.type || s.choices != spec.choices)
+    panic("parameter '{}' declared with different types for two platforms", spec.key);
+  parse_value(s, spec.default_text, "default of " + spec.key + " on " + variant);
+  // A key every platform has stays so; a platform-only key gains this platform.
+  if (!s.variants.empty() && std::find(s.variants.begin(), s.variants.end(), variant) == s.variants.end())
+    s.variants.push_back(variant);
+  s.variant_defaults[variant] = spec.default_text;
 }
 
 const ParamSpec* Schema::find(std::string_view key) const {
@@ -389,12 +418,36 @@ std::string Schema::closest_section(std::string_view section) const {
 // Config
 
 Config::Config(const Schema& schema) : schema_(&schema) {
-  for (auto& s : schema.all()) {
-    Setting st;
-    st.value = parse_value(s, s.default_text, "default");
-    st.text = canonical_text(s, st.value);
-    st.origin = "default";
-    settings_.emplace(s.key, std::move(st));
+  if (!schema.variant_key().empty()) {
+    const ParamSpec* vk = schema.find(schema.variant_key());
+    if (vk) variant_ = vk->default_text;
+  }
+  for (auto& s : schema.all()) apply_default(s);
+}
+
+// The default of `spec` for the selected variant.
+void Config::apply_default(const ParamSpec& spec) {
+  std::string text = spec.default_text;
+  std::string origin = "default";
+  auto it = spec.variant_defaults.find(variant_);
+  if (it != spec.variant_defaults.end()) {
+    text = it->second;
+    origin = "default (" + variant_ + ")";
+  }
+  Setting st;
+  st.value = parse_value(spec, text, origin);
+  st.text = canonical_text(spec, st.value);
+  st.origin = origin;
+  settings_[spec.key] = std::move(st);
+}
+
+void Config::check_variant_keys() const {
+  for (auto& s : schema_->all()) {
+    if (s.applies_to(variant_) || is_default(s.key)) continue;
+    std::string has;
+    for (size_t i = 0; i < s.variants.size(); ++i) has += (i ? ", " : "") + s.variants[i];
+    throw UserError(fmt::format("{}: {} does not apply to {} = {} (only to: {})",
+                                setting(s.key).origin, s.key, schema_->variant_key(), variant_, has));
   }
 }
 
@@ -422,6 +475,12 @@ void Config::set(const std::string& key, const std::string& text, const std::str
   st.text = canonical_text(*spec, st.value);
   st.origin = origin;
   settings_[key] = std::move(st);
+  if (key == schema_->variant_key() && settings_[key].text != variant_) {
+    // A new platform: every key still at its default takes that platform's default.
+    variant_ = settings_[key].text;
+    for (auto& s : schema_->all())
+      if (is_default(s.key)) apply_default(s);
+  }
 }
 
 void Config::set_override(const std::string& assignment) {
@@ -466,10 +525,13 @@ Scan scan_ini(const std::string& path, const std::string& text) {
       if (t.back() != ']' || t.size() < 3)
         throw UserError(fmt::format("{}:{}: malformed section header '{}'; expected [name]", path,
                                     lineno, t));
-      section = trim(t.substr(1, t.size() - 2));
+      // Not trimmed: Boost.Program_options keeps spaces inside the brackets in the key.
+      section = t.substr(1, t.size() - 2);
       for (char c : section)
         if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'))
           throw UserError(fmt::format("{}:{}: malformed section name '{}'", path, lineno, section));
+      if (section.front() == '.' || section.back() == '.')
+        throw UserError(fmt::format("{}:{}: malformed section name '{}'", path, lineno, section));
       sc.section_lines.emplace(section, lineno);
       continue;
     }
@@ -557,6 +619,11 @@ void Config::load_file_inner(const std::string& path, std::vector<std::string>& 
     seen_setting = true;
     auto dot = opt.string_key.rfind('.');
     std::string section = dot == std::string::npos ? "" : opt.string_key.substr(0, dot);
+    if (!section.empty() && opt.string_key.compare(dot + 1, std::string::npos, "include") == 0 &&
+        !schema_->find(opt.string_key))
+      throw UserError(fmt::format("{}: include inside [{}]: include lines must come first, before "
+                                  "any [section]",
+                                  origin, section));
     if (!section.empty() && !schema_->has_section(section) && sc.section_lines.count(section)) {
       std::string hint = schema_->closest_section(section);
       throw UserError(fmt::format("{}:{}: unknown section [{}]{}; `mmusim list` shows every key",
@@ -574,7 +641,9 @@ const Setting& Config::setting(std::string_view key) const {
   return it->second;
 }
 
-bool Config::is_default(std::string_view key) const { return setting(key).origin == "default"; }
+bool Config::is_default(std::string_view key) const {
+  return setting(key).origin.compare(0, 7, "default") == 0;
+}
 
 namespace {
 void expect(const Schema& s, std::string_view key, ParamType t) {
@@ -636,7 +705,8 @@ ParamSpec Params::spec(const std::string& key, ParamType t, std::string def, con
 
 bool Params::bind(ParamSpec&& s) {
   if (schema_) {
-    schema_->add(std::move(s));
+    if (variant_.empty()) schema_->add(std::move(s));
+    else schema_->add_variant(std::move(s), variant_);
     return false;
   }
   return true;

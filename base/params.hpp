@@ -58,8 +58,14 @@ struct ParamSpec {
   double max = std::numeric_limits<double>::infinity();
   uint64_t align = 0;                // Size: value must be a multiple of this (0: any)
   std::vector<std::string> choices;  // Enum
+  // Platform variants: a key that only some platforms have lists them here (empty: every
+  // platform); a platform may give its own default (e.g. core.rob_entries: 512 on the
+  // i7-12700kf, 128 on the neoverse-n1).
+  std::vector<std::string> variants;
+  std::map<std::string, std::string> variant_defaults;
 
-  std::string section() const;  // everything before the last '.'
+  std::string section() const;
+  bool applies_to(const std::string& variant) const;  // everything before the last '.'
   std::string allowed() const;  // "an integer in [1, 4096]", "one of: off, block16, ..."
 };
 
@@ -86,6 +92,12 @@ std::string format_size(uint64_t bytes);
 class Schema {
  public:
   void add(ParamSpec spec);  // panics on a key declared twice: that is a bug, not a user error
+  // Declares `spec` for platform `variant`: adds it if new, else checks it has the same type and
+  // records the variant's default.
+  void add_variant(ParamSpec spec, const std::string& variant);
+  // The key whose value selects the variant (platform.name).
+  void set_variant_key(const std::string& key) { variant_key_ = key; }
+  const std::string& variant_key() const { return variant_key_; }
   const ParamSpec* find(std::string_view key) const;
   bool has_section(std::string_view section) const;
   // The closest known key (edit distance, weighted towards the same section or the same leaf).
@@ -97,6 +109,7 @@ class Schema {
  private:
   std::vector<ParamSpec> specs_;
   std::map<std::string, size_t, std::less<>> index_;
+  std::string variant_key_;
 };
 
 struct Setting {
@@ -131,19 +144,32 @@ class Config {
   const std::vector<std::string>& files() const { return files_; }
   // Every key of the schema, in declaration order, with its effective setting.
   std::vector<std::pair<const ParamSpec*, const Setting*>> effective() const;
+  // The selected platform variant ("" if the schema has none).
+  const std::string& variant() const { return variant_; }
+  // Keys set explicitly (not defaults) that the selected variant does not have: a UserError
+  // naming the first one and where it was set.
+  void check_variant_keys() const;
 
  private:
   void load_file_inner(const std::string& path, std::vector<std::string>& stack);
+  void apply_default(const ParamSpec& spec);
 
   const Schema* schema_;
   std::map<std::string, Setting, std::less<>> settings_;
   std::vector<std::string> files_;
+  std::string variant_;
 };
 
 // The binder each module's `visit(Params&)` is written against. See the top of this file.
 class Params {
  public:
   static Params declaring(Schema& schema) { return Params(&schema, nullptr); }
+  // Declares the keys of one platform variant (its presets are the defaults for that platform).
+  static Params declaring(Schema& schema, const std::string& variant) {
+    Params p(&schema, nullptr);
+    p.variant_ = variant;
+    return p;
+  }
   static Params reading(const Config& config) { return Params(nullptr, &config); }
   bool is_declaring() const { return schema_ != nullptr; }
 
@@ -189,6 +215,7 @@ class Params {
 
   Schema* schema_;
   const Config* config_;
+  std::string variant_;
 };
 
 // Edit distance, for "did you mean" suggestions.

@@ -249,8 +249,14 @@ void Stats::write_json(std::ostream& os, const Config* config, const std::string
   os << "}\n}\n";
 }
 
-void Stats::write_table(std::ostream& os, bool with_totals) const {
+void Stats::write_table(std::ostream& os, bool with_totals, bool skip_zero) const {
   auto rs = rows(with_totals);
+  if (skip_zero) {
+    std::vector<Row> kept;
+    for (auto& r : rs)
+      if (r.value != 0) kept.push_back(r);
+    rs.swap(kept);
+  }
   size_t kw = 10, vw = 8;
   std::vector<std::string> vals;
   for (auto& r : rs) {

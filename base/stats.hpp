@@ -80,8 +80,9 @@ class Stats {
 
   // Flat JSON: every key to a number, then "config": the effective configuration, and "meta".
   void write_json(std::ostream& os, const Config* config, const std::string& version) const;
-  // A readable table, grouped by the first component of the key.
-  void write_table(std::ostream& os, bool with_totals = false) const;
+  // A readable table, grouped by the first component of the key. By default only what is not
+  // zero (the JSON has every key).
+  void write_table(std::ostream& os, bool with_totals = false, bool skip_zero = true) const;
 
   // Key/value rows as the printers see them (region values, totals, distribution summaries,
   // scalars) in a stable order: the order of registration.

@@ -122,6 +122,17 @@ struct mmu_gather {
     start = ~0ull;
     end = 0;
   }
+  // More of the kernel's fields (include/asm-generic/tlb.h), used by mmu_gather.cpp.
+  bool need_flush_all = false;
+  bool cleared_ptes = false, cleared_pmds = false, cleared_puds = false, cleared_p4ds = false;
+  bool vma_pfn = false;
+  // The page batches (struct mmu_gather_batch): only their fill levels are kept, as they decide
+  // when zap must flush early (tlb_next_batch() failing at MAX_GATHER_BATCH_COUNT).
+  unsigned batch_active = 0;  // 0: the on-stack batch (tlb->local), then the allocated ones
+  unsigned batch_nr = 0;      // entries in the active batch (2 per multi-page entry)
+  unsigned batch_count = 0;   // batches allocated (tlb->batch_count)
+  // tlb_remove_table(): page-table pages freed after the TLB flush (struct mmu_table_batch).
+  std::vector<pfn_t> tables;
 };
 
 class Kernel {
@@ -260,6 +271,14 @@ class Kernel {
     return folio_try_dup_anon_rmap_ptes(f, pg, 1, src_vma);
   }
   int folio_try_dup_anon_rmap_pmd(folio* f, page* pg, vm_area_struct* src_vma);
+  // CONFIG_MM_ID (v6.15+): the duplicated mappings belong to the child's MM, so these take both
+  // VMAs, as the kernel's do since then. The forms above are for 6.12 / small folios only.
+  int folio_try_dup_anon_rmap_ptes(folio* f, page* pg, int nr_pages, vm_area_struct* dst_vma,
+                                   vm_area_struct* src_vma);
+  int folio_try_dup_anon_rmap_pte(folio* f, page* pg, vm_area_struct* dst_vma, vm_area_struct* src_vma) {
+    return folio_try_dup_anon_rmap_ptes(f, pg, 1, dst_vma, src_vma);
+  }
+  int folio_try_dup_anon_rmap_pmd(folio* f, page* pg, vm_area_struct* dst_vma, vm_area_struct* src_vma);
   void folio_move_anon_rmap(folio* f, vm_area_struct* vma);
   // CONFIG_MM_ID (newer): the large mapcount with its MM-id slots, under the large-mapcount lock.
   void folio_add_large_mapcount(folio* f, int diff, vm_area_struct* vma);
@@ -333,6 +352,11 @@ class Kernel {
                     uint64_t addr, vm_area_struct* dst_vma, vm_area_struct* src_vma);
   int zap_huge_pmd(mmu_gather* tlb, vm_area_struct* vma, pmd_t* pmd, uint64_t addr);
   page* mm_get_huge_zero_page(mm_struct* mm);
+  // is_huge_zero_folio()/is_huge_zero_pmd() (include/linux/huge_mm.h)
+  bool is_huge_zero_folio(const folio* f) const { return f && f == huge_zero_folio_; }
+  bool is_huge_zero_pmd(pmd_t pmd) {
+    return huge_zero_folio_ && arch_->pmd_present(pmd) && arch_->pmd_pfn(pmd) == folio_pfn(huge_zero_folio_);
+  }
 
   // ============ fork (kernel/fork.c, mm/memory.c) ==================================================
   int dup_mmap(mm_struct* mm, mm_struct* oldmm);
@@ -356,7 +380,7 @@ class Kernel {
   void tlb_flush_mmu(mmu_gather* tlb);
   void tlb_flush_mmu_tlbonly(mmu_gather* tlb);
   void tlb_remove_tlb_entries(mmu_gather* tlb, pte_t* ptep, unsigned nr, uint64_t address);
-  void __tlb_remove_folio_pages(mmu_gather* tlb, page* pg, unsigned nr_pages);
+  bool __tlb_remove_folio_pages(mmu_gather* tlb, page* pg, unsigned nr_pages);  // true: flush now
   void unmap_vmas(mmu_gather* tlb, vm_area_struct* vma, uint64_t start, uint64_t end);
   void unmap_page_range(mmu_gather* tlb, vm_area_struct* vma, uint64_t addr, uint64_t end);
   uint64_t zap_pmd_range(mmu_gather* tlb, vm_area_struct* vma, pud_t* pud, uint64_t addr, uint64_t end);
@@ -369,6 +393,26 @@ class Kernel {
   void exit_mmap(mm_struct* mm);
   void mmput(mm_struct* mm);
   void zap_page_range_single(vm_area_struct* vma, uint64_t address, uint64_t size);  // MADV_DONTNEED
+  // The kernel's own forms where the short ones above lack state (teardown: mmu_gather.cpp,
+  // exit.cpp, munmap.cpp). `vmas`: the VMAs in address order (the maple state the kernel passes).
+  bool __tlb_remove_page_size(mmu_gather* tlb, page* pg, uint64_t page_size);  // true: flush now
+  void tlb_remove_page_size(mmu_gather* tlb, page* pg, uint64_t page_size);
+  void tlb_remove_table(mmu_gather* tlb, pfn_t table);
+  void tlb_table_flush(mmu_gather* tlb);
+  void tlb_batch_pages_flush(mmu_gather* tlb);
+  void tlb_flush(mmu_gather* tlb);  // the arch's tlb_flush() (asm/tlb.h)
+  void tlb_start_vma(mmu_gather* tlb, vm_area_struct* vma);
+  void tlb_end_vma(mmu_gather* tlb, vm_area_struct* vma);
+  void unmap_vmas(mmu_gather* tlb, const std::vector<vm_area_struct*>& vmas, uint64_t start, uint64_t end);
+  void unmap_single_vma(mmu_gather* tlb, vm_area_struct* vma, uint64_t start, uint64_t end);
+  uint64_t zap_pud_range(mmu_gather* tlb, vm_area_struct* vma, uint64_t* pgd, uint64_t addr, uint64_t end);
+  void free_pgtables(mmu_gather* tlb, const std::vector<vm_area_struct*>& vmas, uint64_t floor,
+                     uint64_t ceiling, bool mm_wr_locked);
+  void free_pgd_range(mmu_gather* tlb, uint64_t addr, uint64_t end, uint64_t floor, uint64_t ceiling);
+  void zap_deposited_table(mm_struct* mm, pmd_t* pmd);
+  void exit_mm(task_struct* t);
+  void __mmput(mm_struct* mm);
+  int do_vmi_munmap(mm_struct* mm, uint64_t start, uint64_t len, bool unlock);
 
   // ============ address space (mm/mmap.c, mm/vma.c, mm/mprotect.c, mm/madvise.c) =================
   vm_area_struct* find_vma(mm_struct* mm, uint64_t addr);  // first VMA with vm_end > addr
@@ -381,6 +425,22 @@ class Kernel {
   int anon_vma_prepare(vm_area_struct* vma);
   int mprotect_fixup(vm_area_struct* vma, uint64_t start, uint64_t end, vm_flags_t newflags);
   long change_protection(mmu_gather* tlb, vm_area_struct* vma, uint64_t start, uint64_t end);
+  // The kernel's own forms (munmap.cpp): mprotect_fixup() with the caller's gather and `*pprev`,
+  // change_protection() with MM_CP_* flags, and the VMA modification that merges or splits.
+  int mprotect_fixup(mmu_gather* tlb, vm_area_struct* vma, vm_area_struct** pprev, uint64_t start,
+                     uint64_t end, vm_flags_t newflags);
+  long change_protection(mmu_gather* tlb, vm_area_struct* vma, uint64_t start, uint64_t end,
+                         unsigned long cp_flags);
+  long change_pmd_range(mmu_gather* tlb, vm_area_struct* vma, pud_t* pud, uint64_t addr, uint64_t end,
+                        pgprot_t newprot, unsigned long cp_flags);
+  long change_pte_range(mmu_gather* tlb, vm_area_struct* vma, pmd_t* pmd, uint64_t addr, uint64_t end,
+                        pgprot_t newprot, unsigned long cp_flags);
+  int change_huge_pmd(mmu_gather* tlb, vm_area_struct* vma, pmd_t* pmd, uint64_t addr, pgprot_t newprot,
+                      unsigned long cp_flags);
+  // vma_modify_flags() (mm/vma.c): merge with a neighbour or split so that [start, end) is one
+  // VMA; null with *err set on failure.
+  vm_area_struct* vma_modify_flags(vm_area_struct* prev, vm_area_struct* vma, uint64_t start,
+                                   uint64_t end, vm_flags_t new_flags, int* err);
 
   // ============ invariants (PORTMAP §3.3) ==========================================================
   // Checks every invariant over every mm; panics with the state that shows a violation. `where`

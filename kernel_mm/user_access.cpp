@@ -44,8 +44,12 @@ uint64_t UserAccess::translate(task_struct* t, uint64_t va, bool write) {
     last_syndrome = syn;
     last_leaf = leaf;
     ++faults_;
-    FaultReturn r = k_.handle_user_fault(t, va, syn, 0);
-    if (r.sigsegv || r.sigbus) return ~uint64_t(0);
+    if (hook_) {
+      if (!hook_(t, va, syn)) return ~uint64_t(0);
+    } else {
+      FaultReturn r = k_.handle_user_fault(t, va, syn, 0);
+      if (r.sigsegv || r.sigbus) return ~uint64_t(0);
+    }
   }
   mmusim::panic("the access at {:#x} still faults after 8 attempts", va);
 }

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "base/hwwalk.hpp"
 #include "kernel_mm/kernel.hpp"
@@ -17,6 +18,12 @@ namespace kmm {
 class UserAccess {
  public:
   explicit UserAccess(Kernel& k, bool hafdbs = true) : k_(k), hafdbs_(hafdbs) {}
+
+  // Who takes the fault: by default the kernel's arch fault handler directly; a platform routes
+  // it through its own delivery (costs, statistics, trace). Returns false if the task would get
+  // a signal.
+  using FaultHook = std::function<bool(task_struct* t, uint64_t va, uint64_t syndrome)>;
+  void set_fault_hook(FaultHook h) { hook_ = std::move(h); }
 
   // Store/load `n` bytes at `va` of `t`'s address space (may cross pages). False if the access
   // gets a signal (no VMA, no permission): nothing is written beyond the failing page.
@@ -40,6 +47,7 @@ class UserAccess {
   Kernel& k_;
   bool hafdbs_;
   uint64_t faults_ = 0;
+  FaultHook hook_;
 };
 
 }  // namespace kmm

@@ -1,2 +1,467 @@
 // SPDX-License-Identifier: GPL-2.0-only
-#include "workloads/program.hpp"
+// The built-in workloads: fork-reuse (the reference experiments' common setup) and fork-time.
+#include "workloads/workload.hpp"
+
+#include <vector>
+
+#include "base/error.hpp"
+
+namespace mmusim::wl {
+
+namespace {
+// mmap/mprotect/madvise constants (include/uapi/asm-generic/mman*.h)
+constexpr uint64_t kProtRead = 1, kProtWrite = 2;
+constexpr uint64_t kMapPrivateAnon = 0x02 | 0x20;
+constexpr uint64_t kMadvHugepage = 14;
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kPmd = 2ull << 20;
+
+// splitmix64: a small, fully specified generator (std::shuffle's algorithm is not portable).
+struct SplitMix {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  uint64_t below(uint64_t n) { return next() % n; }
+};
+
+// Instruction addresses of the benchmark's loop, for traces and fault reports.
+constexpr uint64_t kIpPopulate = 0x401000;
+constexpr uint64_t kIpStore = 0x401100;
+constexpr uint64_t kIpLoop = 0x401104;
+constexpr uint64_t kIpLfence = 0x401108;
+constexpr uint64_t kIpLoad = 0x40110c;
+constexpr uint64_t kIpResult = 0x401110;
+constexpr uint64_t kIpVdso = 0x7fff00000900;  // the vDSO text
+constexpr uint64_t kIpSyscall = 0x401200;
+
+Uop syscall(Sys s, uint64_t a0 = 0, uint64_t a1 = 0, uint64_t a2 = 0) {
+  Uop u;
+  u.kind = UopKind::Syscall;
+  u.sys = s;
+  u.addr = a0;
+  u.value = a1;
+  u.extra = a2;
+  u.ip = kIpSyscall;
+  return u;
+}
+Uop store(uint64_t addr, uint8_t size, uint64_t value, uint64_t ip) {
+  Uop u;
+  u.kind = UopKind::Store;
+  u.size = size;
+  u.addr = addr;
+  u.value = value;
+  u.ip = ip;
+  return u;
+}
+Uop load(uint64_t addr, uint8_t size, uint64_t ip) {
+  Uop u;
+  u.kind = UopKind::Load;
+  u.size = size;
+  u.addr = addr;
+  u.ip = ip;
+  return u;
+}
+Uop alu(uint64_t ip, uint16_t lat = 1) {
+  Uop u;
+  u.kind = UopKind::Alu;
+  u.latency = lat;
+  u.ip = ip;
+  return u;
+}
+Uop marker(Mark m, uint64_t a0 = 0, uint64_t a1 = 0) {
+  Uop u;
+  u.kind = UopKind::Marker;
+  u.mark = m;
+  u.addr = a0;
+  u.value = a1;
+  return u;
+}
+
+// A program built from steps; each step emits uops into a small queue when the queue is empty.
+// A system call holds the program until its result arrives.
+class StepProgram : public Program {
+ public:
+  bool next(Uop& u) override {
+    while (q_head_ == q_.size()) {
+      if (waiting_) mmusim::panic("workload program asked for a uop while waiting for a syscall");
+      q_.clear();
+      q_head_ = 0;
+      if (!step()) return false;
+    }
+    u = q_[q_head_++];
+    if (u.kind == UopKind::Syscall) waiting_ = true;
+    return true;
+  }
+  void syscall_return(int64_t ret) override {
+    waiting_ = false;
+    last_ret_ = ret;
+  }
+
+ protected:
+  // Emits the next uops into q_ (push()); false when the program has finished.
+  virtual bool step() = 0;
+  void push(const Uop& u) { q_.push_back(u); }
+  int64_t last_ret_ = 0;
+
+ private:
+  std::vector<Uop> q_;
+  size_t q_head_ = 0;
+  bool waiting_ = false;
+};
+
+class ExitProgram : public StepProgram {
+ protected:
+  bool step() override {
+    if (done_) return false;
+    done_ = true;
+    push(syscall(Sys::Exit, 0));
+    return true;
+  }
+
+ private:
+  bool done_ = false;
+};
+
+// fork-reuse: map the region, populate it with writes (folios of the configured size), fork, the
+// child exits at once, the parent waits, then runs the measured pass.
+class ForkReuseProgram : public StepProgram {
+ public:
+  explicit ForkReuseProgram(const WorkloadParams& p, bool fork_time)
+      : p_(p), fork_time_(fork_time), npages_(p.size / kPage) {}
+  double progress() const override {
+    if (phase_ < Phase::Measure) return 0;
+    if (phase_ > Phase::Measure) return 1;
+    return npages_ ? double(i_) / double(iterations_) : 1;
+  }
+
+ protected:
+  enum class Phase {
+    MapRegion, Madvise, MapResults, Populate, SplitPmd, Fork, Wait, RegionBegin, Measure,
+    RegionEnd, ForkTimeWait, Exit, Done
+  };
+
+  bool step() override {
+    switch (phase_) {
+      case Phase::MapRegion:
+        // Room to align the region to 2 MiB, as the benchmark's aligned allocation does.
+        push(syscall(Sys::Mmap, p_.size + kPmd, kProtRead | kProtWrite, kMapPrivateAnon));
+        phase_ = Phase::Madvise;
+        return true;
+      case Phase::Madvise:
+        base_ = (uint64_t(last_ret_) + kPmd - 1) & ~(kPmd - 1);
+        phase_ = Phase::MapResults;
+        if (thp_setup_for(p_.folio).madvise_region) {
+          push(syscall(Sys::Madvise, base_, p_.size, kMadvHugepage));
+          return true;
+        }
+        return step();
+      case Phase::MapResults:
+        phase_ = Phase::Populate;
+        if (p_.pattern == Pattern::seq_byte_clock && !fork_time_) {
+          // malloc() of the latency array: an mmap'd chunk whose data starts after the header.
+          uint64_t bytes = p_.result_offset + npages_ * p_.result_entry_bytes;
+          push(syscall(Sys::Mmap, (bytes + kPage - 1) & ~(kPage - 1), kProtRead | kProtWrite, kMapPrivateAnon));
+          results_pending_ = true;
+          return true;
+        }
+        return step();
+      case Phase::Populate:
+        if (results_pending_) {
+          results_ = uint64_t(last_ret_) + p_.result_offset;
+          results_pending_ = false;
+        }
+        if (i_ < npages_) {
+          push(store(base_ + i_ * kPage, 1, 0x5a, kIpPopulate));
+          push(alu(kIpPopulate + 4));
+          ++i_;
+          return true;
+        }
+        i_ = 0;
+        phase_ = p_.folio == FolioKind::k2M_pte ? Phase::SplitPmd : Phase::Fork;
+        return step();
+      case Phase::SplitPmd:
+        // Map the 2 MiB THPs by PTEs as the kernel's cow.c does: write-protect one page of each
+        // THP and give the permission back; the PMD is split, the folio stays whole.
+        if (i_ < 2 * (p_.size / kPmd)) {
+          uint64_t blk = base_ + (i_ / 2) * kPmd + kPage;
+          push(syscall(Sys::Mprotect, blk, kPage, (i_ & 1) ? (kProtRead | kProtWrite) : kProtRead));
+          ++i_;
+          return true;
+        }
+        i_ = 0;
+        phase_ = Phase::Fork;
+        return step();
+      case Phase::Fork:
+        if (fork_time_) {
+          push(marker(Mark::RegionBegin, base_, p_.size));
+          phase_ = Phase::ForkTimeWait;
+          push(syscall(Sys::Fork));
+          return true;
+        }
+        phase_ = Phase::Wait;
+        push(syscall(Sys::Fork));
+        return true;
+      case Phase::ForkTimeWait:
+        push(marker(Mark::RegionEnd));
+        push(syscall(Sys::Wait, uint64_t(last_ret_)));
+        phase_ = Phase::Exit;
+        return true;
+      case Phase::Wait:
+        push(syscall(Sys::Wait, uint64_t(last_ret_)));
+        phase_ = Phase::RegionBegin;
+        return true;
+      case Phase::RegionBegin:
+        begin_measure();
+        push(marker(Mark::RegionBegin, base_, p_.size));
+        phase_ = Phase::Measure;
+        return true;
+      case Phase::Measure:
+        if (i_ < iterations_) {
+          emit_iteration(i_);
+          ++i_;
+          return true;
+        }
+        phase_ = Phase::RegionEnd;
+        return step();
+      case Phase::RegionEnd:
+        push(marker(Mark::RegionEnd));
+        phase_ = Phase::Exit;
+        return true;
+      case Phase::Exit:
+        push(syscall(Sys::Exit, 0));
+        phase_ = Phase::Done;
+        return true;
+      case Phase::Done:
+        return false;
+    }
+    return false;
+  }
+
+ private:
+  void begin_measure() {
+    i_ = 0;
+    switch (p_.pattern) {
+      case Pattern::memset: iterations_ = p_.size / 64; break;
+      case Pattern::stride: iterations_ = p_.size / p_.stride; break;
+      case Pattern::read_then_store: iterations_ = p_.size / (16 * kPage); break;
+      default: iterations_ = npages_; break;
+    }
+    if (p_.pattern == Pattern::random_byte) {
+      order_.resize(npages_);
+      for (uint64_t k = 0; k < npages_; ++k) order_[k] = uint32_t(k);
+      SplitMix rng{p_.seed ^ 0x6d6d7573696dull};
+      for (uint64_t k = npages_; k > 1; --k) std::swap(order_[k - 1], order_[rng.below(k)]);
+    }
+  }
+
+  void loop_overhead() {
+    for (unsigned k = 0; k < p_.loop_uops; ++k) push(alu(kIpLoop + 4 * k));
+  }
+
+  void emit_iteration(uint64_t i) {
+    const uint8_t v = uint8_t(i) | 1;
+    switch (p_.pattern) {
+      case Pattern::seq_byte:
+        push(store(base_ + i * kPage, 1, v, kIpStore));
+        loop_overhead();
+        break;
+      case Pattern::seq_byte_lfence: {
+        push(store(base_ + i * kPage, 1, v, kIpStore));
+        Uop f;
+        f.kind = UopKind::Lfence;
+        f.ip = kIpLfence;
+        push(f);
+        loop_overhead();
+        break;
+      }
+      case Pattern::seq_byte_clock: {
+        push(store(base_ + i * kPage, 1, v, kIpStore));
+        // clock_gettime(CLOCK_MONOTONIC) through the vDSO
+        for (unsigned k = 0; k < p_.vdso.uops_before; ++k) push(alu(kIpVdso + 4 * k));
+        Uop r;
+        r.kind = UopKind::Rdtscp;
+        r.ip = kIpVdso + 0x80;
+        push(r);
+        for (unsigned k = 0; k < p_.vdso.uops_after; ++k) push(alu(kIpVdso + 0x84 + 4 * k));
+        // results[i] = now - before
+        Uop s = store(results_ + i * p_.result_entry_bytes, uint8_t(p_.result_entry_bytes), 0, kIpResult);
+        s.flags |= kUopValueFromTsc;
+        push(s);
+        loop_overhead();
+        break;
+      }
+      case Pattern::memset:
+        push(store(base_ + i * 64, 64, 0, kIpStore));
+        break;
+      case Pattern::random_byte:
+        push(store(base_ + uint64_t(order_[i]) * kPage, 1, v, kIpStore));
+        loop_overhead();
+        break;
+      case Pattern::read_then_store: {
+        uint64_t chunk = base_ + i * 16 * kPage;
+        for (unsigned k = 0; k < 16; ++k) {
+          push(load(chunk + k * kPage, 1, kIpLoad));
+          loop_overhead();
+        }
+        for (unsigned k = 0; k < 16; ++k) {
+          push(store(chunk + k * kPage, 1, v, kIpStore));
+          loop_overhead();
+        }
+        break;
+      }
+      case Pattern::stride:
+        push(store(base_ + i * p_.stride, 1, v, kIpStore));
+        loop_overhead();
+        break;
+    }
+  }
+
+  WorkloadParams p_;
+  bool fork_time_;
+  uint64_t npages_;
+  Phase phase_ = Phase::MapRegion;
+  uint64_t base_ = 0, results_ = 0;
+  bool results_pending_ = false;
+  uint64_t i_ = 0, iterations_ = 0;
+  std::vector<uint32_t> order_;
+};
+
+class ForkReuseWorkload : public Workload {
+ public:
+  ForkReuseWorkload(const WorkloadParams& p, bool fork_time) : p_(p), fork_time_(fork_time) {}
+  std::string name() const override { return fork_time_ ? "fork-time" : "fork-reuse"; }
+  ThpSetup thp_setup() const override { return thp_setup_for(p_.folio); }
+  std::unique_ptr<Program> main_program() override {
+    return std::make_unique<ForkReuseProgram>(p_, fork_time_);
+  }
+  std::unique_ptr<Program> child_program(unsigned) override { return std::make_unique<ExitProgram>(); }
+  uint64_t region_bytes() const override { return p_.size; }
+
+ private:
+  WorkloadParams p_;
+  bool fork_time_;
+};
+
+}  // namespace
+
+const char* folio_kind_name(FolioKind k) {
+  switch (k) {
+    case FolioKind::k4K: return "4K";
+    case FolioKind::k64K: return "64K";
+    case FolioKind::k1M: return "1M";
+    case FolioKind::k2M_pte: return "2M-pte";
+    case FolioKind::k2M_pmd: return "2M-pmd";
+  }
+  return "?";
+}
+
+const char* pattern_name(Pattern p) {
+  switch (p) {
+    case Pattern::seq_byte: return "seq-byte";
+    case Pattern::seq_byte_clock: return "seq-byte-clock";
+    case Pattern::seq_byte_lfence: return "seq-byte-lfence";
+    case Pattern::memset: return "memset";
+    case Pattern::random_byte: return "random-byte";
+    case Pattern::read_then_store: return "read-then-store";
+    case Pattern::stride: return "stride";
+  }
+  return "?";
+}
+
+unsigned folio_order(FolioKind k) {
+  switch (k) {
+    case FolioKind::k4K: return 0;
+    case FolioKind::k64K: return 4;
+    case FolioKind::k1M: return 8;
+    case FolioKind::k2M_pte:
+    case FolioKind::k2M_pmd: return 9;
+  }
+  return 0;
+}
+
+// The benchmark enables the one folio size it tests in "madvise" mode and madvises the measured
+// region only, so that its own bookkeeping (the result array, the stack) stays on 4 KiB pages.
+ThpSetup thp_setup_for(FolioKind k) {
+  ThpSetup s;
+  unsigned order = folio_order(k);
+  if (order == 0) return s;
+  s.madvise_region = true;
+  s.order_mode[order] = 1;
+  return s;
+}
+
+void VdsoParams::visit(Params& p) {
+  p.integer("vdso.uops_before", uops_before, 20, 0, 1000,
+            "micro-ops of clock_gettime() before the RDTSCP: call, vvar seqcount and clock-mode "
+            "loads, checks (lib/vdso/gettimeofday.c; about 100 uops in all [UARCH F.1, L])");
+  p.integer("vdso.uops_after", uops_after, 30, 0, 1000,
+            "micro-ops after the RDTSCP: seqcount recheck, (cycles - last) * mult >> shift, "
+            "timespec stores, return");
+}
+
+void WorkloadParams::visit(Params& p) {
+  p.enumeration("workload.name", name, WorkloadName::fork_reuse,
+                {{"fork-reuse", WorkloadName::fork_reuse}, {"fork-time", WorkloadName::fork_time}},
+                "fork-reuse: populate, fork, the child exits, the parent waits, then the measured "
+                "pass; fork-time: populate, then the measured region is the fork() itself (V11)");
+  p.size("workload.size", size, "256M", 2ull << 20, 64ull << 30,
+         "bytes of the measured region (a multiple of 2M)", 2ull << 20);
+  p.enumeration("workload.folio", folio, FolioKind::k64K,
+                {{"4K", FolioKind::k4K},
+                 {"64K", FolioKind::k64K},
+                 {"1M", FolioKind::k1M},
+                 {"2M-pte", FolioKind::k2M_pte},
+                 {"2M-pmd", FolioKind::k2M_pmd}},
+                "folio size the region is populated with; for 2M whether it is mapped by PTEs or "
+                "by a PMD (the workload sets the matching THP sysfs knobs and madvises the region)");
+  p.enumeration("workload.pattern", pattern, Pattern::seq_byte_clock,
+                {{"seq-byte", Pattern::seq_byte},
+                 {"seq-byte-clock", Pattern::seq_byte_clock},
+                 {"seq-byte-lfence", Pattern::seq_byte_lfence},
+                 {"memset", Pattern::memset},
+                 {"random-byte", Pattern::random_byte},
+                 {"read-then-store", Pattern::read_then_store},
+                 {"stride", Pattern::stride}},
+                "the measured pass: one byte per 4K page ascending (seq-byte), with a "
+                "clock_gettime() and its recorded latency between stores (seq-byte-clock), with an "
+                "LFENCE after every store (seq-byte-lfence), memset of the region, one byte per "
+                "page in random order, read the 16 pages of each 64K then store to them, or one "
+                "store every workload.stride bytes");
+  p.size("workload.stride", stride, "4K", 1, 1ull << 30, "bytes between stores, for pattern = stride");
+  p.integer("workload.threads", threads, 1, 1, 64, "threads of the parent sharing the measured pass");
+  p.integer("workload.loop_uops", loop_uops, 2, 0, 64,
+            "loop micro-ops per store besides the store (address add, fused cmp+jcc)");
+  p.integer("workload.result_entry_bytes", result_entry_bytes, 4, 1, 8,
+            "seq-byte-clock: bytes per recorded store latency in the benchmark's result array");
+  p.size("workload.result_offset", result_offset, "16", 0, 4096,
+         "seq-byte-clock: offset of the result array in its mapping (malloc's chunk header); an "
+         "array of 64K 4-byte entries at offset 16 spans 65 pages");
+  p.enumeration("workload.thp_setup", thp_from, ThpFrom::folio,
+                {{"folio", ThpFrom::folio}, {"config", ThpFrom::config}},
+                "folio: the workload sets the THP sysfs knobs for workload.folio (that size in "
+                "madvise mode, every other size never) and madvises the measured region, as the "
+                "reference benchmark did; config: the thp.* keys stay as configured");
+  p.integer("sim.seed", seed, 1, 0, int64_t(1) << 62,
+            "seed of every random choice (random-byte order); --seed sets it");
+  vdso.visit(p);
+}
+
+std::unique_ptr<Workload> make_workload(const WorkloadParams& p) {
+  if (p.pattern == Pattern::stride && (p.stride == 0 || p.stride > p.size))
+    fatal("workload.stride = {} must be in [1, workload.size]", p.stride);
+  if (p.threads != 1)
+    fatal("workload.threads = {}: multi-threaded workloads are not supported yet (the multi-core "
+          "platforms are); use 1",
+          p.threads);
+  switch (p.name) {
+    case WorkloadName::fork_reuse: return std::make_unique<ForkReuseWorkload>(p, false);
+    case WorkloadName::fork_time: return std::make_unique<ForkReuseWorkload>(p, true);
+  }
+  panic("unknown workload");
+}
+
+}  // namespace mmusim::wl

@@ -68,6 +68,10 @@ class Arch {
   // vm_get_page_prot(): the protection bits a VMA's flags give (protection_map).
   virtual pgprot_t vm_get_page_prot(vm_flags_t flags) const = 0;
   virtual pte_t pte_modify(pte_t pte, pgprot_t newprot) const = 0;
+  // pte_needs_flush()/huge_pmd_needs_flush(): whether a protection change (mprotect) must flush
+  // the TLB. Generic (include/asm-generic/tlb.h): always; x86 overrides (asm/tlbflush.h:352).
+  virtual bool pte_needs_flush(pte_t oldpte, pte_t newpte) const { return true; }
+  virtual bool huge_pmd_needs_flush(pmd_t oldpmd, pmd_t newpmd) const { return true; }
 
   // ---- PMD / table helpers (pure) ------------------------------------------------------------
   virtual bool pmd_present(pmd_t pmd) const = 0;
@@ -84,6 +88,13 @@ class Arch {
   virtual pmd_t pmd_mkyoung(pmd_t pmd) const = 0;
   virtual pmd_t pmd_mkold(pmd_t pmd) const = 0;
   virtual pmd_t pmd_mkinvalid(pmd_t pmd) const = 0;
+  // pmd_modify(): the arches define it as their pte_modify() on the PMD; this default rebuilds the
+  // leaf from its pfn and the new protection, keeping young/dirty (what _HPAGE_CHG_MASK keeps).
+  virtual pmd_t pmd_modify(pmd_t pmd, pgprot_t newprot) const {
+    pmd_t r = mk_huge_pmd(pmd_pfn(pmd), newprot);
+    r = pmd_young(pmd) ? pmd_mkyoung(r) : pmd_mkold(r);
+    return pmd_dirty(pmd) ? pmd_mkdirty(r) : pmd_mkclean(r);
+  }
   pmd_t maybe_pmd_mkwrite(pmd_t pmd, const vm_area_struct* vma) const {
     return (vma->vm_flags & VM_WRITE) ? pmd_mkwrite(pmd, vma) : pmd;
   }
@@ -97,7 +108,7 @@ class Arch {
   // ---- hooks with side effects (arch code) ---------------------------------------------------
   // Generic versions from include/linux/pgtable.h unless an arch overrides them.
   virtual pte_t ptep_get(pte_t* ptep) { return *ptep; }
-  pte_t ptep_get_lockless(pte_t* ptep) { return ptep_get(ptep); }
+  virtual pte_t ptep_get_lockless(pte_t* ptep) { return ptep_get(ptep); }  // arm64: contpte_ptep_get_lockless
   virtual void set_ptes(mm_struct* mm, uint64_t addr, pte_t* ptep, pte_t pte, unsigned nr);
   void set_pte_at(mm_struct* mm, uint64_t addr, pte_t* ptep, pte_t pte) { set_ptes(mm, addr, ptep, pte, 1); }
   virtual pte_t ptep_get_and_clear(mm_struct* mm, uint64_t addr, pte_t* ptep);
@@ -131,6 +142,11 @@ class Arch {
   virtual void pmdp_set_wrprotect(mm_struct* mm, uint64_t addr, pmd_t* pmdp) = 0;
   virtual pmd_t pmdp_huge_get_and_clear(mm_struct* mm, uint64_t addr, pmd_t* pmdp);
   virtual pmd_t pmdp_invalidate(vm_area_struct* vma, uint64_t addr, pmd_t* pmdp);
+  // pmdp_invalidate_ad() (mm/pgtable-generic.c): generic = pmdp_invalidate(); x86 overrides it
+  // without the flush (arch/x86/mm/pgtable.c).
+  virtual pmd_t pmdp_invalidate_ad(vm_area_struct* vma, uint64_t addr, pmd_t* pmdp) {
+    return pmdp_invalidate(vma, addr, pmdp);
+  }
   virtual void set_pmd_at(mm_struct* mm, uint64_t addr, pmd_t* pmdp, pmd_t pmd);
 
   // ---- TLB flushing (asm/tlbflush.h) --------------------------------------------------------

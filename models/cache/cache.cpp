@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "models/cache/cache.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "base/error.hpp"
+
+namespace mmusim::hw {
+
+// ---------------------------------------------------------------------------------------------
+// Parameters
+
+void CacheParams::visit(Params& p) {
+  const std::string pre = "cache." + name + ".";
+  const std::string src = source.empty() ? "" : " [" + source + "]";
+  p.size(pre + "size", size, format_size(size), kLineBytes, uint64_t(1) << 40,
+         "Capacity of the " + name + " cache; sets = size / (ways * 64) need not be a power of "
+         "two" + src,
+         kLineBytes);
+  p.integer(pre + "ways", ways, ways, 1, 64, "Associativity of the " + name + " cache" + src);
+  p.integer(pre + "latency", latency, latency, 1, 10000,
+            "Load-to-use latency of a hit in the " + name + " cache" + src, "cycles");
+  if (!p.is_declaring()) validate();
+}
+
+void CacheParams::validate() const {
+  uint64_t way_bytes = uint64_t(ways) * kLineBytes;
+  if (ways == 0 || size % way_bytes != 0 || size / way_bytes == 0)
+    fatal("cache.{}.size = {} and cache.{}.ways = {}: the size must be a non-zero multiple of "
+          "ways x 64 bytes ({} bytes)",
+          name, format_size(size), name, ways, way_bytes);
+  if (size / way_bytes > (uint64_t(1) << 31))
+    fatal("cache.{}.size = {}: too many sets ({})", name, format_size(size), size / way_bytes);
+}
+
+static std::string duration_text(const Duration& d) {
+  return d.is_time ? fmt::format("{}ns", d.value) : fmt::format("{}", d.value);
+}
+
+void HierarchyParams::visit(Params& p) {
+  l1d.visit(p);
+  l2.visit(p);
+  llc.visit(p);
+  p.duration("memory.latency", memory_latency, duration_text(memory_latency),
+             "DRAM load-to-use latency (a time is converted with the core clock) [UARCH A.2, "
+             "C.6: L/U]");
+}
+
+HierarchyParams HierarchyParams::golden_cove() {
+  HierarchyParams h;
+  h.l1d = {"l1d", 48 << 10, 12, 5, "UARCH A.2: CPUID leaf 4, H; 5 cycles, M"};
+  h.l2 = {"l2", 1280 << 10, 10, 15, "UARCH A.2: CPUID leaf 4, H; ~15 cycles, M"};
+  h.llc = {"llc", 25 << 20, 10, 60, "UARCH A.2: CPUID 10-way 40960 sets, H; ~60 cycles derived"};
+  h.memory_latency = Duration{90, true};
+  return h;
+}
+
+HierarchyParams HierarchyParams::neoverse_n1() {
+  HierarchyParams h;
+  h.l1d = {"l1d", 64 << 10, 4, 4, "UARCH C.6: N1 white paper, M"};
+  h.l2 = {"l2", 1 << 20, 8, 11, "UARCH C.6: N1 white paper, M"};
+  h.llc = {"llc", 32 << 20, 16, 90, "UARCH C.6: Altra SLC 32M; ways and latency placeholders, U"};
+  h.memory_latency = Duration{110, true};
+  return h;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cache
+
+Cache::Cache(const CacheParams& p, Stats& stats)
+    : name_(p.name), latency_(p.latency), sets_(p.sets()), ways_(p.ways) {
+  p.validate();
+  set_mask_ = (sets_ > 1 && (sets_ & (sets_ - 1)) == 0) ? sets_ - 1 : 0;
+  tags_.assign(size_t(sets_) * ways_, kInvalid);
+  lru_.assign(size_t(sets_) * ways_, 0);
+  StatGroup g(stats, "cache." + name_);
+  hits_ = &g.counter("hits", "Accesses that found the line", "accesses");
+  misses_ = &g.counter("misses", "Accesses that did not (the line is installed)", "accesses");
+}
+
+bool Cache::probe(uint64_t pa) const {
+  uint64_t line = pa >> kLineShift;
+  size_t base = size_t(set_of(line)) * ways_;
+  for (uint32_t w = 0; w < ways_; ++w)
+    if (tags_[base + w] == line) return true;
+  return false;
+}
+
+void Cache::invalidate_all() {
+  std::fill(tags_.begin(), tags_.end(), kInvalid);
+  std::fill(lru_.begin(), lru_.end(), 0);
+}
+
+size_t Cache::occupancy() const {
+  size_t n = 0;
+  for (uint64_t t : tags_) n += t != kInvalid;
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// MemoryHierarchy
+
+MemoryHierarchy::MemoryHierarchy(const HierarchyParams& p, double core_ghz, Stats& stats,
+                                 Cache* shared_llc)
+    : l1d_(p.l1d, stats), l2_(p.l2, stats) {
+  MMUSIM_CHECK(core_ghz > 0, "core clock {} GHz", core_ghz);
+  if (shared_llc) {
+    llc_ = shared_llc;
+  } else {
+    own_llc_ = std::make_unique<Cache>(p.llc, stats);
+    llc_ = own_llc_.get();
+  }
+  latency_[L1D] = l1d_.latency();
+  latency_[L2] = l2_.latency();
+  latency_[LLC] = llc_->latency();
+  latency_[DRAM] = uint32_t(std::llround(p.memory_latency.cycles(core_ghz)));
+}
+
+MemoryHierarchy::Touch MemoryHierarchy::touch(uint64_t pa, uint64_t bytes, bool write) {
+  Touch t;
+  if (bytes == 0) return t;
+  uint64_t first = pa >> kLineShift;
+  uint64_t last = (pa + bytes - 1) >> kLineShift;
+  for (uint64_t line = first; line <= last; ++line) {
+    uint64_t a = line << kLineShift;
+    Level l = l1d_.install(a) ? L1D : l2_.install(a) ? L2 : llc_->install(a) ? LLC : DRAM;
+    ++t.lines[l];
+  }
+  return t;
+}
+
+void MemoryHierarchy::invalidate_all() {
+  l1d_.invalidate_all();
+  l2_.invalidate_all();
+  llc_->invalidate_all();
+}
+
+}  // namespace mmusim::hw

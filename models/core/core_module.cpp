@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "models/core/core_module.hpp"
+
+namespace mmusim::hw {
+
+CoreModule::CoreModule(sc_core::sc_module_name n, int cpu, const CoreMmuParams& p, pg::Isa isa,
+                       Os& os, PhysMem& mem, Stats& stats, Trace* trace)
+    : sc_core::sc_module(n), cpu_(cpu), ghz_(os.ghz()), quantum_(p.core.quantum) {
+  tctx_.trace = trace;
+  tctx_.cpu = cpu;
+  caches_ = std::make_unique<MemoryHierarchy>(p.caches, ghz_, stats);
+  l1_load_ = std::make_unique<Tlb>(p.l1.at(0), stats, &tctx_);
+  if (p.l1.size() > 1) {
+    l1_store_owned_ = std::make_unique<Tlb>(p.l1.at(1), stats, &tctx_);
+    l1_store_ = l1_store_owned_.get();
+  } else {
+    l1_store_ = l1_load_.get();
+  }
+  if (p.has_l2) l2_ = std::make_unique<Tlb>(p.l2, stats, &tctx_);
+  pg::WalkOptions wopt;
+  wopt.set_accessed = isa == pg::Isa::x86_64 || p.core.hafdbs;
+  walker_ = std::make_unique<PageWalker>(p.walker, mem, *caches_, stats, wopt);
+  core_ = std::make_unique<OooCore>(cpu, p.core, isa, os, mem, *l1_load_, *l1_store_, l2_.get(),
+                                    *walker_, *caches_, stats, &tctx_);
+  SC_THREAD(run);
+}
+
+void CoreModule::run() {
+  // The core runs a quantum ahead of SystemC time, then waits for the kernel of SystemC to catch
+  // up (tlm_quantumkeeper style). A single-core platform synchronises only for the time base.
+  uint64_t synced = 0;
+  for (;;) {
+    bool more = core_->run_until(synced + quantum_);
+    uint64_t t = core_->now();
+    if (t > synced) {
+      sc_core::wait(sc_core::sc_time(double(t - synced) * 1000.0 / ghz_, sc_core::SC_PS));
+      synced = t;
+    }
+    if (!more) break;
+  }
+  done_ = true;
+}
+
+}  // namespace mmusim::hw

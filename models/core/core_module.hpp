@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// One core as a SystemC module: its TLBs, page walker, caches and the out-of-order model, run by
+// one SC_THREAD with temporal decoupling (the core runs core.quantum cycles ahead, then
+// synchronises). No SystemC event per access.
+#pragma once
+
+#include <systemc>
+
+#include <memory>
+
+#include "models/cache/cache.hpp"
+#include "models/core/ooo_core.hpp"
+#include "models/tlb/tlb.hpp"
+#include "models/walker/walker.hpp"
+
+namespace mmusim::hw {
+
+// The data-side MMU of one core: x86 = dtlb_load + dtlb_store -> stlb -> walker;
+// arm64 = l1_dtlb -> l2_tlb -> walker.
+struct CoreMmuParams {
+  std::vector<TlbParams> l1;   // one (shared by loads and stores) or two (load, store)
+  TlbParams l2;
+  bool has_l2 = true;
+  WalkerParams walker;
+  HierarchyParams caches;
+  CoreParams core;
+};
+
+class CoreModule : public sc_core::sc_module {
+ public:
+  SC_HAS_PROCESS(CoreModule);
+  CoreModule(sc_core::sc_module_name n, int cpu, const CoreMmuParams& p, pg::Isa isa, Os& os,
+             PhysMem& mem, Stats& stats, Trace* trace);
+
+  Tlb& l1_load() { return *l1_load_; }
+  Tlb& l1_store() { return *l1_store_; }
+  Tlb* l2() { return l2_.get(); }
+  PageWalker& walker() { return *walker_; }
+  MemoryHierarchy& caches() { return *caches_; }
+  OooCore& core() { return *core_; }
+  bool done() const { return done_; }
+
+ private:
+  void run();
+
+  int cpu_;
+  double ghz_;
+  uint64_t quantum_;
+  TraceContext tctx_;
+  std::unique_ptr<MemoryHierarchy> caches_;
+  std::unique_ptr<Tlb> l1_load_, l1_store_owned_, l2_;
+  Tlb* l1_store_ = nullptr;
+  std::unique_ptr<PageWalker> walker_;
+  std::unique_ptr<OooCore> core_;
+  bool done_ = false;
+};
+
+}  // namespace mmusim::hw

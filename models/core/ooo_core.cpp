@@ -1,0 +1,484 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "models/core/ooo_core.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/error.hpp"
+
+namespace mmusim::hw {
+
+// ------------------------------------------------------------------------------------------------
+// Parameters
+
+void CoreParams::visit(Params& p) {
+  p.integer("core.rob_entries", rob, rob, 8, 4096, "reorder-buffer entries (Golden Cove 512 [UARCH A.2, M]; N1 128 [UARCH C.6, M])");
+  p.integer("core.alloc_width", alloc_width, alloc_width, 1, 16, "micro-ops allocated (renamed) per cycle (Golden Cove 6 [M]; N1 dispatch 8 [M])");
+  p.integer("core.retire_width", retire_width, retire_width, 1, 16, "micro-ops retired per cycle (Golden Cove 8 [M]; N1 commit 8 [M])");
+  p.integer("core.load_buffer", load_buffer, load_buffer, 1, 1024, "load-buffer entries (Golden Cove 192 [M]; N1 68 [L])");
+  p.integer("core.store_buffer", store_buffer, store_buffer, 1, 1024, "store-buffer entries, held from allocation until the store has drained (Golden Cove 114 [M]; N1 72 [L])");
+  p.integer("core.exec_delay", exec_delay, exec_delay, 0, 64, "cycles from allocation to execution for a micro-op whose inputs are ready (scheduler, dispatch) [U]");
+  p.integer("core.fault_to_nuke", fault_to_nuke, fault_to_nuke, 0, 1000, "cycles from a faulting micro-op reaching retirement to the pipeline flush; the younger micro-ops keep executing meanwhile [UARCH F.1: 20, sweep 10-60, U]");
+  p.integer("core.restart_delay", restart_delay, restart_delay, 0, 1000, "cycles from the return to user mode to the first micro-op allocated (front-end refill) [U]");
+  p.integer("core.lfence_latency", lfence_latency, lfence_latency, 0, 1000, "LFENCE execution latency once older micro-ops completed (Skylake: 9.3 cycles in a loop [UARCH B.iv, M])");
+  p.enumeration("core.rdtscp_rule", rdtscp_rule, rdtscp_rule,
+                {{"none", RdtscpRule::none}, {"wait-older", RdtscpRule::wait_older}, {"block-younger", RdtscpRule::block_younger}},
+                "ordering of RDTSCP: wait-older = executes when all older micro-ops have executed (the SDM's guarantee); block-younger = also no younger micro-op is allocated until it has executed (microcoded, [U]); none. Calibrated on C1 (see README)");
+  p.integer("core.rdtscp_latency", rdtscp_latency, rdtscp_latency, 0, 10000, "RDTSCP latency in cycles (25-35 [UARCH B.iv, M]; with the vDSO around it the cost of clock_gettime is calibrated on C1)");
+  p.enumeration("core.walk_squash", walk_squash, walk_squash,
+                {{"complete", WalkSquash::complete}, {"cancel", WalkSquash::cancel}},
+                "page walks in flight when the pipeline is flushed: complete (and fill the TLBs) or cancel (their fills are dropped) [U]");
+  p.integer("core.fill_buffers", fill_buffers, fill_buffers, 1, 256, "cache misses the store buffer can have in flight while draining (Golden Cove 16 fill buffers [UARCH A.2, M])");
+  p.boolean("core.speculative_translation", speculative_translation, speculative_translation, "younger micro-ops translate (and fill TLBs) before an older faulting one is taken; false: nothing runs ahead (QEMU's TLB)");
+  p.boolean("core.cache_faulting_entries", cache_faulting_entries, cache_faulting_entries, "translations that do not permit the access (read-only for a store) are cached (x86 SDM §4.10.2.3; Arm ARM D8.16 allows it); false: never cached (QEMU's TLB)");
+  p.boolean("core.fault_invalidates", fault_invalidates, fault_invalidates, "a page fault invalidates the TLB entries and paging-structure-cache entries of the faulting page (x86: SDM §4.10.4.1; arm64: no, D8.15)");
+  p.integer("core.dirty_assist", dirty_assist, dirty_assist, 0, 10000, "x86: cycles of the microcode assist that sets the D flag for a store through a clean writable entry (TMA Avg_Assist_Cost 78 [UARCH A.2, M])");
+  p.boolean("core.hafdbs", hafdbs, hafdbs, "arm64: hardware access-flag and dirty-state management (FEAT_HAFDBS, TCR_EL1.HA/HD)");
+  p.integer("core.fault_repeat_limit", fault_repeat_limit, fault_repeat_limit, 2, 1000000, "watchdog: a micro-op that faults this many times in a row without the PTE or TLB entry changing is an error (livelock)");
+  p.integer("core.quantum", quantum, quantum, 100, 100000000, "cycles a core runs ahead of SystemC time before it synchronises (temporal decoupling)");
+}
+
+CoreParams CoreParams::golden_cove() { return CoreParams{}; }
+
+CoreParams CoreParams::neoverse_n1() {
+  CoreParams p;
+  p.rob = 128;
+  p.alloc_width = 8;
+  p.retire_width = 8;
+  p.load_buffer = 68;
+  p.store_buffer = 72;
+  p.fill_buffers = 16;
+  p.fault_invalidates = false;
+  p.rdtscp_rule = RdtscpRule::wait_older;  // no RDTSCP on arm64: CNTVCT_EL0 after an ISB is a barrier; unused
+  return p;
+}
+
+// ------------------------------------------------------------------------------------------------
+
+OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem, Tlb& l1_load,
+                 Tlb& l1_store, Tlb* l2, PageWalker& walker, MemoryHierarchy& caches, Stats& stats,
+                 TraceContext* trace)
+    : cpu_(cpu),
+      p_(p),
+      isa_(isa),
+      os_(os),
+      mem_(mem),
+      l1_load_(l1_load),
+      l1_store_(l1_store),
+      l2_(l2),
+      walker_(walker),
+      caches_(caches),
+      trace_(trace),
+      ghz_(os.ghz()),
+      rob_free_(p.rob, 0),
+      sb_free_(p.store_buffer, 0),
+      lb_free_(p.load_buffer, 0),
+      fb_free_(p.fill_buffers, 0) {
+  uops_ = &stats.counter("core.uops", "micro-ops retired");
+  cycles_ = &stats.counter("core.cycles", "core cycles");
+  squashes_ = &stats.counter("core.squashes", "pipeline flushes at faults (younger micro-ops squashed)");
+  squashed_uops_ = &stats.counter("core.squashed_uops", "micro-ops executed speculatively and squashed");
+  spec_translations_ = &stats.counter("core.spec_translations", "translations done by squashed micro-ops (their TLB fills stay)");
+  faults_taken_ = &stats.counter("core.faults_taken", "page faults taken at retirement");
+  dirty_assists_ = &stats.counter("core.dirty_assists", "x86 D-flag assists");
+  lfences_ = &stats.counter("core.lfences", "LFENCEs retired");
+}
+
+bool OooCore::fetch(size_t n) {
+  while (fetched_.size() < n) {
+    if (program_done_) return false;
+    // Never fetch past a system call: its result decides what comes next.
+    if (!fetched_.empty() && fetched_.back().kind == wl::UopKind::Syscall) return false;
+    wl::Uop u;
+    if (!ctx_.prog->next(u)) {
+      program_done_ = true;
+      return false;
+    }
+    fetched_.push_back(u);
+  }
+  return true;
+}
+
+// Translation of one access at cycle `t`: L1 TLB, L2 TLB, page walk. With `spec`, nothing that
+// happens at or after `limit` (the flush) takes effect.
+OooCore::Translation OooCore::translate(uint64_t va, bool write, uint64_t t, uint64_t limit, bool spec) {
+  Translation r;
+  Tlb& l1 = write ? l1_store_ : l1_load_;
+  const uint16_t asid = ctx_.asid;
+  uint64_t when = t + l1.latency();
+  const TlbEntry* e = l1.lookup(va, asid);
+  if (!e && l2_) {
+    when += l2_->latency();
+    if (spec && when >= limit) return r;
+    if (const TlbEntry* e2 = l2_->lookup(va, asid)) {
+      TlbEntry copy = *e2;
+      copy.speculative = spec;
+      e = l1.fill(va, copy);
+      if (!e) e = e2;
+    }
+  }
+  TlbEntry walked;
+  if (!e) {
+    uint64_t start = std::max(when, walker_.earliest_free());
+    if (spec && start >= limit) return r;
+    WalkOutcome wo = walker_.walk(va, asid, ctx_.root_pa, when, spec);
+    when = wo.done;
+    if (spec) spec_translations_->inc();
+    if (wo.walk.result != pg::Walk::Ok || !wo.walk.user) {
+      // Not present (or an access-flag fault without HA): never cached.
+      r.ok = !spec || when < limit;
+      r.ready = when;
+      r.fault = true;
+      r.syndrome = isa_ == pg::Isa::x86_64
+                       ? pg::x86_pf_error_code(wo.walk.result == pg::Walk::Ok, write, true, false)
+                       : pg::arm64_dabt_esr(wo.walk.result, wo.walk.result == pg::Walk::Ok, wo.walk.level, write);
+      return r;
+    }
+    pg::Walk w = wo.walk;
+    // arm64 FEAT_HAFDBS: a write to a writable-clean leaf is completed by the hardware (D8.5).
+    if (write && isa_ == pg::Isa::arm64 && !w.writable && w.dbm && p_.hafdbs && !spec)
+      pg::hw_mark_dirty(isa_, mem_, w, true);
+    walked = translation_from_walk(w, va, asid, spec);
+    const bool permits = !write || walked.writable;
+    const bool fill = (!spec || when < limit || p_.walk_squash == WalkSquash::complete) &&
+                      (permits || p_.cache_faulting_entries);
+    if (fill) {
+      if (l2_) l2_->fill(va, walked);
+      l1.fill(va, walked);
+    }
+    e = &walked;
+  }
+  r.ok = !spec || when < limit;
+  r.ready = when;
+  r.pa = e->pa(va);
+  if (write && !e->writable) {
+    r.fault = true;
+    r.syndrome = isa_ == pg::Isa::x86_64
+                     ? pg::x86_pf_error_code(true, true, true, false)
+                     : pg::arm64_dabt_esr(pg::Walk::Ok, true, page_size_shift(e->size) >= 21 ? 1 : 0, true);
+  } else if (write && !e->dirty && isa_ == pg::Isa::x86_64) {
+    r.need_dirty = true;
+  }
+  return r;
+}
+
+OooCore::Issue OooCore::issue(const wl::Uop& u, uint64_t seq, uint64_t limit, bool spec) {
+  Issue is;
+  // Allocation: width, fences, a free ROB entry, a store- or load-buffer entry.
+  uint64_t a = alloc_in_cycle_ >= p_.alloc_width ? alloc_cycle_ + 1 : alloc_cycle_;
+  a = std::max(a, no_issue_before_);
+  if (seq >= p_.rob) a = std::max(a, rob_free_[(seq - p_.rob) % p_.rob] + 1);
+  const bool is_store = u.kind == wl::UopKind::Store;
+  const bool is_load = u.kind == wl::UopKind::Load;
+  if (is_store && st_ord_ >= p_.store_buffer) a = std::max(a, sb_free_[st_ord_ % p_.store_buffer]);
+  if (is_load && ld_ord_ >= p_.load_buffer) a = std::max(a, lb_free_[ld_ord_ % p_.load_buffer] + 1);
+  if (a >= limit) return is;
+  if (a > alloc_cycle_) {
+    alloc_cycle_ = a;
+    alloc_in_cycle_ = 1;
+  } else {
+    ++alloc_in_cycle_;
+  }
+  is.alloc = a;
+  uint64_t e = a + p_.exec_delay;
+  if (u.flags & wl::kUopDependsOnPrev) e = std::max(e, prev_done_);
+  switch (u.kind) {
+    case wl::UopKind::Alu:
+    case wl::UopKind::Marker:
+      is.done = e + u.latency;
+      break;
+    case wl::UopKind::Lfence:
+      // Does not execute until all prior instructions have completed locally.
+      is.done = std::max(e, older_done_max_) + p_.lfence_latency;
+      set_slot(&no_issue_before_, kNever);  // lifted at retirement
+      break;
+    case wl::UopKind::Rdtscp:
+      if (p_.rdtscp_rule != RdtscpRule::none) e = std::max(e, older_done_max_);
+      is.done = e + p_.rdtscp_latency;
+      if (p_.rdtscp_rule == RdtscpRule::block_younger)
+        set_slot(&no_issue_before_, std::max(no_issue_before_, is.done));
+      break;
+    case wl::UopKind::Load:
+    case wl::UopKind::Store: {
+      if (spec && e >= limit) return Issue{};
+      Translation t = translate(u.addr, is_store, e, limit, spec);
+      if (!t.ok) return Issue{};
+      is.pa = t.pa;
+      is.fault = t.fault;
+      is.syndrome = t.syndrome;
+      is.need_dirty = t.need_dirty;
+      is.done = t.ready;
+      if (is_load && !t.fault) is.done += caches_.access(t.pa, false);
+      break;
+    }
+    case wl::UopKind::Syscall:
+      panic("a system call reached issue()");
+  }
+  is.exec = e;
+  is.issued = true;
+  prev_done_ = is.done;
+  older_done_max_ = std::max(older_done_max_, is.done);
+  if (is_store) {
+    set_slot(&sb_free_[st_ord_ % p_.store_buffer], kNever);  // until it drains
+    ++st_ord_;
+  }
+  if (is_load) {
+    set_slot(&lb_free_[ld_ord_ % p_.load_buffer], kNever);
+    ++ld_ord_;
+  }
+  set_slot(&rob_free_[seq % p_.rob], kNever);
+  return is;
+}
+
+void OooCore::advance_cycles(uint64_t to) {
+  if (to > now_) now_ = to;
+  if (now_ > counted_cycles_) {
+    cycles_->inc(now_ - counted_cycles_);
+    counted_cycles_ = now_;
+  }
+}
+
+void OooCore::write_store(const wl::Uop& u, uint64_t pa, uint64_t retire_cycle) {
+  uint8_t buf[64];
+  uint64_t v = u.value;
+  if (u.flags & wl::kUopValueFromTsc) v = uint64_t(double(tsc_cycle_ - prev_tsc_cycle_) / ghz_);
+  if (u.size <= 8) std::memcpy(buf, &v, u.size);
+  else std::memset(buf, int(v & 0xff), u.size);
+  // A store within one page (the workloads never split a store across pages).
+  mem_.write(pa, buf, u.size);
+}
+
+// In-order retirement of a micro-op that issued without a fault.
+void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
+  uint64_t r = std::max(is.done + 1, last_retire_);
+  if (r == last_retire_) {
+    if (++retire_in_cycle_ > p_.retire_width) {
+      ++r;
+      retire_in_cycle_ = 1;
+    }
+  } else {
+    retire_in_cycle_ = 1;
+  }
+  switch (u.kind) {
+    case wl::UopKind::Store: {
+      uint64_t pa = is.pa;
+      if (is.need_dirty) {
+        // The D-flag assist: the walk that sets D, then the TLBs hold the dirty translation.
+        r += p_.dirty_assist;
+        dirty_assists_->inc();
+        pg::Walk w = pg::walk(isa_, mem_, ctx_.root_pa, u.addr);
+        if (w.result == pg::Walk::Ok && pg::hw_mark_dirty(isa_, mem_, w, p_.hafdbs)) {
+          TlbEntry t = translation_from_walk(w, u.addr, ctx_.asid, false);
+          if (l2_) l2_->fill(u.addr, t);
+          l1_store_.fill(u.addr, t);
+          pa = w.pa(u.addr);
+        }
+      }
+      write_store(u, pa, r);
+      // Drain from the store buffer in order, one per cycle at most, through the caches.
+      uint64_t ds = std::max(r + 1, last_drain_ + 1);
+      uint32_t lat = caches_.access(pa, true);
+      if (lat > caches_.latency(MemoryHierarchy::L1D)) {
+        uint64_t& fb = fb_free_[fb_next_++ % p_.fill_buffers];
+        ds = std::max(ds, fb);
+        fb = ds + lat;
+      }
+      last_drain_ = ds;
+      sb_free_[(st_ord_ - 1) % p_.store_buffer] = ds + lat;
+      break;
+    }
+    case wl::UopKind::Load:
+      lb_free_[(ld_ord_ - 1) % p_.load_buffer] = r;
+      break;
+    case wl::UopKind::Lfence:
+      no_issue_before_ = r + 1;
+      lfences_->inc();
+      break;
+    case wl::UopKind::Rdtscp:
+      prev_tsc_cycle_ = tsc_cycle_;
+      tsc_cycle_ = is.done;
+      if (pending_fault_kind_ >= 0 && seen_rdtscp_)
+        os_.record_fault_latency(pending_fault_kind_, double(tsc_cycle_ - prev_tsc_cycle_) / ghz_);
+      pending_fault_kind_ = -1;
+      seen_rdtscp_ = true;
+      break;
+    case wl::UopKind::Marker:
+      os_.marker(cpu_, u, ps(r));
+      break;
+    default:
+      break;
+  }
+  if (fault_seq_ == seq) {
+    if (!seen_rdtscp_ && pending_fault_kind_ >= 0) {
+      os_.record_fault_latency(pending_fault_kind_, double(r - fault_first_head_) / ghz_);
+      pending_fault_kind_ = -1;
+    }
+    fault_seq_ = ~uint64_t(0);
+    fault_repeats_ = 0;
+  }
+  rob_free_[seq % p_.rob] = r;
+  last_retire_ = r;
+  advance_cycles(r);
+  uops_->inc();
+}
+
+[[noreturn]] void OooCore::watchdog(const wl::Uop& u, uint64_t syndrome) {
+  pg::Walk w = pg::walk(isa_, mem_, ctx_.root_pa, u.addr);
+  uint64_t pte = w.nsteps ? w.steps[w.nsteps - 1].entry : 0;
+  std::string tlb;
+  for (Tlb* t : {&l1_load_, &l1_store_, l2_}) {
+    if (!t) continue;
+    if (const TlbEntry* e = t->probe(u.addr, ctx_.asid))
+      tlb += fmt::format(" {}: va {:#x} pa {:#x} size {} {}{};", t->name(), e->vbase, e->pbase,
+                         page_size_name(e->size), e->writable ? "rw" : "ro", e->dirty ? " dirty" : "");
+  }
+  panic("watchdog: cpu {} task {} faults {} times in a row at address {:#x} (ip {:#x}, syndrome "
+        "{:#x}) without progress: the PTE is {:#x} ({}), the TLB holds{} — the kernel's fault "
+        "handling does not remove what makes the access fault (a livelock)",
+        cpu_, ctx_.task.pid, fault_repeats_, u.addr, u.ip, syndrome, pte,
+        w.result == pg::Walk::Ok ? (w.writable ? "writable" : "read-only") : "not present",
+        tlb.empty() ? " nothing for it;" : tlb);
+}
+
+// The micro-op at the head faulted: let the younger ones run until the flush, squash them, take
+// the exception into the kernel, restart at the faulting micro-op.
+void OooCore::restore(const Snapshot& b) {
+  for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) *it->slot = it->old;
+  undo_.clear();
+  alloc_cycle_ = b.alloc_cycle;
+  alloc_in_cycle_ = b.alloc_in_cycle;
+  prev_done_ = b.prev_done;
+  older_done_max_ = b.older_done_max;
+  st_ord_ = b.st_ord;
+  ld_ord_ = b.ld_ord;
+  no_issue_before_ = b.no_issue_before;
+}
+
+void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
+  const wl::Uop f = fetched_.front();
+  const uint64_t head = std::max(fis.done + 1, last_retire_);
+  const uint64_t nuke = head + p_.fault_to_nuke;
+
+  if (p_.speculative_translation) {
+    // The faulting micro-op keeps its ROB and buffer entries until the flush; the younger ones
+    // run meanwhile (their state changes are logged and undone below; their TLB fills stay).
+    uint64_t n = 0;
+    for (size_t j = 1; j < p_.rob; ++j) {
+      if (!fetch(j + 1)) break;
+      const wl::Uop& y = fetched_[j];
+      if (y.kind == wl::UopKind::Syscall || y.kind == wl::UopKind::Marker) break;
+      Issue yi = issue(y, seq_ + j, nuke, true);
+      if (!yi.issued) break;
+      ++n;
+    }
+    if (n) {
+      squashes_->inc();
+      squashed_uops_->inc(n);
+    }
+  }
+  restore(before);
+
+  faults_taken_->inc();
+  if (p_.fault_invalidates) {
+    // SDM Vol 3A §4.10.4.1: the TLB entries for the faulting page number (current PCID) and the
+    // paging-structure-cache entries that would be used for the address.
+    l1_load_.invalidate_page(f.addr, ctx_.asid, "page_fault");
+    if (&l1_store_ != &l1_load_) l1_store_.invalidate_page(f.addr, ctx_.asid, "page_fault");
+    if (l2_) l2_->invalidate_page(f.addr, ctx_.asid, "page_fault");
+    walker_.invalidate_va(f.addr, ctx_.asid);
+  }
+  if (trace_) trace_->time_ps = ps(nuke);
+  OsFault of = os_.page_fault(cpu_, f.addr, fis.syndrome, f.ip, ps(nuke));
+  const uint64_t resume = nuke + uint64_t(of.cycles + 0.5);
+
+  // Watchdog: the same micro-op faulting again and again.
+  if (fault_seq_ == seq_) {
+    if (++fault_repeats_ >= p_.fault_repeat_limit) watchdog(f, fis.syndrome);
+  } else {
+    fault_seq_ = seq_;
+    fault_repeats_ = 1;
+    fault_first_head_ = head;
+  }
+  if (of.in_region && pending_fault_kind_ < 0) pending_fault_kind_ = of.kind;
+
+  // Pipeline empty; restart at the faulting micro-op.
+  last_retire_ = resume;
+  retire_in_cycle_ = 0;
+  alloc_cycle_ = resume + p_.restart_delay;
+  alloc_in_cycle_ = 0;
+  no_issue_before_ = alloc_cycle_;
+  prev_done_ = older_done_max_ = alloc_cycle_;
+  advance_cycles(resume);
+}
+
+void OooCore::do_syscall(const wl::Uop& u) {
+  // Serialising: every older micro-op has retired (they all have: program order) and the store
+  // buffer has drained.
+  uint64_t t = std::max({last_retire_, alloc_cycle_, last_drain_}) + 1;
+  for (uint64_t v : sb_free_) t = std::max(t, v == kNever ? t : v);
+  if (trace_) trace_->time_ps = ps(t);
+  OsCall c = os_.syscall(cpu_, u, ps(t));
+  uint64_t end = t + uint64_t(c.cycles + 0.5);
+  rob_free_[seq_ % p_.rob] = end;
+  last_retire_ = end;
+  retire_in_cycle_ = 0;
+  alloc_cycle_ = end + p_.restart_delay;
+  alloc_in_cycle_ = 0;
+  no_issue_before_ = alloc_cycle_;
+  prev_done_ = older_done_max_ = alloc_cycle_;
+  advance_cycles(end);
+  uops_->inc();
+  fetched_.pop_front();
+  ++seq_;
+  if (c.reschedule) {
+    have_task_ = false;
+    fetched_.clear();
+  }
+}
+
+bool OooCore::run_until(uint64_t cycle_limit) {
+  while (now_ < cycle_limit) {
+    if (!have_task_) {
+      double sw = 0;
+      if (!os_.schedule(cpu_, ps(now_), &ctx_, &sw)) {
+        if (os_.all_exited()) return false;
+        // Nothing runnable here: idle until the next quantum (another core may wake a task).
+        idle_cycles_ += cycle_limit - now_;
+        if (idle_cycles_ > p_.quantum * 100000ull)
+          panic("cpu {} has been idle for {} cycles while tasks remain: every task is blocked", cpu_, idle_cycles_);
+        advance_cycles(cycle_limit);
+        return true;
+      }
+      idle_cycles_ = 0;
+      have_task_ = true;
+      program_done_ = false;
+      fetched_.clear();
+      if (trace_) trace_->task = ctx_.task;
+      uint64_t t = now_ + uint64_t(sw + 0.5);
+      advance_cycles(t);
+      last_retire_ = std::max(last_retire_, t);
+      alloc_cycle_ = std::max(alloc_cycle_, t);
+    }
+    if (!fetch(1)) panic("task {} ended its program without exit()", ctx_.task.pid);
+    const wl::Uop& u = fetched_.front();
+    if (trace_) trace_->time_ps = ps(now_);
+    if (u.kind == wl::UopKind::Syscall) {
+      do_syscall(u);
+      continue;
+    }
+    const Snapshot before = snapshot();
+    undo_.clear();
+    Issue is = issue(u, seq_, kNever, false);
+    if (is.fault) {
+      take_fault(is, before);
+      continue;
+    }
+    undo_.clear();
+    retire(u, seq_, is);
+    fetched_.pop_front();
+    ++seq_;
+  }
+  return true;
+}
+
+}  // namespace mmusim::hw

@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The out-of-order core model, per micro-op, used by both platforms with their own parameters.
+//
+// Timing is computed in program order, one micro-op after the other (no event per access): each
+// gets an allocation cycle (allocation width; a free ROB entry, store-buffer or load-buffer entry;
+// fences), an execution cycle, a completion cycle (translation through the L1 TLB, L2 TLB and page
+// walkers; loads through the caches) and a retirement cycle (in order, retirement width). Stores
+// write memory at retirement and drain from the store buffer through the caches afterwards.
+//
+// Speculation lives at faults. A micro-op whose translation does not permit the access (or finds
+// nothing) is flagged; the fault is taken when it would retire, `core.fault_to_nuke` cycles after
+// it reached the head of the ROB. Until then the younger micro-ops are allocated and executed as
+// the limits allow: their translations look up the TLBs, start walks on free walkers and FILL the
+// TLBs, read-only translations included (SDM Vol 3A §4.10.2.3). Then they are squashed; their
+// fills stay (walks still in flight complete or are dropped: core.walk_squash). On x86 the #PF
+// invalidates the TLB and paging-structure-cache entries of the faulting page only (§4.10.4.1);
+// on arm64 a fault invalidates nothing (Arm ARM D8.15). The kernel handles the fault through the
+// Os interface, its TLB maintenance reaches the TLBs through the platform, and execution restarts
+// at the faulting micro-op.
+//
+// LFENCE: no younger micro-op is allocated until the LFENCE has retired, and it executes only
+// when every older one has completed (SDM; Cordes' measurement that it blocks issue). RDTSCP:
+// executes when every older micro-op has executed; its effect on younger ones is a parameter.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "base/hwwalk.hpp"
+#include "base/params.hpp"
+#include "base/physmem.hpp"
+#include "base/stats.hpp"
+#include "models/cache/cache.hpp"
+#include "models/core/os.hpp"
+#include "models/tlb/tlb.hpp"
+#include "models/walker/walker.hpp"
+#include "workloads/uop.hpp"
+
+namespace mmusim::hw {
+
+enum class RdtscpRule : uint8_t {
+  none,           // no ordering at all
+  wait_older,     // waits until every older micro-op has executed (the SDM's guarantee only)
+  block_younger,  // ... and no younger micro-op is allocated until it has executed
+};
+enum class WalkSquash : uint8_t { complete, cancel };
+
+struct CoreParams {
+  unsigned rob = 512;
+  unsigned alloc_width = 6;
+  unsigned retire_width = 8;
+  unsigned load_buffer = 192;
+  unsigned store_buffer = 114;
+  unsigned exec_delay = 2;
+  unsigned fault_to_nuke = 20;
+  unsigned restart_delay = 10;
+  unsigned lfence_latency = 9;
+  RdtscpRule rdtscp_rule = RdtscpRule::block_younger;
+  unsigned rdtscp_latency = 30;
+  WalkSquash walk_squash = WalkSquash::complete;
+  unsigned fill_buffers = 16;
+  bool speculative_translation = true;
+  bool cache_faulting_entries = true;
+  bool fault_invalidates = true;
+  unsigned dirty_assist = 78;
+  bool hafdbs = true;
+  unsigned fault_repeat_limit = 64;
+  uint64_t quantum = 100000;
+
+  void visit(Params& p);  // the values held are the defaults (start from a preset)
+  static CoreParams golden_cove();
+  static CoreParams neoverse_n1();
+};
+
+class OooCore {
+ public:
+  // `l1_load` and `l1_store` may be the same TLB (arm64's L1 DTLB); `l2` may be null.
+  OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem, Tlb& l1_load,
+          Tlb& l1_store, Tlb* l2, PageWalker& walker, MemoryHierarchy& caches, Stats& stats,
+          TraceContext* trace);
+
+  // Runs micro-ops until the core's time passes `cycle_limit` or every task has exited.
+  // Returns false when there is nothing left to run.
+  bool run_until(uint64_t cycle_limit);
+  uint64_t now() const { return now_; }
+  uint64_t uops() const { return uops_->value(); }
+  double progress() const { return ctx_.prog ? ctx_.prog->progress() : 0; }
+  const CoreParams& params() const { return p_; }
+
+ private:
+  static constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max() / 4;
+
+  struct Issue {
+    bool issued = false;    // false: could not allocate/execute before the limit
+    uint64_t alloc = 0, exec = 0, done = 0;
+    uint64_t pa = 0;
+    bool fault = false;
+    uint64_t syndrome = 0;
+    bool need_dirty = false;  // x86: a store through a writable entry with D = 0 (assist)
+  };
+  struct Translation {
+    bool ok = false;        // a translation was obtained before the limit
+    uint64_t ready = 0;
+    bool fault = false;
+    uint64_t syndrome = 0;
+    uint64_t pa = 0;
+    bool need_dirty = false;
+  };
+  struct Undo {
+    uint64_t* slot;
+    uint64_t old;
+  };
+
+  bool fetch(size_t n);  // make fetched_ hold at least n micro-ops (false: the program ended)
+  Issue issue(const wl::Uop& u, uint64_t seq, uint64_t limit, bool spec);
+  Translation translate(uint64_t va, bool write, uint64_t t, uint64_t limit, bool spec);
+  void retire(const wl::Uop& u, uint64_t seq, const Issue& is);
+  void do_syscall(const wl::Uop& u);
+  void write_store(const wl::Uop& u, uint64_t pa, uint64_t retire_cycle);
+  // Every state change issue() makes is logged, so that a fault can put the pipeline back as it
+  // was before the faulting micro-op was issued.
+  void set_slot(uint64_t* slot, uint64_t v) {
+    undo_.push_back({slot, *slot});
+    *slot = v;
+  }
+  struct Snapshot {
+    uint64_t alloc_cycle, prev_done, older_done_max, st_ord, ld_ord, no_issue_before;
+    unsigned alloc_in_cycle;
+  };
+  Snapshot snapshot() const {
+    return {alloc_cycle_, prev_done_, older_done_max_, st_ord_, ld_ord_, no_issue_before_, alloc_in_cycle_};
+  }
+  void restore(const Snapshot& s);
+  void take_fault(const Issue& is, const Snapshot& before);
+  uint64_t ps(uint64_t cycle) const { return uint64_t(double(cycle) * 1000.0 / ghz_ + 0.5); }
+  void advance_cycles(uint64_t to);
+  [[noreturn]] void watchdog(const wl::Uop& u, uint64_t syndrome);
+
+  int cpu_;
+  CoreParams p_;
+  pg::Isa isa_;
+  Os& os_;
+  PhysMem& mem_;
+  Tlb& l1_load_;
+  Tlb& l1_store_;
+  Tlb* l2_;
+  PageWalker& walker_;
+  MemoryHierarchy& caches_;
+  TraceContext* trace_;
+  double ghz_;
+
+  bool have_task_ = false;
+  RunContext ctx_;
+  std::deque<wl::Uop> fetched_;  // not yet retired, oldest first; fetched_[0] has sequence seq_
+  uint64_t seq_ = 0;
+  bool program_done_ = false;
+
+  // Pipeline state (cycles).
+  uint64_t now_ = 0;             // the core's time: the last retirement
+  uint64_t alloc_cycle_ = 0;
+  unsigned alloc_in_cycle_ = 0;
+  uint64_t last_retire_ = 0;
+  unsigned retire_in_cycle_ = 0;
+  uint64_t no_issue_before_ = 0;  // fences: younger micro-ops wait for this cycle
+  uint64_t prev_done_ = 0;        // completion of the previous micro-op (dependences)
+  uint64_t older_done_max_ = 0;   // latest completion among older micro-ops (RDTSCP)
+  uint64_t st_ord_ = 0, ld_ord_ = 0;
+  uint64_t last_drain_ = 0;
+  std::vector<uint64_t> rob_free_, sb_free_, lb_free_, fb_free_;
+  uint64_t fb_next_ = 0;
+  std::vector<Undo> undo_;
+
+  // Faults and measurement.
+  uint64_t fault_seq_ = ~uint64_t(0);
+  unsigned fault_repeats_ = 0;
+  uint64_t tsc_cycle_ = 0, prev_tsc_cycle_ = 0;
+  bool seen_rdtscp_ = false;
+  int pending_fault_kind_ = -1;      // a region fault since the last RDTSCP
+  uint64_t fault_first_head_ = 0;    // non-RDTSCP workloads: when the faulting uop first reached retirement
+  uint64_t counted_cycles_ = 0;
+  uint64_t idle_cycles_ = 0;
+
+  Counter* uops_;
+  Counter* cycles_;
+  Counter* squashes_;
+  Counter* squashed_uops_;
+  Counter* spec_translations_;
+  Counter* faults_taken_;
+  Counter* dirty_assists_;
+  Counter* lfences_;
+};
+
+}  // namespace mmusim::hw

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// What a core model needs from the rest of the system: which task to run, system calls, fault
+// delivery into the kernel, the workload's markers. Implemented by the platform's System
+// (platforms/common); the core sees only this.
+#pragma once
+
+#include <cstdint>
+
+#include "base/trace.hpp"
+#include "workloads/program.hpp"
+
+namespace mmusim::hw {
+
+struct RunContext {
+  wl::Program* prog = nullptr;
+  uint16_t asid = 0;      // PCID / ASID of the task's mm
+  uint64_t root_pa = 0;   // CR3 / TTBR0: the top-level table
+  TraceTask task;
+};
+
+struct OsCall {
+  double cycles = 0;       // time in the kernel
+  bool reschedule = false; // the task blocked or exited
+};
+
+struct OsFault {
+  double cycles = 0;       // exception entry + kernel + exit
+  int kind = 0;            // kmm::FaultKind
+  bool in_region = false;  // the address is in the measured region, while it is being measured
+  bool signal = false;     // SIGSEGV/SIGBUS: the workload cannot go on
+};
+
+class Os {
+ public:
+  virtual ~Os() = default;
+  // The task `cpu` should run at `now_ps` (false: none runnable); `cycles` is the context switch.
+  virtual bool schedule(int cpu, uint64_t now_ps, RunContext* ctx, double* cycles) = 0;
+  virtual bool all_exited() const = 0;
+  virtual OsCall syscall(int cpu, const wl::Uop& u, uint64_t now_ps) = 0;
+  virtual OsFault page_fault(int cpu, uint64_t va, uint64_t syndrome, uint64_t ip, uint64_t now_ps) = 0;
+  virtual void marker(int cpu, const wl::Uop& u, uint64_t now_ps) = 0;
+  virtual bool region_active() const = 0;
+  // A region fault's latency as the benchmark measures it (the time of the store that faulted).
+  virtual void record_fault_latency(int kind, double ns) = 0;
+  virtual double ghz() const = 0;
+};
+
+}  // namespace mmusim::hw

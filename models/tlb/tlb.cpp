@@ -1,0 +1,372 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "models/tlb/tlb.hpp"
+
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "base/error.hpp"
+
+namespace mmusim::hw {
+
+// ---------------------------------------------------------------------------------------------
+// Page sizes
+
+const char* page_size_name(PageSize s) {
+  switch (s) {
+    case PageSize::k4K: return "4K";
+    case PageSize::k64K: return "64K";
+    case PageSize::k2M: return "2M";
+    case PageSize::k1G: return "1G";
+  }
+  return "?";
+}
+
+std::optional<PageSize> page_size_from_bytes(uint64_t bytes) {
+  for (unsigned i = 0; i < kNumPageSizes; ++i)
+    if (page_size_bytes(PageSize(i)) == bytes) return PageSize(i);
+  return std::nullopt;
+}
+
+std::optional<PageSizeMask> parse_page_sizes(std::string_view text, std::string* why) {
+  PageSizeMask m = 0;
+  std::string tok;
+  auto flush = [&]() -> bool {
+    if (tok.empty()) {
+      if (why) *why = "empty page size in the list";
+      return false;
+    }
+    for (unsigned i = 0; i < kNumPageSizes; ++i) {
+      std::string n = page_size_name(PageSize(i));
+      bool eq = n.size() == tok.size();
+      for (size_t k = 0; eq && k < n.size(); ++k)
+        eq = std::toupper(static_cast<unsigned char>(tok[k])) == n[k];
+      if (eq) {
+        if (m & (1u << i)) {
+          if (why) *why = fmt::format("page size {} given twice", n);
+          return false;
+        }
+        m |= PageSizeMask(1u << i);
+        tok.clear();
+        return true;
+      }
+    }
+    if (why) *why = fmt::format("unknown page size '{}'", tok);
+    return false;
+  };
+  for (char c : text) {
+    if (c == '+' || c == ',' || c == '|') {
+      if (!flush()) return std::nullopt;
+    } else if (!std::isspace(static_cast<unsigned char>(c))) {
+      tok += c;
+    }
+  }
+  if (!flush()) return std::nullopt;
+  return m;
+}
+
+std::string format_page_sizes(PageSizeMask m) {
+  std::string s;
+  for (unsigned i = 0; i < kNumPageSizes; ++i)
+    if (m & (1u << i)) {
+      if (!s.empty()) s += '+';
+      s += page_size_name(PageSize(i));
+    }
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entries from walks
+
+TlbEntry translation_from_walk(const pg::Walk& w, uint64_t va, uint16_t asid, bool speculative) {
+  MMUSIM_CHECK(w.result == pg::Walk::Ok, "TLB fill from a walk that faulted (va {:#x})", va);
+  std::optional<PageSize> s = page_size_from_bytes(w.page_size);
+  MMUSIM_CHECK(s.has_value(), "walk leaf of {} bytes has no TLB page size", w.page_size);
+  TlbEntry e;
+  e.vbase = va & page_size_mask(*s);
+  e.pbase = w.page_pa;
+  e.asid = asid;
+  e.size = *s;
+  e.writable = w.writable;
+  e.user = w.user;
+  e.dirty = w.dirty;
+  e.speculative = speculative;
+  e.contiguous = w.contiguous;
+  return e;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parameters
+
+std::string TlbParams::key(const TlbArrayParams& a, const char* leaf) const {
+  return a.name.empty() ? fmt::format("tlb.{}.{}", name, leaf)
+                        : fmt::format("tlb.{}.{}.{}", name, a.name, leaf);
+}
+
+void TlbParams::visit(Params& p) {
+  const std::string pre = "tlb." + name + ".";
+  p.integer(pre + "latency", latency, latency, 0, 1000,
+            "Cycles a hit in this TLB adds to the translation, on top of the levels before it "
+            "(0 for an L1 DTLB looked up in parallel with the L1D tags)",
+            "cycles");
+  p.boolean(pre + "splinter", splinter, splinter,
+            "Cache a large page as a 4K entry for the accessed page only (SDM Vol 3A §4.10.2.3 "
+            "allows it; whether Golden Cove does it is not published [U])");
+  p.boolean(pre + "contiguous_64k", contiguous_64k, contiguous_64k,
+            "Hold a PTE with the arm64 contiguous bit as one 64K entry for its 16-page block "
+            "(needs an array holding 64K; Cortex-A76 TRM §A5.2.2)");
+  for (TlbArrayParams& a : arrays) {
+    std::string what = a.name.empty() ? "" : " of array " + a.name;
+    p.integer(key(a, "entries"), a.entries, a.entries, 1, 1 << 20, "Entries" + what);
+    p.integer(key(a, "ways"), a.ways, a.ways, 1, 1 << 20,
+              "Associativity" + what + " (= entries: fully associative); sets = entries / ways");
+    p.string(key(a, "page_sizes"), a.page_sizes, a.page_sizes,
+             "Page sizes held" + what + ": 4K, 64K, 2M, 1G joined by '+' (e.g. 4K+2M)");
+  }
+  if (!p.is_declaring()) validate();
+}
+
+void TlbParams::validate() {
+  if (arrays.empty() || arrays.size() > Tlb::kMaxArrays)
+    panic("TLB {} declared with {} arrays (1 to {} allowed)", name, arrays.size(), Tlb::kMaxArrays);
+  PageSizeMask all = 0;
+  for (TlbArrayParams& a : arrays) {
+    std::string why;
+    std::optional<PageSizeMask> m = parse_page_sizes(a.page_sizes, &why);
+    if (!m)
+      fatal("{} = '{}': {}; allowed: page sizes 4K, 64K, 2M, 1G joined by '+' (e.g. 4K+2M)",
+            key(a, "page_sizes"), a.page_sizes, why);
+    a.mask = *m;
+    all |= a.mask;
+    if (a.ways == 0 || a.entries == 0 || a.ways > a.entries || a.entries % a.ways != 0)
+      fatal("{} = {} and {} = {}: the entries must be a multiple of the ways (ways = entries for "
+            "a fully associative array)",
+            key(a, "entries"), a.entries, key(a, "ways"), a.ways);
+  }
+  if (contiguous_64k && !(all & page_size_bit(PageSize::k64K)))
+    fatal("tlb.{}.contiguous_64k = true needs an array that holds 64K entries (add 64K to a "
+          "page_sizes key of tlb.{})",
+          name, name);
+  if (splinter && !(all & page_size_bit(PageSize::k4K)))
+    fatal("tlb.{}.splinter = true needs an array that holds 4K entries", name);
+}
+
+TlbParams TlbParams::golden_cove_dtlb_load(const std::string& name) {
+  // CPUID 0x18 subleaves 4-6 of the i7-12700K P-core (UARCH A.1 [H]); Intel's "96 entries" for
+  // 4K is the alternative (set tlb.dtlb_load.4k.entries = 96, 24 sets of 4 ways).
+  TlbParams t;
+  t.name = name;
+  t.latency = 0;
+  t.arrays = {{"4k", 64, 4, "4K", 0}, {"2m", 32, 4, "2M", 0}, {"1g", 8, 8, "1G", 0}};
+  t.validate();
+  return t;
+}
+
+TlbParams TlbParams::golden_cove_dtlb_store(const std::string& name) {
+  // Store-only DTLB, 16 entries fully associative, all sizes (CPUID 0x18 subleaf 3 [H]).
+  TlbParams t;
+  t.name = name;
+  t.latency = 0;
+  t.arrays = {{"", 16, 16, "4K+2M+1G", 0}};
+  t.validate();
+  return t;
+}
+
+TlbParams TlbParams::golden_cove_stlb(const std::string& name) {
+  // Two 8-way x 128-set arrays, A {4K,2M} and B {4K,1G} (CPUID 0x18 subleaves 7-8 [H]); a hit
+  // costs 7 cycles after an L1 DTLB miss (TMA Mem_STLB_Hit_Cost [M]).
+  TlbParams t;
+  t.name = name;
+  t.latency = 7;
+  t.arrays = {{"a", 1024, 8, "4K+2M", 0}, {"b", 1024, 8, "4K+1G", 0}};
+  t.validate();
+  return t;
+}
+
+TlbParams TlbParams::neoverse_n1_l1_dtlb(const std::string& name) {
+  // 48 entries fully associative; 4K, 64K, 2M granules held (A76 TRM §A5.2.2 [M]; the 16K and
+  // 512M sizes are not used by a 4K-granule kernel). A contpte block takes one 64K entry.
+  TlbParams t;
+  t.name = name;
+  t.latency = 0;
+  t.contiguous_64k = true;
+  t.arrays = {{"", 48, 48, "4K+64K+2M", 0}};
+  t.validate();
+  return t;
+}
+
+TlbParams TlbParams::neoverse_n1_l2_tlb(const std::string& name) {
+  // 1280 entries, 5-way (256 sets), unified, "usually takes three cycles" (A76 TRM §A5.2.3 [M]).
+  // Whether it keeps a contpte block as one 64K entry is not published [U]: the default follows
+  // the L1 DTLB. Its walk-cache entries are modelled separately (walker.psc.walk_cache).
+  TlbParams t;
+  t.name = name;
+  t.latency = 3;
+  t.contiguous_64k = true;
+  t.arrays = {{"", 1280, 5, "4K+64K+2M+1G", 0}};
+  t.validate();
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tlb
+
+Tlb::Tlb(const TlbParams& p, Stats& stats, TraceContext* trace)
+    : name_(p.name),
+      latency_(p.latency),
+      splinter_(p.splinter),
+      contiguous_64k_(p.contiguous_64k),
+      trace_(trace) {
+  MMUSIM_CHECK(!p.arrays.empty() && p.arrays.size() <= kMaxArrays, "TLB {}: {} arrays", p.name,
+               p.arrays.size());
+  uint32_t first = 0;
+  for (const TlbArrayParams& ap : p.arrays) {
+    MMUSIM_CHECK(ap.mask != 0 && ap.ways > 0 && ap.entries % ap.ways == 0,
+                 "TLB {} array '{}' not validated (page_sizes '{}', {} entries, {} ways)", p.name,
+                 ap.name, ap.page_sizes, ap.entries, ap.ways);
+    Array a;
+    a.ways = ap.ways;
+    a.sets = ap.entries / ap.ways;
+    a.set_mask = (a.sets & (a.sets - 1)) == 0 ? a.sets - 1 : 0;
+    if (a.sets == 1) a.set_mask = 0;  // vpn % 1 == 0 either way; keep the modulo path exact
+    a.first = first;
+    a.mask = ap.mask;
+    first += ap.entries;
+    for (unsigned s = 0; s < kNumPageSizes; ++s)
+      if (a.mask & (1u << s)) {
+        Route& r = route_[s];
+        r.arr[r.n++] = uint8_t(arrays_.size());
+      }
+    held_ |= a.mask;
+    arrays_.push_back(a);
+  }
+  slots_.resize(first);
+  StatGroup g(stats, "tlb." + name_);
+  hits_ = &g.counter("hits", "Lookups that found a translation", "lookups");
+  misses_ = &g.counter("misses", "Lookups that found none", "lookups");
+  fills_ = &g.counter("fills", "Translations cached", "entries");
+  fills_readonly_ = &g.counter("fills_readonly",
+                               "Translations cached without write permission (a store through "
+                               "one faults even if memory now allows it)",
+                               "entries");
+  invalidations_ = &g.counter("invalidations", "Entries removed by invalidation operations",
+                              "entries");
+  evictions_ = &g.counter("evictions", "Valid entries replaced by a fill (LRU victims)", "entries");
+}
+
+size_t Tlb::occupancy() const {
+  size_t n = 0;
+  for (const Slot& s : slots_) n += s.valid;
+  return n;
+}
+
+std::optional<PageSize> Tlb::placement(const TlbEntry& t) const {
+  PageSize s = t.size;
+  if (contiguous_64k_ && s == PageSize::k4K && t.contiguous) s = PageSize::k64K;
+  if (splinter_ && s > PageSize::k4K) s = PageSize::k4K;
+  // The largest size no larger than s that some array holds.
+  for (int i = int(s); i >= 0; --i)
+    if (held_ & (1u << i)) return PageSize(i);
+  return std::nullopt;
+}
+
+const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
+  std::optional<PageSize> ps = placement(t);
+  if (!ps) return nullptr;
+  PageSize s = *ps;
+  TlbEntry e = t;
+  e.size = s;
+  e.vbase = va & page_size_mask(s);
+  // Same offset into the translation whether the entry shrinks (splinter) or grows (the
+  // contiguous block: the block's output address is aligned to its size, Arm ARM D8.7.1).
+  e.pbase = (t.pbase + (e.vbase - t.vbase)) & page_size_mask(s);
+
+  uint32_t ways = 0;
+  Slot* set = set_for(s, va, &ways);
+  Slot* victim = nullptr;
+  for (uint32_t w = 0; w < ways; ++w) {
+    Slot& slot = set[w];
+    if (slot.valid && slot.e.vbase == e.vbase && slot.e.size == s && slot.e.asid == e.asid) {
+      victim = &slot;  // same page: refresh in place, no duplicate
+      break;
+    }
+    if (!victim || (victim->valid && (!slot.valid || slot.lru < victim->lru))) victim = &slot;
+  }
+  if (victim->valid && !(victim->e.vbase == e.vbase && victim->e.size == s &&
+                         victim->e.asid == e.asid))
+    evictions_->inc();
+  victim->e = e;
+  victim->valid = true;
+  victim->lru = ++clock_;
+  fills_->inc();
+  if (!e.writable) fills_readonly_->inc();
+  if (trace_ && trace_->on())
+    trace_->trace->event(trace_->time_ps, trace_->cpu, trace_->task, "tlb_fill",
+                         {TraceField::hex("address", e.vbase),
+                          TraceField::str("size", page_size_name(s)),
+                          TraceField::str("perm", e.writable ? "rw" : "ro"),
+                          TraceField::dec("spec", e.speculative), TraceField::str("tlb", name_),
+                          TraceField::dec("asid", e.asid), TraceField::hex("pa", e.pbase)});
+  return &victim->e;
+}
+
+unsigned Tlb::invalidate_page(uint64_t va, uint16_t asid, const char* reason) {
+  unsigned removed = 0;
+  for (unsigned si = 0; si < kNumPageSizes; ++si) {
+    if (!(held_ & (1u << si))) continue;
+    PageSize s = PageSize(si);
+    uint32_t ways = 0;
+    Slot* set = set_for(s, va, &ways);
+    uint64_t vbase = va & page_size_mask(s);
+    for (uint32_t w = 0; w < ways; ++w) {
+      Slot& slot = set[w];
+      if (slot.valid && slot.e.vbase == vbase && slot.e.size == s && slot.e.asid == asid) {
+        slot.valid = false;
+        ++removed;
+      }
+    }
+  }
+  invalidations_->inc(removed);
+  trace_invalidate(nullptr, va, asid, reason, removed);
+  return removed;
+}
+
+unsigned Tlb::invalidate_asid(uint16_t asid, const char* reason) {
+  unsigned removed = 0;
+  for (Slot& slot : slots_)
+    if (slot.valid && slot.e.asid == asid) {
+      slot.valid = false;
+      ++removed;
+    }
+  invalidations_->inc(removed);
+  trace_invalidate("all", 0, asid, reason, removed);
+  return removed;
+}
+
+unsigned Tlb::invalidate_all(const char* reason) {
+  unsigned removed = 0;
+  for (Slot& slot : slots_) {
+    removed += slot.valid;
+    slot.valid = false;
+  }
+  invalidations_->inc(removed);
+  trace_invalidate("all", 0, -1, reason, removed);
+  return removed;
+}
+
+void Tlb::trace_invalidate(const char* all, uint64_t va, int asid, const char* reason,
+                           unsigned removed) {
+  if (!trace_ || !trace_->on()) return;
+  TraceField addr = all ? TraceField::str("address", all) : TraceField::hex("address", va);
+  TraceField why = TraceField::str("reason", reason ? reason : "unspecified");
+  if (asid < 0)
+    trace_->trace->event(trace_->time_ps, trace_->cpu, trace_->task, "tlb_invalidate",
+                         {addr, why, TraceField::str("tlb", name_),
+                          TraceField::dec("removed", removed)});
+  else
+    trace_->trace->event(trace_->time_ps, trace_->cpu, trace_->task, "tlb_invalidate",
+                         {addr, why, TraceField::str("tlb", name_),
+                          TraceField::dec("removed", removed), TraceField::dec("asid", unsigned(asid))});
+}
+
+}  // namespace mmusim::hw

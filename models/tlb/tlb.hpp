@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// A TLB: one or more set-associative arrays, each holding a set of page sizes, with LRU
+// replacement. One class serves every TLB of both cores; the shape comes from TlbParams, with
+// presets for Golden Cove (UARCH A.1, F.1) and Neoverse N1 (UARCH C.6, F.2).
+//
+// An entry holds the translation AS CACHED: the permissions the walk saw when it was filled (x86:
+// the AND of R/W and U/S over the levels and the leaf's D flag, SDM Vol 3A §4.10.2.2; arm64: the
+// leaf's AP bits), read-only included, and whether the access that filled it had retired. Stale
+// entries are the point: a read-only entry survives the kernel making the PTE writable until an
+// invalidation (INVLPG, #PF on x86 §4.10.4.1, TLBI on arm64) removes it.
+//
+// Placement (fill): the size stored can differ from the leaf's:
+//  - `contiguous_64k`: a level-0 leaf with the arm64 contiguous hint is held as ONE 64K entry
+//    covering the 16 pages of the block (Arm ARM D8.7.1; Cortex-A76 TRM §A5.2.2 for the L1 DTLB);
+//  - `splinter`: a large page is held as a 4K entry for the accessed page only (SDM §4.10.2.3,
+//    "some processors may choose to cache multiple smaller-page TLB entries");
+//  - a size no array holds is stored as the largest smaller size some array holds (a 1G page in a
+//    TLB without 1G entries); if none, nothing is stored.
+// Among the arrays that hold a size, an entry goes to one chosen by the VPN bits just above the
+// set index (Golden Cove's STLB: a 4K entry goes to array A {4K,2M} or B {4K,1G}; the real hash is
+// not published [U]). Lookups probe exactly the set an entry of each size would be in.
+//
+// The per-access path (lookup, probe, fill) does no allocation and no map lookups.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/hwwalk.hpp"
+#include "base/params.hpp"
+#include "base/stats.hpp"
+#include "base/trace.hpp"
+#include "models/tlb/page_size.hpp"
+
+namespace mmusim::hw {
+
+// Where a model's trace events go and who they are attributed to. The owner (the core) keeps
+// `time_ps` and `task` current; a null TraceContext* or a closed trace means no events.
+struct TraceContext {
+  Trace* trace = nullptr;
+  int cpu = 0;
+  uint64_t time_ps = 0;
+  TraceTask task;
+  bool on() const { return trace && trace->on(); }
+};
+
+struct TlbEntry {
+  uint64_t vbase = 0;  // virtual base, aligned to the entry's size
+  uint64_t pbase = 0;  // physical base
+  uint16_t asid = 0;   // x86 PCID, arm64 ASID
+  PageSize size = PageSize::k4K;
+  bool writable = false;     // permissions as cached
+  bool user = false;
+  bool dirty = false;        // x86 D / arm64 writable-dirty
+  bool speculative = false;  // filled by an access that had not retired
+  bool contiguous = false;   // made from a leaf with the arm64 contiguous hint
+
+  uint64_t bytes() const { return page_size_bytes(size); }
+  bool covers(uint64_t va) const { return (va & page_size_mask(size)) == vbase; }
+  uint64_t pa(uint64_t va) const { return pbase | (va & ~page_size_mask(size)); }
+};
+
+// The translation a successful walk describes, at the leaf's own size (what fill() is given).
+// `w.result` must be Ok.
+TlbEntry translation_from_walk(const pg::Walk& w, uint64_t va, uint16_t asid, bool speculative);
+
+struct TlbArrayParams {
+  std::string name;        // "" for a TLB with one array (keys tlb.<tlb>.entries, ...)
+  uint32_t entries = 0;
+  uint32_t ways = 0;       // == entries: fully associative
+  std::string page_sizes;  // "4K+2M"
+  PageSizeMask mask = 0;   // parsed from page_sizes by validate()
+};
+
+// tlb.<name>.latency, .splinter, .contiguous_64k, and per array [.<array>].entries, .ways,
+// .page_sizes. Defaults are the values the object holds when visit() declares it, so one preset
+// function per TLB gives the defaults and the platform may instantiate it under any name.
+struct TlbParams {
+  std::string name;
+  uint32_t latency = 0;  // cycles added by a hit, on top of what the previous level cost
+  bool splinter = false;
+  bool contiguous_64k = false;
+  std::vector<TlbArrayParams> arrays;
+
+  void visit(Params& p);
+  // Parses page_sizes and checks the geometry; throws UserError naming the key.
+  void validate();
+  std::string key(const TlbArrayParams& a, const char* leaf) const;
+
+  // Golden Cove P-core (UARCH A.1; CPUID leaf 0x18 of the i7-12700K).
+  static TlbParams golden_cove_dtlb_load(const std::string& name = "dtlb_load");
+  static TlbParams golden_cove_dtlb_store(const std::string& name = "dtlb_store");
+  static TlbParams golden_cove_stlb(const std::string& name = "stlb");
+  // Neoverse N1 (UARCH C.6; Cortex-A76 TRM §A5.2).
+  static TlbParams neoverse_n1_l1_dtlb(const std::string& name = "l1_dtlb");
+  static TlbParams neoverse_n1_l2_tlb(const std::string& name = "l2_tlb");
+};
+
+class Tlb {
+ public:
+  static constexpr unsigned kMaxArrays = 4;
+
+  // `params` must have been validated (visit() does it when reading). Registers
+  // tlb.<name>.{hits,misses,fills,fills_readonly,invalidations,evictions}.
+  Tlb(const TlbParams& params, Stats& stats, TraceContext* trace = nullptr);
+
+  const std::string& name() const { return name_; }
+  uint32_t latency() const { return latency_; }
+  size_t capacity() const { return slots_.size(); }
+  size_t occupancy() const;
+  PageSizeMask page_sizes() const { return held_; }
+  void set_trace(TraceContext* t) { trace_ = t; }
+
+  // The entry that translates `va` for `asid`, or null. Counts a hit or a miss; a hit becomes the
+  // most recently used of its set. With several matching entries (overlapping sizes), the
+  // smallest size wins.
+  const TlbEntry* lookup(uint64_t va, uint16_t asid) {
+    const TlbEntry* e = find(va, asid, true);
+    if (e) hits_->inc(); else misses_->inc();
+    return e;
+  }
+  // The same without stats or LRU update (the invariant checker, tests).
+  const TlbEntry* probe(uint64_t va, uint16_t asid) const {
+    return const_cast<Tlb*>(this)->find(va, asid, false);
+  }
+
+  // Caches translation `t` (at its own size, from a walk or another TLB) for an access to `va`,
+  // after the placement rules above. Replaces an entry for the same page if there is one, else
+  // the set's LRU victim. Returns the entry stored, or null if no array can hold it.
+  const TlbEntry* fill(uint64_t va, const TlbEntry& t);
+  // The size fill() would store `t` as, or nullopt.
+  std::optional<PageSize> placement(const TlbEntry& t) const;
+
+  // Every entry of any size of `asid` that covers `va` (x86 INVLPG and #PF, SDM §4.10.4.1; arm64
+  // TLBI VAE1/VALE1). Returns the number removed. `reason` goes to the trace.
+  unsigned invalidate_page(uint64_t va, uint16_t asid, const char* reason);
+  // Every entry of `asid` (x86 MOV CR3 / INVPCID single context, arm64 TLBI ASIDE1).
+  unsigned invalidate_asid(uint16_t asid, const char* reason);
+  // Everything (arm64 TLBI VMALLE1, x86 full flush).
+  unsigned invalidate_all(const char* reason);
+
+  // Every valid entry, in array/set/way order (the invariant checker).
+  template <typename F>
+  void for_each(F&& fn) const {
+    for (const Slot& s : slots_)
+      if (s.valid) fn(s.e);
+  }
+
+ private:
+  struct Slot {
+    TlbEntry e;
+    uint64_t lru = 0;
+    bool valid = false;
+  };
+  struct Array {
+    uint32_t sets = 1;
+    uint32_t ways = 1;
+    uint32_t set_mask = 0;  // sets - 1 if a power of two, else 0 (modulo indexing)
+    uint32_t first = 0;     // index of its first slot in slots_
+    PageSizeMask mask = 0;
+    uint32_t set_of(uint64_t vpn) const {
+      return set_mask ? uint32_t(vpn & set_mask) : uint32_t(vpn % sets);
+    }
+  };
+  // The arrays that hold one size; an entry of that size goes to one of them chosen by the VPN.
+  struct Route {
+    uint8_t n = 0;
+    uint8_t arr[kMaxArrays] = {};
+  };
+
+  // The first slot of the set an entry of size `s` for `va` lives in (null if no array holds s).
+  Slot* set_for(PageSize s, uint64_t va, uint32_t* ways) {
+    const Route& r = route_[unsigned(s)];
+    if (r.n == 0) return nullptr;
+    uint64_t vpn = va >> page_size_shift(s);
+    const Array* a = &arrays_[r.arr[0]];
+    if (r.n > 1) a = &arrays_[r.arr[(vpn / a->sets) % r.n]];
+    *ways = a->ways;
+    return &slots_[a->first + size_t(a->set_of(vpn)) * a->ways];
+  }
+  const TlbEntry* find(uint64_t va, uint16_t asid, bool touch) {
+    for (unsigned si = 0; si < kNumPageSizes; ++si) {
+      if (!(held_ & (1u << si))) continue;
+      PageSize s = PageSize(si);
+      uint32_t ways = 0;
+      Slot* set = set_for(s, va, &ways);
+      uint64_t vbase = va & page_size_mask(s);
+      for (uint32_t w = 0; w < ways; ++w) {
+        Slot& slot = set[w];
+        if (slot.valid && slot.e.vbase == vbase && slot.e.size == s && slot.e.asid == asid) {
+          if (touch) slot.lru = ++clock_;
+          return &slot.e;
+        }
+      }
+    }
+    return nullptr;
+  }
+  // `all`: "all" for the whole-TLB/ASID forms, null for a page; `asid` < 0: every ASID.
+  void trace_invalidate(const char* all, uint64_t va, int asid, const char* reason,
+                        unsigned removed);
+
+  std::string name_;
+  uint32_t latency_;
+  bool splinter_;
+  bool contiguous_64k_;
+  PageSizeMask held_ = 0;
+  std::vector<Array> arrays_;
+  std::vector<Slot> slots_;
+  Route route_[kNumPageSizes];
+  uint64_t clock_ = 0;
+  TraceContext* trace_;
+  Counter* hits_;
+  Counter* misses_;
+  Counter* fills_;
+  Counter* fills_readonly_;
+  Counter* invalidations_;
+  Counter* evictions_;
+};
+
+}  // namespace mmusim::hw

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The architectural effect of each TLB-maintenance operation on one core's translation caches
+// (its TLBs and its walker's paging-structure caches), so that the rules live in the models and
+// the platform only forwards kmm::MmuHw calls (and the core its page faults) here.
+//
+//   x86 INVLPG va           TLB entries of any size covering va (PCID); ALL PSC entries of the
+//                           PCID (SDM Vol 3A §4.10.4.1)
+//   x86 #PF at va           TLB entries covering va (PCID); the PSC entries a walk for va would
+//                           use (§4.10.4.1: "so the page-fault exception will not recur")
+//   x86 MOV CR3 (flush)     every entry of the PCID, TLBs and PSCs
+//   arm64 TLBI VALE1        TLB entries covering va (ASID); the walk cache is kept (last level)
+//   arm64 TLBI VAE1         the same, and the walk-cache entries for va
+//   arm64 TLBI ASIDE1       every entry of the ASID
+//   arm64 TLBI VMALLE1      everything
+// An arm64 Permission fault invalidates nothing (Arm ARM D8.15 I_WJLXV): there is no call for it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernel_mm/hw.hpp"
+#include "models/tlb/tlb.hpp"
+#include "models/walker/walker.hpp"
+
+namespace mmusim::hw {
+
+class TranslationCaches {
+ public:
+  TranslationCaches(std::vector<Tlb*> tlbs, PageWalker* walker)
+      : tlbs_(std::move(tlbs)), walker_(walker) {}
+
+  // Each returns the number of TLB entries removed (PSC entries are counted in their stats).
+  unsigned x86_invlpg(uint16_t pcid, uint64_t va) {
+    unsigned n = 0;
+    for (Tlb* t : tlbs_) n += t->invalidate_page(va, pcid, "invlpg");
+    if (walker_) walker_->invalidate_asid(pcid);
+    return n;
+  }
+  unsigned x86_page_fault(uint16_t pcid, uint64_t va) {
+    unsigned n = 0;
+    for (Tlb* t : tlbs_) n += t->invalidate_page(va, pcid, "page_fault");
+    if (walker_) walker_->invalidate_va(va, pcid);
+    return n;
+  }
+  unsigned x86_flush_pcid(uint16_t pcid) {
+    unsigned n = 0;
+    for (Tlb* t : tlbs_) n += t->invalidate_asid(pcid, "cr3");
+    if (walker_) walker_->invalidate_asid(pcid);
+    return n;
+  }
+  unsigned arm64_tlbi(kmm::TlbiOp op, uint16_t asid, uint64_t va) {
+    unsigned n = 0;
+    switch (op) {
+      case kmm::TlbiOp::VALE1:
+        for (Tlb* t : tlbs_) n += t->invalidate_page(va, asid, "tlbi_vale1");
+        break;
+      case kmm::TlbiOp::VAE1:
+        for (Tlb* t : tlbs_) n += t->invalidate_page(va, asid, "tlbi_vae1");
+        if (walker_) walker_->invalidate_va(va, asid);
+        break;
+      case kmm::TlbiOp::ASIDE1:
+        for (Tlb* t : tlbs_) n += t->invalidate_asid(asid, "tlbi_aside1");
+        if (walker_) walker_->invalidate_asid(asid);
+        break;
+      case kmm::TlbiOp::VMALLE1:
+        for (Tlb* t : tlbs_) n += t->invalidate_all("tlbi_vmalle1");
+        if (walker_) walker_->invalidate_all();
+        break;
+    }
+    return n;
+  }
+
+  const std::vector<Tlb*>& tlbs() const { return tlbs_; }
+  PageWalker* walker() const { return walker_; }
+
+ private:
+  std::vector<Tlb*> tlbs_;
+  PageWalker* walker_;
+};
+
+}  // namespace mmusim::hw

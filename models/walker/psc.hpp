@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// Paging-structure caches: entries that let a walk skip the upper levels. An entry for level L
+// (L >= 1, a table descriptor) is tagged by the ASID and the VA bits that select it (va >> the
+// level's shift) and holds the physical address of the next table, so a hit at level L leaves
+// the entries of levels L-1 .. leaf to read from memory.
+//
+// One class for both ISAs, made of arrays that each hold a set of levels (as the TLB's arrays
+// hold a set of page sizes):
+//  - x86 (SDM Vol 3A §4.10.3): a PML4E cache (level 3), a PDPTE cache (level 2) and a PDE cache
+//    (level 1). Golden Cove's sizes are not published; 2/4/32 are placeholders (UARCH F.1 [U]).
+//  - arm64: the N1's L2 TLB also "stores intermediate PAs obtained during a translation table
+//    walk" (Cortex-A76 TRM §A5.2.3), in the L2 TLB's own capacity. We model that walk cache as ONE
+//    separate array holding levels 1-3 with its own size parameter: it does not take entries
+//    away from tlb.l2_tlb (its size is not published [U]).
+//
+// The PSC decides timing only: the functional result always comes from the tables in memory
+// (base/hwwalk.hpp). That equals the architecture's as long as the kernel invalidates after
+// changing a table entry, which is what the invariant checker can verify with for_each().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/params.hpp"
+#include "base/pgformat.hpp"
+#include "base/stats.hpp"
+
+namespace mmusim::hw {
+
+struct PscArrayParams {
+  std::string name;     // "pde"; keys walker.psc.<name>.entries / .ways
+  uint32_t entries = 0;
+  uint32_t ways = 0;    // == entries: fully associative
+  uint8_t levels = 0;   // bit L: holds level-L entries (fixed by the ISA, not a parameter)
+};
+
+struct PscEntry {
+  uint64_t tag = 0;       // va >> level_shift(level)
+  uint64_t table_pa = 0;  // the next-level table the cached entry points to
+  uint16_t asid = 0;
+  uint8_t level = 0;
+
+  uint64_t va_base(const pg::Geometry& g) const { return tag << g.level_shift(level); }
+};
+
+class PagingStructureCache {
+ public:
+  static constexpr unsigned kMaxLevels = 8;
+
+  // `level_names[L]` names level L in the stats (walker.psc.<name>.hits), for L = 1..levels-1.
+  PagingStructureCache(const pg::Geometry& g, const std::vector<PscArrayParams>& arrays,
+                       const std::vector<std::string>& level_names, Stats& stats);
+
+  // The deepest level (smallest L >= 1) with an entry for `va`, or 0 if none. Sets *table_pa to
+  // the cached next-table address. Counts the hit at that level; refreshes its LRU.
+  unsigned lookup(uint64_t va, uint16_t asid, uint64_t* table_pa);
+  // Without stats or LRU update.
+  unsigned probe(uint64_t va, uint16_t asid, uint64_t* table_pa = nullptr) const;
+  void fill(unsigned level, uint64_t va, uint16_t asid, uint64_t table_pa);
+
+  // Entries that a walk for `va` could use, any level (x86 #PF "entries ... that would be used
+  // for that linear address", SDM §4.10.4.1; arm64 TLBI VAE1 and its walk-cache entries).
+  unsigned invalidate_va(uint64_t va, uint16_t asid);
+  // Every entry of `asid` (x86 INVLPG and MOV CR3, SDM §4.10.4.1; arm64 TLBI ASIDE1).
+  unsigned invalidate_asid(uint16_t asid);
+  unsigned invalidate_all();
+
+  template <typename F>
+  void for_each(F&& fn) const {
+    for (const Slot& s : slots_)
+      if (s.valid) fn(s.e);
+  }
+  size_t occupancy() const;
+  bool holds_level(unsigned level) const { return level < kMaxLevels && route_[level] >= 0; }
+  const pg::Geometry& geometry() const { return g_; }
+
+ private:
+  struct Slot {
+    PscEntry e;
+    uint64_t lru = 0;
+    bool valid = false;
+  };
+  struct Array {
+    uint32_t sets = 1, ways = 1, first = 0;
+    uint8_t levels = 0;
+  };
+  Slot* set_for(unsigned level, uint64_t tag, uint32_t* ways) {
+    const Array& a = arrays_[route_[level]];
+    *ways = a.ways;
+    return &slots_[a.first + size_t(tag % a.sets) * a.ways];
+  }
+
+  pg::Geometry g_;
+  std::vector<Array> arrays_;
+  std::vector<Slot> slots_;
+  int route_[kMaxLevels];
+  Counter* hits_[kMaxLevels] = {};
+  Counter* misses_;
+  Counter* fills_;
+  Counter* invalidations_;
+  uint64_t clock_ = 0;
+};
+
+}  // namespace mmusim::hw

@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "platforms/cli.hpp"
+
+#include <systemc>
+
+#include <boost/program_options.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "platforms/platform.hpp"
+
+namespace mmusim {
+namespace po = boost::program_options;
+
+namespace {
+
+const char* kUsage =
+    "mmusim: a cycle-approximate MMU/TLB simulator running a port of the Linux MM\n"
+    "\n"
+    "usage:\n"
+    "  mmusim run CONFIG [CONFIG...] [--set SECTION.KEY=VALUE]... [--stats FILE.json]\n"
+    "             [--trace FILE] [--trace-format ftrace|perfetto] [--seed N] [--progress]\n"
+    "             [--quiet | --verbose]\n"
+    "  mmusim list [--format text|ini]   platforms, workloads, kernel variants, every parameter\n"
+    "  mmusim describe CONFIG... [--set SECTION.KEY=VALUE]...\n"
+    "                                    the effective configuration after includes and --set\n"
+    "  mmusim --help | --version\n"
+    "\n"
+    "Later CONFIG files and then --set override earlier values. Exit status: 0 success,\n"
+    "2 a user error (the message names file:line, key and what is allowed), 1 an internal error.\n";
+
+std::string version_string() {
+  return fmt::format("mmusim {} ({})", MMUSIM_VERSION, MMUSIM_GIT_REV);
+}
+
+struct ConfigArgs {
+  std::vector<std::string> configs;
+  std::vector<std::string> sets;
+};
+
+// Parse the options of a subcommand; unknown options are user errors with the usage.
+po::variables_map parse(const std::vector<std::string>& args, const po::options_description& desc,
+                        const char* cmd) {
+  po::positional_options_description pos;
+  pos.add("config", -1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UserError(fmt::format("mmusim {}: {} (see mmusim --help)", cmd, e.what()));
+  }
+  return vm;
+}
+
+Config load_config(const Schema& schema, const ConfigArgs& a, const char* cmd) {
+  if (a.configs.empty())
+    throw UserError(fmt::format("mmusim {}: no CONFIG file given (see mmusim --help)", cmd));
+  Config cfg(schema);
+  for (auto& f : a.configs) cfg.load_file(f);
+  for (auto& s : a.sets) cfg.set_override(s);
+  return cfg;
+}
+
+void print_list(const Schema& schema, std::ostream& out, bool ini) {
+  if (!ini) {
+    out << "Platforms (platform.name):\n"
+           "  i7-12700kf   x86-64, Intel Golden Cove P-core (Alder Lake): out-of-order core, L1 load/store\n"
+           "               DTLBs, STLB, page-miss handler with paging-structure caches, caches\n"
+           "  neoverse-n1  arm64, Neoverse N1 (Ampere Altra): contiguous-bit TLB, contpte costs\n"
+           "  functional   no hardware timing: micro-ops in program order, no speculation, no TLB\n"
+           "\nWorkloads (workload.name): fork-reuse, fork-time\n"
+           "\nKernel variants:\n"
+           "  kernel.wp_reuse            off | block16 | pagetable | pagetable+flush\n"
+           "  kernel.fork_copy           per-pte | batched\n"
+           "  kernel.huge_copy_order     sequential | target-last\n"
+           "  kernel.fault_retry         fallback | retry-once\n"
+           "  kernel.arm64_spurious_flush none | local\n"
+           "\nParameters (section.key  type  default  allowed):\n";
+  }
+  std::string section;
+  for (const ParamSpec& s : schema.all()) {
+    std::string sec = s.section();
+    if (sec != section) {
+      out << "\n[" << sec << "]\n";
+      section = sec;
+    }
+    std::string leaf = s.key.substr(sec.size() + 1);
+    if (ini) {
+      out << "# " << s.desc << "\n# " << param_type_name(s.type) << ": " << s.allowed() << "\n";
+      for (auto& [v, d] : s.variant_defaults) out << "#   default on " << v << ": " << d << "\n";
+      out << leaf << " = " << s.default_text << "\n";
+    } else {
+      std::string def = s.default_text.empty() ? "\"\"" : s.default_text;
+      if (!s.variant_defaults.empty()) {
+        def.clear();
+        for (auto& [v, d] : s.variant_defaults) def += (def.empty() ? "" : ", ") + d + " (" + v + ")";
+      }
+      out << fmt::format("  {:<28} {:<8} {:<12} {}\n", s.key, param_type_name(s.type), def, s.allowed());
+      out << fmt::format("      {}{}\n", s.desc, s.unit.empty() ? "" : " [" + s.unit + "]");
+    }
+  }
+}
+
+void print_describe(const Config& cfg, std::ostream& out) {
+  out << "# effective configuration";
+  for (auto& f : cfg.files()) out << "\n#   from " << f;
+  out << "\n";
+  std::string section;
+  for (auto& [spec, st] : cfg.effective()) {
+    std::string sec = spec->section();
+    if (sec != section) {
+      out << "\n[" << sec << "]\n";
+      section = sec;
+    }
+    std::string line = spec->key.substr(sec.size() + 1) + " = " + st->text;
+    out << fmt::format("{:<44} # {}\n", line, st->origin);
+  }
+}
+
+int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  ConfigArgs a;
+  std::string stats_path, trace_path, trace_format = "ftrace";
+  long long seed = -1;
+  bool progress = false, quiet = false, verbose = false;
+  po::options_description desc("mmusim run options");
+  desc.add_options()("config", po::value(&a.configs), "config files")
+      ("set", po::value(&a.sets), "SECTION.KEY=VALUE override")
+      ("stats", po::value(&stats_path), "write the statistics as JSON to FILE")
+      ("trace", po::value(&trace_path), "write the event trace to FILE (- for stdout)")
+      ("trace-format", po::value(&trace_format), "ftrace (default) or perfetto")
+      ("seed", po::value(&seed), "seed for every random choice (sets sim.seed)")
+      ("progress", po::bool_switch(&progress), "a progress line on stderr")
+      ("quiet", po::bool_switch(&quiet), "no table, errors only")
+      ("verbose", po::bool_switch(&verbose), "info-level logs");
+  parse(args, desc, "run");
+  if (quiet && verbose) throw UserError("mmusim run: --quiet and --verbose exclude each other");
+  if (trace_format != "ftrace")
+    throw UserError(fmt::format("mmusim run: --trace-format '{}': allowed: ftrace", trace_format));
+  if (seed < -1) throw UserError(fmt::format("mmusim run: --seed {}: must be >= 0", seed));
+
+  Schema schema = build_schema();
+  Config cfg = load_config(schema, a, "run");
+  if (seed >= 0) cfg.set("sim.seed", std::to_string(seed), "--seed");
+  log::set_level(quiet ? "error" : verbose ? "info" : cfg.get_string("log.level"));
+
+  // Open the outputs first: a bad path is an error before any work.
+  std::ofstream stats_file;
+  if (!stats_path.empty()) {
+    stats_file.open(stats_path);
+    if (!stats_file) throw UserError(fmt::format("cannot open --stats file '{}' for writing", stats_path));
+  }
+  Stats stats;
+  Trace trace;
+  if (!trace_path.empty()) trace.open(trace_path, make_ftrace_format());
+
+  auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<Platform> platform = build_platform(cfg, stats, trace);
+  if (progress) err << "mmusim: running " << cfg.files().back() << "\n";
+  sc_core::sc_start();
+  double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  platform->finish(host);
+  trace.close();
+
+  if (!quiet) stats.write_table(out);
+  if (stats_file.is_open()) {
+    stats.write_json(stats_file, &cfg, version_string());
+    stats_file.close();
+    if (!stats_file) throw UserError(fmt::format("writing --stats file '{}' failed", stats_path));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int cli_main(int argc, char* argv[], std::ostream& out, std::ostream& err) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    err << kUsage;
+    return 2;
+  }
+  const std::string cmd = args.front();
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    out << kUsage;
+    return 0;
+  }
+  if (cmd == "--version") {
+    out << version_string() << "\n";
+    return 0;
+  }
+  if (cmd == "run") return cmd_run(rest, out, err);
+  if (cmd == "list") {
+    std::string format = "text";
+    po::options_description desc("mmusim list options");
+    desc.add_options()("format", po::value(&format), "text or ini");
+    po::variables_map vm;
+    try {
+      po::store(po::command_line_parser(rest).options(desc).run(), vm);
+      po::notify(vm);
+    } catch (const po::error& e) {
+      throw UserError(fmt::format("mmusim list: {}", e.what()));
+    }
+    if (format != "text" && format != "ini")
+      throw UserError(fmt::format("mmusim list: --format '{}': allowed: text, ini", format));
+    print_list(build_schema(), out, format == "ini");
+    return 0;
+  }
+  if (cmd == "describe") {
+    ConfigArgs a;
+    po::options_description desc("mmusim describe options");
+    desc.add_options()("config", po::value(&a.configs), "config files")("set", po::value(&a.sets), "override");
+    parse(rest, desc, "describe");
+    Schema schema = build_schema();
+    print_describe(load_config(schema, a, "describe"), out);
+    return 0;
+  }
+  throw UserError(fmt::format("unknown command '{}'; commands: run, list, describe (see mmusim --help)", cmd));
+}
+
+}  // namespace mmusim

@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "platforms/common/system.hpp"
+
+#include <algorithm>
+
+#include "base/error.hpp"
+#include "base/log.hpp"
+
+namespace mmusim {
+
+void PlatformParams::visit(Params& p) {
+  p.enumeration("platform.name", name, PlatformName::functional,
+                {{"i7-12700kf", PlatformName::i7_12700kf},
+                 {"neoverse-n1", PlatformName::neoverse_n1},
+                 {"functional", PlatformName::functional}},
+                "i7-12700kf: x86-64 Golden Cove P-core model; neoverse-n1: arm64 Neoverse N1 "
+                "model; functional: no hardware timing, operations in program order, no "
+                "speculation (for checking kernel logic fast)");
+  p.enumeration("platform.isa", isa, pg::Isa::x86_64,
+                {{"x86_64", pg::Isa::x86_64}, {"arm64", pg::Isa::arm64}},
+                "the ISA of the functional platform (the other platforms have their own)");
+  p.integer("platform.cores", cores, 1, 1, 64, "number of simulated cores");
+  p.real("platform.clock_ghz", clock_ghz, 4.9, 0.1, 10.0,
+         "core clock; converts the kernel's cost account and memory latencies in ns to cycles",
+         "GHz");
+  p.enumeration("log.level", log_level, std::string("warn"),
+                {{"off", std::string("off")},
+                 {"error", std::string("error")},
+                 {"warn", std::string("warn")},
+                 {"info", std::string("info")},
+                 {"debug", std::string("debug")},
+                 {"trace", std::string("trace")}},
+                "log level of every module (--quiet and --verbose override it)");
+  p.boolean("output.host_stats", host_stats, true,
+            "write sim.host_seconds and sim.uops_per_host_second (the only statistics that "
+            "differ between two runs of the same config and seed)");
+  p.integer("sim.max_uops", max_uops, 0, 0, int64_t(1) << 62,
+            "stop with an error after this many micro-ops (0: no limit)");
+}
+
+pg::Isa PlatformParams::effective_isa() const {
+  switch (name) {
+    case PlatformName::i7_12700kf: return pg::Isa::x86_64;
+    case PlatformName::neoverse_n1: return pg::Isa::arm64;
+    case PlatformName::functional: return isa;
+  }
+  return isa;
+}
+
+System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
+    : stats_(stats),
+      trace_(trace),
+      faults_region_(stats.counter("faults.region", "faults whose address lies in the measured region")),
+      ctx_switches_(stats.counter("sched.context_switches", "context switches")),
+      fault_latency_(stats.distribution("fault.latency_ns",
+                                        "latency of a faulting store, as the benchmark measures it "
+                                        "(region faults)",
+                                        "ns")) {
+  Params rd = Params::reading(cfg);
+  pp_.visit(rd);
+  kp_.visit(rd);
+  wp_.visit(rd);
+  cost_.visit(rd);
+
+  if (pp_.name != PlatformName::functional && !cfg.is_default("platform.isa") &&
+      pp_.isa != pp_.effective_isa())
+    fatal("{}: platform.isa = {} is impossible with platform.name = {} (its ISA is {})",
+          cfg.setting("platform.isa").origin, pg::isa_name(pp_.isa), cfg.get_string("platform.name"),
+          pg::isa_name(pp_.effective_isa()));
+  if (wp_.thp_from == wl::WorkloadParams::ThpFrom::folio) {
+    for (auto& [spec, st] : cfg.effective())
+      if (spec->key.rfind("thp.", 0) == 0 && st->origin != "default")
+        fatal("{}: {} is set, but workload.thp_setup = folio sets the THP knobs from "
+              "workload.folio; remove it or set workload.thp_setup = config",
+              st->origin, spec->key);
+  }
+
+  kernel_ = std::make_unique<kmm::Kernel>(kp_, pp_.effective_isa(), hw, stats, &trace);
+  workload_ = wl::make_workload(wp_);
+  if (wp_.thp_from == wl::WorkloadParams::ThpFrom::folio) apply_thp_setup();
+
+  static const char* kinds[] = {"none", "alloc", "reuse", "copy", "spurious", "race", "huge_alloc",
+                                "huge_reuse", "huge_split", "zero_page", "sigsegv"};
+  for (unsigned k = 1; k < 11; ++k)
+    kind_latency_[k] = &stats.distribution(std::string("fault.latency_ns.") + kinds[k],
+                                           std::string("latency of region faults that ended as ") + kinds[k], "ns");
+
+  running_.assign(pp_.cores, nullptr);
+  runq_.resize(pp_.cores);
+  kmm::task_struct* t = kernel_->create_process(workload_->name());
+  SimTask* st = add_task(t, workload_->main_program(), 0);
+  runq_[0].push_back(st);
+}
+
+System::~System() = default;
+
+// The workload's "echo madvise > /sys/kernel/mm/transparent_hugepage/hugepages-<size>kB/enabled".
+void System::apply_thp_setup() {
+  wl::ThpSetup s = workload_->thp_setup();
+  kmm::KernelParams& kp = kernel_->mutable_params();
+  for (unsigned order = 2; order <= kmm::HPAGE_PMD_ORDER; ++order)
+    kp.thp_order[order] = s.order_mode[order] ? kmm::ThpMode::madvise : kmm::ThpMode::never;
+}
+
+SimTask* System::add_task(kmm::task_struct* t, std::unique_ptr<wl::Program> prog, int cpu) {
+  auto st = std::make_unique<SimTask>();
+  st->t = t;
+  st->prog = std::move(prog);
+  st->cpu = cpu;
+  tasks_.push_back(std::move(st));
+  return tasks_.back().get();
+}
+
+bool System::all_exited() const {
+  return std::all_of(tasks_.begin(), tasks_.end(), [](auto& t) { return t->exited; });
+}
+
+SimTask* System::schedule(int cpu, uint64_t now_ps, double* cycles) {
+  *cycles = 0;
+  SimTask* cur = running_[size_t(cpu)];
+  if (cur && !cur->blocked && !cur->exited) return cur;
+  auto& q = runq_[size_t(cpu)];
+  while (!q.empty() && (q.front()->blocked || q.front()->exited)) q.pop_front();
+  if (q.empty()) {
+    running_[size_t(cpu)] = nullptr;
+    return nullptr;
+  }
+  SimTask* next = q.front();
+  q.pop_front();
+  running_[size_t(cpu)] = next;
+  kernel_->enter(next->t, cpu, now_ps);
+  kernel_->arch().switch_mm(cpu, next->t->mm);
+  if (cur) {
+    kernel_->charge(kmm::Cost::ctx_switch);
+    ctx_switches_.inc();
+  }
+  *cycles = cost_.cycles(kernel_->take_cost(), pp_.clock_ghz);
+  if (trace_.on())
+    trace_.event(now_ps, cpu, TraceTask{next->t->comm, next->t->pid}, "sched_switch",
+                 {TraceField::dec("prev_pid", cur ? uint64_t(cur->t->pid) : 0),
+                  TraceField::dec("next_pid", uint64_t(next->t->pid))});
+  return next;
+}
+
+SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps) {
+  SyscallOutcome out;
+  kmm::Kernel& k = *kernel_;
+  k.enter(t.t, cpu, now_ps);
+  k.charge(kmm::Cost::syscall);
+  switch (u.sys) {
+    case wl::Sys::Mmap:
+      out.ret = k.sys_mmap(t.t, 0, u.addr, int(u.value), int(u.extra));
+      break;
+    case wl::Sys::Munmap: out.ret = k.sys_munmap(t.t, u.addr, u.value); break;
+    case wl::Sys::Mprotect: out.ret = k.sys_mprotect(t.t, u.addr, u.value, int(u.extra)); break;
+    case wl::Sys::Madvise: out.ret = k.sys_madvise(t.t, u.addr, u.value, int(u.extra)); break;
+    case wl::Sys::Fork: {
+      kmm::task_struct* child = k.sys_fork(t.t);
+      SimTask* c = add_task(child, workload_->child_program(forks_++), t.cpu);
+      runq_[size_t(c->cpu)].push_back(c);
+      out.ret = child->pid;
+      break;
+    }
+    case wl::Sys::Exit: {
+      k.sys_exit(t.t, int(u.addr));
+      t.exited = true;
+      out.exited = true;
+      for (auto& p : tasks_) {
+        if (p->waiting_for == &t) {  // wake the parent; its wait() returns now
+          p->waiting_for = nullptr;
+          p->blocked = false;
+          out.ret = k.sys_wait(p->t, t.t);
+          p->prog->syscall_return(t.t->pid);
+          runq_[size_t(p->cpu)].push_back(p.get());
+        }
+      }
+      break;
+    }
+    case wl::Sys::Wait: {
+      SimTask* child = nullptr;
+      for (auto& c : tasks_)
+        if (c->t->pid == int(u.addr)) child = c.get();
+      MMUSIM_CHECK(child, "wait() for pid {} that does not exist", u.addr);
+      if (child->exited) {
+        out.ret = k.sys_wait(t.t, child->t);
+      } else {
+        t.blocked = true;
+        t.waiting_for = child;
+        out.blocked = true;
+      }
+      break;
+    }
+    case wl::Sys::Yield:
+    case wl::Sys::None: break;
+  }
+  if (out.ret < 0 && u.sys != wl::Sys::Wait)
+    panic("the workload's {} system call failed with {} (task {})", int(u.sys), out.ret, t.t->pid);
+  out.cycles = cost_.cycles(k.take_cost(), pp_.clock_ghz);
+  if (!out.blocked && !out.exited) t.prog->syscall_return(out.ret);
+  return out;
+}
+
+FaultOutcome System::page_fault(int cpu, SimTask& t, uint64_t va, uint64_t syndrome, uint64_t ip,
+                                uint64_t now_ps) {
+  FaultOutcome out;
+  kmm::Kernel& k = *kernel_;
+  k.enter(t.t, cpu, now_ps);
+  k.charge(kmm::Cost::exc_entry);
+  out.ret = k.handle_user_fault(t.t, va, syndrome, ip);
+  k.charge(kmm::Cost::exc_exit);
+  out.record = k.last_fault();
+  out.cycles = cost_.cycles(k.take_cost(), pp_.clock_ghz);
+  out.in_region = region_open_ && in_region(va);
+  if (out.in_region) faults_region_.inc();
+  if (out.ret.sigsegv || out.ret.sigbus)
+    panic("task {} ({}) got {} at {:#x} (ip {:#x}, syndrome {:#x}): the workload touched memory it "
+          "does not own, or the kernel port failed to map it",
+          t.t->pid, t.t->comm, out.ret.sigsegv ? "SIGSEGV" : "SIGBUS", va, ip, syndrome);
+  if (trace_.on()) {
+    TraceTask tt{t.t->comm, t.t->pid};
+    trace_.event(now_ps, cpu, tt, "page_fault_user",
+                 {TraceField::hex("address", va), TraceField::hex("ip", ip),
+                  TraceField::hex("error_code", syndrome)});
+    trace_.event(now_ps + cycles_to_ps(out.cycles), cpu, tt, "mm_fault_done",
+                 {TraceField::hex("address", va), TraceField::str("result", kmm::fault_kind_name(out.record.kind)),
+                  TraceField::dec("ptes", out.record.ptes_changed)});
+  }
+  return out;
+}
+
+void System::record_fault_latency(int kind, double ns) {
+  fault_latency_.sample(ns);
+  unsigned k = unsigned(kind);
+  if (k < 16 && kind_latency_[k]) kind_latency_[k]->sample(ns);
+}
+
+void System::marker(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps) {
+  switch (u.mark) {
+    case wl::Mark::RegionBegin:
+      if (region_seen_) panic("the workload began its measured region twice");
+      region_seen_ = region_open_ = true;
+      region_start_ = u.addr;
+      region_end_ = u.addr + u.value;
+      region_begin_ps_ = now_ps;
+      stats_.region_begin();
+      break;
+    case wl::Mark::RegionEnd:
+      if (!region_open_) panic("the workload ended a measured region it had not begun");
+      region_open_ = false;
+      region_end_ps_ = now_ps;
+      stats_.region_end();
+      break;
+    default: break;
+  }
+  if (trace_.on())
+    trace_.event(now_ps, cpu, TraceTask{t.t->comm, t.t->pid},
+                 u.mark == wl::Mark::RegionBegin ? "region_begin" : "region_end",
+                 {TraceField::hex("start", region_start_), TraceField::hex("end", region_end_)});
+}
+
+double System::region_time_ns() const {
+  if (!region_seen_) return 0;
+  return double(region_end_ps_ - region_begin_ps_) / 1000.0;
+}
+
+void System::finish(uint64_t end_ps, uint64_t uops, double host_seconds) {
+  if (region_open_) panic("the run ended inside the measured region");
+  stats_.set_scalar("region.time_ns", region_time_ns(), "simulated time of the measured pass", "ns");
+  stats_.set_scalar("sim.simulated_ns", double(end_ps) / 1000.0, "simulated time of the whole run", "ns");
+  if (pp_.host_stats) {
+    stats_.set_scalar("sim.host_seconds", host_seconds, "host time of the simulation", "s");
+    stats_.set_scalar("sim.uops_per_host_second", host_seconds > 0 ? double(uops) / host_seconds : 0,
+                      "simulated micro-ops per host second");
+  }
+}
+
+}  // namespace mmusim

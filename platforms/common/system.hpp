@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// What every platform has besides its cores: the kernel, the workload's tasks and their
+// programs, a run queue per CPU, system-call and fault delivery into the kernel, the measured
+// region, the kernel's cost turned into time, and the end-of-run statistics. The core models
+// (functional in-order driver, out-of-order models) call into it; it has no timing policy of
+// its own beyond converting the kernel's cost account with the `cost.*` parameters.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/params.hpp"
+#include "base/stats.hpp"
+#include "base/trace.hpp"
+#include "kernel_mm/cost.hpp"
+#include "kernel_mm/kernel.hpp"
+#include "workloads/workload.hpp"
+
+namespace mmusim {
+
+enum class PlatformName : uint8_t { i7_12700kf, neoverse_n1, functional };
+
+struct PlatformParams {
+  PlatformName name = PlatformName::functional;
+  pg::Isa isa = pg::Isa::x86_64;  // the functional platform's ISA
+  unsigned cores = 1;
+  double clock_ghz = 0;
+  std::string log_level;
+  bool host_stats = true;
+  uint64_t max_uops = 0;  // safety stop (0: none)
+  void visit(Params& p);
+  pg::Isa effective_isa() const;
+};
+
+// A simulated thread: the kernel's task and the program it runs.
+struct SimTask {
+  kmm::task_struct* t = nullptr;
+  std::unique_ptr<wl::Program> prog;
+  int cpu = 0;
+  bool blocked = false;
+  bool exited = false;
+  SimTask* waiting_for = nullptr;  // wait() on this child
+};
+
+struct SyscallOutcome {
+  int64_t ret = 0;
+  bool blocked = false;  // the task sleeps (wait for a live child)
+  bool exited = false;   // the task is gone
+  double cycles = 0;     // kernel time of the call
+};
+
+struct FaultOutcome {
+  kmm::FaultReturn ret;
+  kmm::FaultRecord record;
+  double cycles = 0;     // exception entry + kernel + exit
+  bool in_region = false;
+};
+
+class System {
+ public:
+  System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw);
+  ~System();
+
+  const PlatformParams& platform() const { return pp_; }
+  kmm::Kernel& kernel() { return *kernel_; }
+  wl::Workload& workload() { return *workload_; }
+  Stats& stats() { return stats_; }
+  Trace& trace() { return trace_; }
+  double ghz() const { return pp_.clock_ghz; }
+  uint64_t cycles_to_ps(double cycles) const { return uint64_t(cycles * 1000.0 / pp_.clock_ghz + 0.5); }
+
+  // The task `cpu` runs now (null: idle), after a context switch if the previous one blocked or
+  // exited. `now_ps` stamps the switch; the switch's cost is returned through `cycles`.
+  SimTask* current(int cpu) const { return running_[size_t(cpu)]; }
+  SimTask* schedule(int cpu, uint64_t now_ps, double* cycles);
+  bool all_exited() const;
+
+  SyscallOutcome syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps);
+  FaultOutcome page_fault(int cpu, SimTask& t, uint64_t va, uint64_t syndrome, uint64_t ip, uint64_t now_ps);
+  void marker(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps);
+
+  bool region_active() const { return region_open_; }
+  bool in_region(uint64_t va) const { return va >= region_start_ && va < region_end_; }
+  // The core reports a faulting store's latency as the benchmark would see it.
+  void record_fault_latency(int kind, double ns);
+
+  // Called once when the run has ended: sim.* and region.* statistics.
+  void finish(uint64_t end_ps, uint64_t uops, double host_seconds);
+  double region_time_ns() const;
+
+  kmm::CostModel& cost_model() { return cost_; }
+
+ private:
+  void apply_thp_setup();
+  SimTask* add_task(kmm::task_struct* t, std::unique_ptr<wl::Program> prog, int cpu);
+  void trace_task_event(int cpu, const SimTask& t, uint64_t now_ps, const char* ev,
+                        std::initializer_list<TraceField> f);
+
+  Stats& stats_;
+  Trace& trace_;
+  PlatformParams pp_;
+  kmm::KernelParams kp_;
+  wl::WorkloadParams wp_;
+  kmm::CostModel cost_;
+  std::unique_ptr<kmm::Kernel> kernel_;
+  std::unique_ptr<wl::Workload> workload_;
+  std::vector<std::unique_ptr<SimTask>> tasks_;
+  std::vector<SimTask*> running_;
+  std::vector<std::deque<SimTask*>> runq_;
+  unsigned forks_ = 0;
+
+  bool region_open_ = false, region_seen_ = false;
+  uint64_t region_start_ = 0, region_end_ = 0;
+  uint64_t region_begin_ps_ = 0, region_end_ps_ = 0;
+
+  Counter& faults_region_;
+  Counter& ctx_switches_;
+  Distribution& fault_latency_;
+  Distribution* kind_latency_[16] = {};
+};
+
+}  // namespace mmusim

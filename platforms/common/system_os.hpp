@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The System seen by a core model (models/core/os.hpp).
+#pragma once
+
+#include "models/core/os.hpp"
+#include "platforms/common/system.hpp"
+
+namespace mmusim {
+
+class SystemOs : public hw::Os {
+ public:
+  explicit SystemOs(System& s) : s_(s) {}
+  bool schedule(int cpu, uint64_t now_ps, hw::RunContext* ctx, double* cycles) override {
+    SimTask* t = s_.schedule(cpu, now_ps, cycles);
+    if (!t) return false;
+    ctx->prog = t->prog.get();
+    ctx->asid = uint16_t(t->t->mm->id);
+    ctx->root_pa = t->t->mm->pgd;
+    ctx->task = TraceTask{t->t->comm, t->t->pid};
+    return true;
+  }
+  bool all_exited() const override { return s_.all_exited(); }
+  hw::OsCall syscall(int cpu, const wl::Uop& u, uint64_t now_ps) override {
+    SyscallOutcome o = s_.syscall(cpu, *s_.current(cpu), u, now_ps);
+    return hw::OsCall{o.cycles, o.blocked || o.exited};
+  }
+  hw::OsFault page_fault(int cpu, uint64_t va, uint64_t syndrome, uint64_t ip, uint64_t now_ps) override {
+    FaultOutcome o = s_.page_fault(cpu, *s_.current(cpu), va, syndrome, ip, now_ps);
+    return hw::OsFault{o.cycles, int(o.record.kind), o.in_region, o.ret.sigsegv || o.ret.sigbus};
+  }
+  void marker(int cpu, const wl::Uop& u, uint64_t now_ps) override { s_.marker(cpu, *s_.current(cpu), u, now_ps); }
+  bool region_active() const override { return s_.region_active(); }
+  void record_fault_latency(int kind, double ns) override { s_.record_fault_latency(kind, ns); }
+  double ghz() const override { return s_.ghz(); }
+
+ private:
+  System& s_;
+};
+
+}  // namespace mmusim

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "platforms/functional/functional.hpp"
+
+#include <cstring>
+
+#include "base/error.hpp"
+
+namespace mmusim {
+
+void FunctionalParams::visit(Params& p) {
+  p.real("functional.uop_cycles", uop_cycles, 1.0, 0.0, 1000.0,
+         "functional platform: cycles charged per micro-op (no pipeline model)", "cycles");
+}
+
+FunctionalPlatform::FunctionalPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stats,
+                                       Trace& trace)
+    : Platform(n),
+      sys_(cfg, stats, trace, hw_),
+      uops_(stats.counter("core.uops", "micro-ops executed")),
+      cycles_(stats.counter("core.cycles", "core cycles (functional: micro-ops plus kernel time)")) {
+  Params rd = Params::reading(cfg);
+  fp_.visit(rd);
+  ua_ = std::make_unique<kmm::UserAccess>(sys_.kernel());
+  ua_->set_fault_hook([this](kmm::task_struct* t, uint64_t va, uint64_t syndrome) {
+    SimTask* st = sys_.current(cpu_);
+    uint64_t now = sys_.cycles_to_ps(now_cycles_);
+    FaultOutcome o = sys_.page_fault(cpu_, *st, va, syndrome, 0, now);
+    now_cycles_ += o.cycles;
+    if (o.in_region) sys_.record_fault_latency(int(o.record.kind), o.cycles / sys_.ghz());
+    return !(o.ret.sigsegv || o.ret.sigbus);
+  });
+  SC_THREAD(run);
+}
+
+void FunctionalPlatform::execute(SimTask& t, const wl::Uop& u) {
+  switch (u.kind) {
+    case wl::UopKind::Store: {
+      uint8_t buf[64];
+      uint64_t v = u.value;
+      if (u.flags & wl::kUopValueFromTsc) v = (tsc_ps_ - prev_tsc_ps_) / 1000;  // ns since the last read
+      if (u.size <= 8) std::memcpy(buf, &v, u.size);
+      else std::memset(buf, int(v & 0xff), u.size);
+      if (!ua_->store(t.t, u.addr, buf, u.size))
+        panic("store to {:#x} by task {} failed with a signal", u.addr, t.t->pid);
+      break;
+    }
+    case wl::UopKind::Load: {
+      uint8_t buf[64];
+      if (!ua_->load(t.t, u.addr, buf, u.size))
+        panic("load from {:#x} by task {} failed with a signal", u.addr, t.t->pid);
+      break;
+    }
+    case wl::UopKind::Rdtscp:
+      prev_tsc_ps_ = tsc_ps_;
+      tsc_ps_ = sys_.cycles_to_ps(now_cycles_);
+      break;
+    case wl::UopKind::Syscall: {
+      SyscallOutcome o = sys_.syscall(cpu_, t, u, sys_.cycles_to_ps(now_cycles_));
+      now_cycles_ += o.cycles;
+      break;
+    }
+    case wl::UopKind::Marker:
+      sys_.marker(cpu_, t, u, sys_.cycles_to_ps(now_cycles_));
+      break;
+    case wl::UopKind::Alu:
+    case wl::UopKind::Lfence: break;
+  }
+}
+
+void FunctionalPlatform::run() {
+  const uint64_t max_uops = sys_.platform().max_uops;
+  for (;;) {
+    double sw = 0;
+    SimTask* t = sys_.schedule(cpu_, sys_.cycles_to_ps(now_cycles_), &sw);
+    now_cycles_ += sw;
+    if (!t) {
+      if (sys_.all_exited()) break;
+      panic("every task is blocked: the workload deadlocked");
+    }
+    wl::Uop u;
+    if (!t->prog->next(u)) panic("task {} ended its program without exit()", t->t->pid);
+    execute(*t, u);
+    now_cycles_ += fp_.uop_cycles;
+    uops_.inc();
+    const uint64_t c = uint64_t(now_cycles_);
+    cycles_.inc(c - counted_cycles_);
+    counted_cycles_ = c;
+    if (max_uops && uops_.value() >= max_uops)
+      fatal("sim.max_uops = {} reached before the workload finished", max_uops);
+  }
+  sc_core::wait(sc_core::sc_time(double(sys_.cycles_to_ps(now_cycles_)), sc_core::SC_PS));
+}
+
+void FunctionalPlatform::finish(double host_seconds) {
+  sys_.finish(sys_.cycles_to_ps(now_cycles_), uops_.value(), host_seconds);
+}
+
+double FunctionalPlatform::progress() const {
+  SimTask* t = sys_.current(0);
+  return t && t->prog ? t->prog->progress() : 0;
+}
+
+}  // namespace mmusim

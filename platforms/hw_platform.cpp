@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "platforms/hw_platform.hpp"
+
+#include "base/error.hpp"
+
+namespace mmusim {
+
+// x86: INVLPG invalidates the page's TLB entries and all paging-structure-cache entries of the
+// PCID (SDM Vol 3A §4.10.4.1).
+void PlatformMmuHw::x86_invlpg(int cpu, uint16_t pcid, uint64_t va) {
+  hw::CoreModule* c = cores.at(size_t(cpu));
+  c->l1_load().invalidate_page(va, pcid, "invlpg");
+  if (&c->l1_store() != &c->l1_load()) c->l1_store().invalidate_page(va, pcid, "invlpg");
+  if (c->l2()) c->l2()->invalidate_page(va, pcid, "invlpg");
+  c->walker().invalidate_asid(pcid);
+}
+
+void PlatformMmuHw::x86_flush_pcid(int cpu, uint16_t pcid) {
+  hw::CoreModule* c = cores.at(size_t(cpu));
+  c->l1_load().invalidate_asid(pcid, "flush");
+  if (&c->l1_store() != &c->l1_load()) c->l1_store().invalidate_asid(pcid, "flush");
+  if (c->l2()) c->l2()->invalidate_asid(pcid, "flush");
+  c->walker().invalidate_asid(pcid);
+}
+
+// arm64 TLBI: VALE1 leaf entries of the VA; VAE1 also the walk-cache entries; ASIDE1 the ASID;
+// VMALLE1 everything. The IS forms reach every core.
+void PlatformMmuHw::arm64_tlbi(int cpu, kmm::TlbiOp op, uint16_t asid, uint64_t va, bool broadcast) {
+  for (size_t i = 0; i < cores.size(); ++i) {
+    if (!broadcast && int(i) != cpu) continue;
+    hw::CoreModule* c = cores[i];
+    hw::Tlb* tlbs[] = {&c->l1_load(), &c->l1_store() != &c->l1_load() ? &c->l1_store() : nullptr, c->l2()};
+    for (hw::Tlb* t : tlbs) {
+      if (!t) continue;
+      switch (op) {
+        case kmm::TlbiOp::VALE1:
+        case kmm::TlbiOp::VAE1: t->invalidate_page(va, asid, kmm::tlbi_op_name(op)); break;
+        case kmm::TlbiOp::ASIDE1: t->invalidate_asid(asid, "aside1"); break;
+        case kmm::TlbiOp::VMALLE1: t->invalidate_all("vmalle1"); break;
+      }
+    }
+    switch (op) {
+      case kmm::TlbiOp::VALE1: break;
+      case kmm::TlbiOp::VAE1: c->walker().invalidate_va(va, asid); break;
+      case kmm::TlbiOp::ASIDE1: c->walker().invalidate_asid(asid); break;
+      case kmm::TlbiOp::VMALLE1: c->walker().invalidate_all(); break;
+    }
+  }
+}
+
+void PlatformMmuHw::kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool write) {
+  cores.at(size_t(cpu))->caches().touch(pa, bytes, write);
+}
+
+hw::CoreMmuParams platform_preset(PlatformName name) {
+  hw::CoreMmuParams p;
+  if (name == PlatformName::neoverse_n1) {
+    p.l1 = {hw::TlbParams::neoverse_n1_l1_dtlb()};
+    p.l2 = hw::TlbParams::neoverse_n1_l2_tlb();
+    p.walker = hw::WalkerParams::neoverse_n1();
+    p.caches = hw::HierarchyParams::neoverse_n1();
+    p.core = hw::CoreParams::neoverse_n1();
+  } else {
+    p.l1 = {hw::TlbParams::golden_cove_dtlb_load(), hw::TlbParams::golden_cove_dtlb_store()};
+    p.l2 = hw::TlbParams::golden_cove_stlb();
+    p.walker = hw::WalkerParams::golden_cove();
+    p.caches = hw::HierarchyParams::golden_cove();
+    p.core = hw::CoreParams::golden_cove();
+  }
+  return p;
+}
+
+void visit_hw_params(hw::CoreMmuParams& p, Params& v) {
+  for (auto& t : p.l1) t.visit(v);
+  p.l2.visit(v);
+  p.walker.visit(v);
+  p.caches.visit(v);
+  p.core.visit(v);
+}
+
+HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stats, Trace& trace)
+    : Platform(n), sys_(cfg, stats, trace, mmu_), os_(sys_) {
+  const PlatformName name = sys_.platform().name;
+  hw::CoreMmuParams p = platform_preset(name);
+  Params rd = Params::reading(cfg);
+  visit_hw_params(p, rd);
+  const pg::Isa isa = sys_.platform().effective_isa();
+  for (unsigned c = 0; c < sys_.platform().cores; ++c) {
+    std::string cname = "cpu" + std::to_string(c);
+    cores_.push_back(std::make_unique<hw::CoreModule>(cname.c_str(), int(c), p, isa, os_,
+                                                      sys_.kernel().phys(), stats, &trace));
+    mmu_.cores.push_back(cores_.back().get());
+  }
+  // The invariant checker sees what the TLBs cache (PORTMAP §3.3 item 8).
+  sys_.kernel().set_tlb_enumerator([this](const std::function<void(const kmm::Kernel::CachedTranslation&)>& fn) {
+    for (size_t i = 0; i < cores_.size(); ++i) {
+      hw::CoreModule* c = cores_[i].get();
+      hw::Tlb* tlbs[] = {&c->l1_load(), &c->l1_store() != &c->l1_load() ? &c->l1_store() : nullptr, c->l2()};
+      for (hw::Tlb* t : tlbs) {
+        if (!t) continue;
+        t->for_each([&](const hw::TlbEntry& e) {
+          fn(kmm::Kernel::CachedTranslation{int(i), e.asid, e.vbase, e.bytes(), e.pbase >> 12, e.writable});
+        });
+      }
+    }
+  });
+}
+
+void HwPlatform::finish(double host_seconds) {
+  uint64_t end = 0;
+  for (auto& c : cores_) end = std::max(end, c->core().now());
+  sys_.finish(sys_.cycles_to_ps(double(end)), uops(), host_seconds);
+}
+
+double HwPlatform::progress() const { return cores_.empty() ? 0 : cores_[0]->core().progress(); }
+
+uint64_t HwPlatform::uops() const {
+  uint64_t n = 0;
+  for (auto& c : cores_) n += c->core().uops();
+  return n;
+}
+
+}  // namespace mmusim

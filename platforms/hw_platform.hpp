@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// A platform with hardware models: `platform.cores` cores (models/core CoreModule: out-of-order
+// core, TLBs, page walker, caches) running the kernel port. The same assembly serves the
+// i7-12700kf (x86-64) and the neoverse-n1 (arm64); their presets give the parameters.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "models/core/core_module.hpp"
+#include "platforms/common/system.hpp"
+#include "platforms/common/system_os.hpp"
+#include "platforms/platform.hpp"
+
+namespace mmusim {
+
+// The kernel's TLB maintenance, routed to the cores' TLBs and walkers.
+class PlatformMmuHw : public kmm::MmuHw {
+ public:
+  void x86_invlpg(int cpu, uint16_t pcid, uint64_t va) override;
+  void x86_flush_pcid(int cpu, uint16_t pcid) override;
+  void arm64_tlbi(int cpu, kmm::TlbiOp op, uint16_t asid, uint64_t va, bool broadcast) override;
+  void arm64_dsb(int cpu, bool ish) override {}
+  void kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool write) override;
+  std::vector<hw::CoreModule*> cores;
+};
+
+// The hardware parameters of a platform (declared once per platform variant).
+hw::CoreMmuParams platform_preset(PlatformName name);
+void visit_hw_params(hw::CoreMmuParams& p, Params& v);
+
+class HwPlatform : public Platform {
+ public:
+  HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stats, Trace& trace);
+  void finish(double host_seconds) override;
+  double progress() const override;
+  uint64_t uops() const override;
+
+ private:
+  PlatformMmuHw mmu_;
+  System sys_;
+  SystemOs os_;
+  std::vector<std::unique_ptr<hw::CoreModule>> cores_;
+};
+
+}  // namespace mmusim

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// A platform: a full system assembled from configuration as SystemC modules. platforms/ only
+// instantiates and connects; timing and policy live in models/ and kernel_mm/.
+#pragma once
+
+#include <systemc>
+
+#include <memory>
+
+#include "base/params.hpp"
+#include "base/stats.hpp"
+#include "base/trace.hpp"
+
+namespace mmusim {
+
+class Platform : public sc_core::sc_module {
+ public:
+  explicit Platform(sc_core::sc_module_name n) : sc_core::sc_module(n) {}
+  // After sc_start() returns: write the end-of-run statistics.
+  virtual void finish(double host_seconds) = 0;
+  // Progress of the measured pass in [0, 1] and simulated time, for --progress.
+  virtual double progress() const = 0;
+  virtual uint64_t uops() const = 0;
+};
+
+// Every parameter of every module, declared (the schema `mmusim list` prints).
+Schema build_schema();
+// The platform that `platform.name` names, elaborated.
+std::unique_ptr<Platform> build_platform(const Config& cfg, Stats& stats, Trace& trace);
+
+}  // namespace mmusim

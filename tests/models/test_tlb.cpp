@@ -1,0 +1,409 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// TLBs: placement over arrays, LRU, permissions as cached, invalidation, splintering, the arm64
+// contiguous 64K entry, exact hit latencies, parameters and trace.
+#include <catch2/catch.hpp>
+
+#include "base/error.hpp"
+#include "base/params.hpp"
+#include "base/physmem.hpp"
+#include "base/stats.hpp"
+#include "base/trace.hpp"
+#include "models/cache/cache.hpp"
+#include "models/tlb/tlb.hpp"
+#include "models/walker/translation.hpp"
+#include "tests/models/page_tables.hpp"
+
+using namespace mmusim;
+using namespace mmusim::hw;
+
+namespace {
+
+TlbEntry tr(uint64_t va, uint64_t pa, PageSize s, bool writable = true, uint16_t asid = 1,
+            bool contiguous = false) {
+  TlbEntry e;
+  e.vbase = va & page_size_mask(s);
+  e.pbase = pa & page_size_mask(s);
+  e.asid = asid;
+  e.size = s;
+  e.writable = writable;
+  e.user = true;
+  e.dirty = writable;
+  e.contiguous = contiguous;
+  return e;
+}
+
+uint64_t count(Stats& s, const std::string& key) {
+  const Counter* c = s.find_counter(key);
+  REQUIRE(c);
+  return c->value();
+}
+
+constexpr uint64_t K4 = 4096, K64 = 64 << 10, M2 = 2 << 20, G1 = 1ull << 30;
+
+}  // namespace
+
+TEST_CASE("tlb: page size parsing and names", "[tlb]") {
+  std::string why;
+  CHECK(parse_page_sizes("4K+2M", &why) == (page_size_bit(PageSize::k4K) | page_size_bit(PageSize::k2M)));
+  CHECK(parse_page_sizes("4k, 64K|1g", &why) == 0b1011);
+  CHECK_FALSE(parse_page_sizes("4K+3M", &why));
+  CHECK(why.find("3M") != std::string::npos);
+  CHECK_FALSE(parse_page_sizes("4K+4K", &why));
+  CHECK_FALSE(parse_page_sizes("4K+", &why));
+  CHECK(format_page_sizes(0b1101) == "4K+2M+1G");
+  CHECK(page_size_bytes(PageSize::k64K) == K64);
+  CHECK(page_size_bytes(PageSize::k1G) == G1);
+}
+
+TEST_CASE("tlb: lookup after fill, ASID match, translation of the offset", "[tlb]") {
+  Stats s;
+  Tlb t(TlbParams::golden_cove_dtlb_store(), s);
+  CHECK(t.lookup(0x7000'1234, 1) == nullptr);
+  t.fill(0x7000'1234, tr(0x7000'1000, 0x55000, PageSize::k4K));
+  const TlbEntry* e = t.lookup(0x7000'1fff, 1);
+  REQUIRE(e);
+  CHECK(e->pa(0x7000'1abc) == 0x55abc);
+  CHECK(t.lookup(0x7000'1000, 2) == nullptr);  // another ASID/PCID
+  CHECK(t.lookup(0x7000'2000, 1) == nullptr);  // the next page
+  CHECK(count(s, "tlb.dtlb_store.hits") == 1);
+  CHECK(count(s, "tlb.dtlb_store.misses") == 3);
+  CHECK(count(s, "tlb.dtlb_store.fills") == 1);
+  CHECK(t.probe(0x7000'1000, 1) != nullptr);
+  CHECK(count(s, "tlb.dtlb_store.hits") == 1);  // probe does not count
+}
+
+TEST_CASE("tlb: a read-only translation is cached as read-only and counted", "[tlb]") {
+  Stats s;
+  Tlb t(TlbParams::golden_cove_stlb(), s);
+  t.fill(0x1000, tr(0x1000, 0xa000, PageSize::k4K, /*writable=*/false));
+  t.fill(0x2000, tr(0x2000, 0xb000, PageSize::k4K, /*writable=*/true));
+  const TlbEntry* e = t.lookup(0x1000, 1);
+  REQUIRE(e);
+  CHECK_FALSE(e->writable);
+  CHECK(count(s, "tlb.stlb.fills") == 2);
+  CHECK(count(s, "tlb.stlb.fills_readonly") == 1);
+  // Refreshing the same page replaces the entry instead of duplicating it.
+  t.fill(0x1000, tr(0x1000, 0xa000, PageSize::k4K, true));
+  CHECK(t.occupancy() == 2);
+  CHECK(t.lookup(0x1000, 1)->writable);
+  CHECK(count(s, "tlb.stlb.evictions") == 0);
+}
+
+TEST_CASE("tlb: set-associative LRU replacement (Golden Cove load DTLB, 16 sets x 4 ways)",
+          "[tlb]") {
+  Stats s;
+  Tlb t(TlbParams::golden_cove_dtlb_load(), s);
+  REQUIRE(t.capacity() == 64 + 32 + 8);
+  // Pages 0, 16, 32, 48, 64 (x 4K) share set 0.
+  for (uint64_t k = 0; k < 4; ++k) t.fill(k * 16 * K4, tr(k * 16 * K4, k * K4, PageSize::k4K));
+  CHECK(t.lookup(0, 1));  // page 0 most recent; page 16 is the LRU
+  t.fill(64 * K4, tr(64 * K4, 0x99000, PageSize::k4K));
+  CHECK(t.probe(0, 1));
+  CHECK_FALSE(t.probe(16 * K4, 1));
+  CHECK(t.probe(32 * K4, 1));
+  CHECK(t.probe(64 * K4, 1));
+  CHECK(count(s, "tlb.dtlb_load.evictions") == 1);
+  // 64 consecutive pages fill the 4K array exactly; 2M and 1G go to their own arrays.
+  Tlb u(TlbParams::golden_cove_dtlb_load("u"), s);
+  for (uint64_t k = 0; k < 64; ++k) u.fill(k * K4, tr(k * K4, k * K4, PageSize::k4K));
+  u.fill(0, tr(0, 0, PageSize::k2M));
+  u.fill(0, tr(0, 0, PageSize::k1G));
+  CHECK(u.occupancy() == 66);
+  CHECK(count(s, "tlb.u.evictions") == 0);
+  for (uint64_t k = 0; k < 64; ++k) REQUIRE(u.probe(k * K4, 1)->size == PageSize::k4K);
+  CHECK(u.probe(M2 - 1, 1)->size == PageSize::k2M);  // smallest size first, then the 2M
+  CHECK(u.probe(G1 - 1, 1)->size == PageSize::k1G);
+}
+
+TEST_CASE("tlb: STLB arrays A {4K,2M} and B {4K,1G}; 4K entries split by a VPN bit", "[tlb]") {
+  Stats s;
+  Tlb t(TlbParams::golden_cove_stlb(), s);
+  REQUIRE(t.capacity() == 2048);
+  // 2048 consecutive 4K pages fit exactly: VPN bit 7 (above the 128-set index) picks the array.
+  for (uint64_t k = 0; k < 2048; ++k) t.fill(k * K4, tr(k * K4, k * K4, PageSize::k4K));
+  CHECK(t.occupancy() == 2048);
+  CHECK(count(s, "tlb.stlb.evictions") == 0);
+  for (uint64_t k = 0; k < 2048; ++k) REQUIRE(t.probe(k * K4, 1));
+
+  // 2M entries only live in array A: 1024 of them fill it and evict the 4K pages of A only.
+  Tlb u(TlbParams::golden_cove_stlb("u"), s);
+  for (uint64_t k = 0; k < 1024; ++k) u.fill(k * M2, tr(k * M2, k * M2, PageSize::k2M));
+  CHECK(u.occupancy() == 1024);
+  const uint64_t va_b = 128 * K4;  // VPN 128: bit 7 set -> array B
+  const uint64_t va_a = 0x40000000ull + 1 * K4;  // VPN bit 7 clear -> array A
+  u.fill(va_b, tr(va_b, 0x1000, PageSize::k4K));
+  CHECK(count(s, "tlb.u.evictions") == 0);
+  u.fill(va_a, tr(va_a, 0x2000, PageSize::k4K));
+  CHECK(count(s, "tlb.u.evictions") == 1);  // took the LRU 2M entry of its set in array A
+  CHECK(u.occupancy() == 1025);
+  // 1G entries go to array B.
+  u.fill(0, tr(0, 0, PageSize::k1G));
+  CHECK(count(s, "tlb.u.evictions") == 1);
+  CHECK(u.probe(G1 - 1, 1) != nullptr);
+}
+
+TEST_CASE("tlb: INVLPG removes the page's entries of every size, other pages stay", "[tlb]") {
+  Stats s;
+  Tlb t(TlbParams::golden_cove_stlb(), s);
+  const uint64_t va = 0x4060'3000;  // in the 1G page at 1G and the 2M page at 0x4060'0000
+  t.fill(va, tr(va, 0x9000, PageSize::k4K, false));
+  t.fill(va, tr(va, 0x8000'0000, PageSize::k2M));
+  t.fill(va, tr(va, 0x1'0000'0000, PageSize::k1G));
+  t.fill(va + K4, tr(va + K4, 0x7000, PageSize::k4K, false));  // the neighbour page
+  t.fill(va, tr(va, 0x6000, PageSize::k4K, false, /*asid=*/2));  // same page, another PCID
+  REQUIRE(t.occupancy() == 5);
+  CHECK(t.invalidate_page(va + 0x123, 1, "invlpg") == 3);
+  CHECK(t.probe(va, 1) == nullptr);
+  CHECK(t.probe(va + K4, 1) != nullptr);
+  CHECK(t.probe(va + K4, 1)->size == PageSize::k4K);
+  CHECK(t.probe(va, 2) != nullptr);
+  CHECK(count(s, "tlb.stlb.invalidations") == 3);
+  CHECK(t.invalidate_asid(2, "cr3") == 1);
+  CHECK(t.occupancy() == 1);
+  CHECK(t.invalidate_all("test") == 1);
+  CHECK(t.occupancy() == 0);
+  CHECK(count(s, "tlb.stlb.invalidations") == 5);
+}
+
+TEST_CASE("tlb: splintering caches a large page as the accessed 4K page", "[tlb]") {
+  Stats s;
+  const uint64_t va = 0x4060'3abc;
+  SECTION("off: one 2M entry serves every 4K page of the block") {
+    Tlb t(TlbParams::golden_cove_stlb(), s);
+    const TlbEntry* e = t.fill(va, tr(va, 0x8000'0000, PageSize::k2M));
+    REQUIRE(e);
+    CHECK(e->size == PageSize::k2M);
+    CHECK(e->vbase == 0x4060'0000);
+    REQUIRE(t.lookup(0x407f'f000, 1));
+    CHECK(t.lookup(0x407f'f000, 1)->pa(0x407f'f010) == 0x801f'f010);
+    // A #PF on one 4K page of the block removes the whole 2M entry.
+    CHECK(t.invalidate_page(0x4070'0000, 1, "pf") == 1);
+    CHECK(t.probe(va, 1) == nullptr);
+  }
+  SECTION("on: a 4K entry for the accessed page only, at the right physical offset") {
+    TlbParams p = TlbParams::golden_cove_stlb();
+    p.splinter = true;
+    Tlb t(p, s);
+    const TlbEntry* e = t.fill(va, tr(va, 0x8000'0000, PageSize::k2M));
+    REQUIRE(e);
+    CHECK(e->size == PageSize::k4K);
+    CHECK(e->vbase == 0x4060'3000);
+    CHECK(e->pbase == 0x8000'3000);
+    CHECK(t.lookup(va, 1)->pa(va) == 0x8000'3abc);
+    CHECK(t.lookup(0x407f'f000, 1) == nullptr);
+    // A 1G page splinters the same way.
+    e = t.fill(0x5000'5000, tr(0x4000'0000, 0x1'0000'0000, PageSize::k1G));
+    CHECK(e->size == PageSize::k4K);
+    CHECK(e->vbase == 0x5000'5000);
+    CHECK(e->pbase == 0x1'1000'5000);
+  }
+}
+
+TEST_CASE("tlb: a size no array holds is stored as the largest smaller size held", "[tlb]") {
+  Stats s;
+  Tlb l1(TlbParams::neoverse_n1_l1_dtlb(), s);  // 4K, 64K, 2M
+  const TlbEntry* e = l1.fill(0x4123'4567, tr(0x4000'0000, 0x8000'0000, PageSize::k1G));
+  REQUIRE(e);
+  CHECK(e->size == PageSize::k2M);
+  CHECK(e->vbase == 0x4120'0000);
+  CHECK(e->pbase == 0x8120'0000);
+  // A TLB with only 2M entries cannot hold a 4K page at all.
+  TlbParams p;
+  p.name = "only2m";
+  p.arrays = {{"", 8, 8, "2M", 0}};
+  p.validate();
+  Tlb t(p, s);
+  CHECK(t.fill(0x1000, tr(0x1000, 0x1000, PageSize::k4K)) == nullptr);
+  CHECK(t.occupancy() == 0);
+  CHECK(count(s, "tlb.only2m.fills") == 0);
+}
+
+TEST_CASE("tlb: a contiguous block is one 64K entry serving 16 pages; TLBI of any page drops it",
+          "[tlb]") {
+  Stats s;
+  const uint64_t block = 0x7f12'3450'000 & ~(K64 - 1);
+  const uint64_t pa_block = 0x2'0030'0000;
+  for (unsigned victim = 0; victim < 16; ++victim) {
+    Tlb t(TlbParams::neoverse_n1_l1_dtlb(), s);
+    // Filled from the walk of page 5 of the block (the leaf has the contiguous bit).
+    const uint64_t va5 = block + 5 * K4;
+    const TlbEntry* e =
+        t.fill(va5, tr(va5, pa_block + 5 * K4, PageSize::k4K, false, 1, /*contiguous=*/true));
+    REQUIRE(e);
+    REQUIRE(e->size == PageSize::k64K);
+    CHECK(e->pbase == pa_block);
+    CHECK(t.occupancy() == 1);
+    for (unsigned pg = 0; pg < 16; ++pg) {
+      const TlbEntry* h = t.lookup(block + pg * K4 + 8, 1);
+      REQUIRE(h);
+      CHECK(h->pa(block + pg * K4 + 8) == pa_block + pg * K4 + 8);
+    }
+    CHECK(t.lookup(block + 16 * K4, 1) == nullptr);  // the next block
+    CHECK(t.lookup(block - K4, 1) == nullptr);
+    // TLBI VALE1 of page `victim` (any of the 16) removes the one entry.
+    CHECK(t.invalidate_page(block + victim * K4, 1, "tlbi_vale1") == 1);
+    CHECK(t.occupancy() == 0);
+    CHECK(t.lookup(block + ((victim + 7) % 16) * K4, 1) == nullptr);
+  }
+  SECTION("with contiguous_64k off, each page needs its own entry") {
+    TlbParams p = TlbParams::neoverse_n1_l1_dtlb();
+    p.contiguous_64k = false;
+    Tlb t(p, s);
+    const TlbEntry* e =
+        t.fill(block, tr(block, pa_block, PageSize::k4K, false, 1, /*contiguous=*/true));
+    CHECK(e->size == PageSize::k4K);
+    CHECK(t.lookup(block + K4, 1) == nullptr);
+  }
+  SECTION("a 64K entry given to a TLB without 64K entries is splintered to the page") {
+    Tlb t(TlbParams::golden_cove_dtlb_store(), s);
+    const TlbEntry* e = t.fill(block + 3 * K4, tr(block, pa_block, PageSize::k64K));
+    REQUIRE(e);
+    CHECK(e->size == PageSize::k4K);
+    CHECK(e->pbase == pa_block + 3 * K4);
+  }
+}
+
+TEST_CASE("tlb: exact hit latencies through the translation path", "[tlb][latency]") {
+  Stats s;
+  PhysMem mem(64 << 20);
+  MemoryHierarchy caches(HierarchyParams::golden_cove(), 4.9, s);
+  PageWalker walker(WalkerParams::golden_cove(), mem, caches, s);
+  Tlb dtlb(TlbParams::golden_cove_dtlb_store(), s);
+  Tlb stlb(TlbParams::golden_cove_stlb(), s);
+  TranslationPath path(dtlb, &stlb, walker);
+  test::PageTables pt(pg::Isa::x86_64, mem);
+  const uint64_t va = 0x7f00'0000'5000;
+
+  // STLB hit: ready 7 cycles after the request (not 6); the L1 DTLB is filled from it.
+  stlb.fill(va, tr(va, 0x33000, PageSize::k4K, false));
+  const uint64_t now = 1000;
+  TranslateResult r = path.translate(va, 1, pt.root(), now, true);
+  CHECK(r.source == TranslateResult::L2Hit);
+  CHECK(r.ready == now + 7);
+  CHECK_FALSE(r.ready == now + 6);
+  REQUIRE(r.entry);
+  CHECK(r.entry->pa(va + 4) == 0x33004);
+  CHECK_FALSE(r.entry->writable);
+  CHECK(r.entry->speculative);
+  // L1 DTLB hit: ready at the request cycle (its lookup is inside the 5-cycle L1D load-to-use).
+  r = path.translate(va, 1, pt.root(), now + 50, false);
+  CHECK(r.source == TranslateResult::L1Hit);
+  CHECK(r.ready == now + 50);
+  CHECK(count(s, "walker.walks") == 0);
+  CHECK(count(s, "tlb.dtlb_store.hits") == 1);
+  CHECK(count(s, "tlb.dtlb_store.misses") == 1);
+  CHECK(count(s, "tlb.stlb.hits") == 1);
+
+  // With a 1-cycle L1 DTLB the L1 hit is ready 1 cycle later and the STLB hit at 1 + 7.
+  TlbParams p1 = TlbParams::golden_cove_dtlb_store("dtlb1");
+  p1.latency = 1;
+  Tlb dtlb1(p1, s);
+  TranslationPath path1(dtlb1, &stlb, walker);
+  r = path1.translate(va, 1, pt.root(), now, false);
+  CHECK(r.source == TranslateResult::L2Hit);
+  CHECK(r.ready == now + 8);
+  r = path1.translate(va, 1, pt.root(), now, false);
+  CHECK(r.ready == now + 1);
+}
+
+TEST_CASE("tlb: parameters, presets and validation", "[tlb][params]") {
+  Schema schema;
+  std::vector<TlbParams> presets = {
+      TlbParams::golden_cove_dtlb_load(), TlbParams::golden_cove_dtlb_store(),
+      TlbParams::golden_cove_stlb(), TlbParams::neoverse_n1_l1_dtlb(),
+      TlbParams::neoverse_n1_l2_tlb()};
+  Params dp = Params::declaring(schema);
+  for (TlbParams& t : presets) t.visit(dp);
+  REQUIRE(schema.find("tlb.stlb.a.page_sizes"));
+  CHECK(schema.find("tlb.stlb.a.page_sizes")->default_text == "4K+2M");
+  CHECK(schema.find("tlb.stlb.b.entries")->default_text == "1024");
+  CHECK(schema.find("tlb.stlb.latency")->default_text == "7");
+  CHECK(schema.find("tlb.dtlb_load.4k.ways")->default_text == "4");
+  CHECK(schema.find("tlb.dtlb_store.entries")->default_text == "16");
+  CHECK(schema.find("tlb.l1_dtlb.contiguous_64k")->default_text == "true");
+  CHECK(schema.find("tlb.l2_tlb.ways")->default_text == "5");
+  CHECK(schema.find("tlb.l2_tlb.latency")->default_text == "3");
+  CHECK(schema.find("tlb.stlb.splinter")->default_text == "false");
+
+  auto read = [&](Config& cfg, TlbParams t) {
+    Params rp = Params::reading(cfg);
+    t.visit(rp);
+    return t;
+  };
+  {
+    // Intel's "96 entries" for the 4K load DTLB: 24 sets of 4 ways, modulo-indexed.
+    Config cfg(schema);
+    cfg.set("tlb.dtlb_load.4k.entries", "96", "test");
+    TlbParams t = read(cfg, TlbParams::golden_cove_dtlb_load());
+    Stats s;
+    Tlb tlb(t, s);
+    CHECK(tlb.capacity() == 96 + 32 + 8);
+    for (uint64_t k = 0; k < 96; ++k) tlb.fill(k * K4, tr(k * K4, k * K4, PageSize::k4K));
+    CHECK(count(s, "tlb.dtlb_load.evictions") == 0);
+    tlb.fill(96 * K4, tr(96 * K4, 0, PageSize::k4K));  // set 0 again
+    CHECK(count(s, "tlb.dtlb_load.evictions") == 1);
+    CHECK_FALSE(tlb.probe(0, 1));
+  }
+  {
+    Config cfg(schema);
+    cfg.set("tlb.stlb.a.page_sizes", "4K+3M", "test");
+    CHECK_THROWS_WITH(read(cfg, TlbParams::golden_cove_stlb()),
+                      Catch::Contains("tlb.stlb.a.page_sizes") && Catch::Contains("3M") &&
+                          Catch::Contains("allowed"));
+  }
+  {
+    Config cfg(schema);
+    cfg.set("tlb.l2_tlb.entries", "1281", "test");
+    CHECK_THROWS_WITH(read(cfg, TlbParams::neoverse_n1_l2_tlb()),
+                      Catch::Contains("tlb.l2_tlb.entries") && Catch::Contains("multiple"));
+  }
+  {
+    Config cfg(schema);
+    cfg.set("tlb.l1_dtlb.page_sizes", "4K+2M", "test");  // contiguous_64k needs 64K entries
+    CHECK_THROWS_AS(read(cfg, TlbParams::neoverse_n1_l1_dtlb()), UserError);
+  }
+}
+
+TEST_CASE("tlb: trace events for fills and invalidations", "[tlb][trace]") {
+  Stats s;
+  Trace trace;
+  std::string out;
+  trace.open_buffer(&out, make_ftrace_format());
+  TraceContext ctx;
+  ctx.trace = &trace;
+  ctx.cpu = 2;
+  ctx.time_ps = 1'500'000;
+  ctx.task = {"fork-reuse", 7};
+  Tlb t(TlbParams::golden_cove_stlb(), s, &ctx);
+  TlbEntry e = tr(0x7000'5000, 0x9000, PageSize::k4K, false);
+  e.speculative = true;
+  t.fill(0x7000'5123, e);
+  t.invalidate_page(0x7000'5000, 1, "pf");
+  t.invalidate_all("cr3");
+  trace.close();
+  CHECK_THAT(out, Catch::Contains("tlb_fill: address=0x70005000 size=4K perm=ro spec=1 tlb=stlb"));
+  CHECK_THAT(out, Catch::Contains("[002]"));
+  CHECK_THAT(out, Catch::Contains("tlb_invalidate: address=0x70005000 reason=pf tlb=stlb removed=1"));
+  CHECK_THAT(out, Catch::Contains("tlb_invalidate: address=all reason=cr3 tlb=stlb removed=0"));
+  // Without a trace context nothing is written and nothing breaks.
+  Tlb quiet(TlbParams::golden_cove_stlb("quiet"), s);
+  quiet.fill(0x1000, e);
+  CHECK(trace.events() == 3);
+}
+
+TEST_CASE("tlb: for_each enumerates every cached translation", "[tlb]") {
+  Stats s;
+  Tlb t(TlbParams::neoverse_n1_l2_tlb(), s);
+  t.fill(0x1000, tr(0x1000, 0x11000, PageSize::k4K));
+  t.fill(0x20'0000, tr(0x20'0000, 0x40'0000, PageSize::k2M, false));
+  t.fill(0x50'0000, tr(0x50'0000, 0x60'0000, PageSize::k4K, false, 1, true));
+  size_t n = 0, ro = 0, b64 = 0;
+  t.for_each([&](const TlbEntry& e) {
+    ++n;
+    ro += !e.writable;
+    b64 += e.size == PageSize::k64K;
+  });
+  CHECK(n == 3);
+  CHECK(ro == 2);
+  CHECK(b64 == 1);
+}

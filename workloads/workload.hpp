@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// Built-in workloads, parameterised from the configuration (workload.*), so new experiments need no
+// recompilation. A workload sets up the "sysfs" THP knobs it needs (as a benchmark's setup script
+// does) and gives the program of the first task; fork() children run the program it gives for them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/params.hpp"
+#include "workloads/program.hpp"
+
+namespace mmusim::wl {
+
+enum class FolioKind : uint8_t { k4K, k64K, k1M, k2M_pte, k2M_pmd };
+enum class Pattern : uint8_t {
+  seq_byte, seq_byte_clock, seq_byte_lfence, memset, random_byte, read_then_store, stride
+};
+enum class WorkloadName : uint8_t { fork_reuse, fork_time };
+const char* folio_kind_name(FolioKind k);
+const char* pattern_name(Pattern p);
+unsigned folio_order(FolioKind k);  // 0, 4, 8, 9, 9
+
+// The x86 vDSO clock_gettime() as micro-ops: the seqcount read and the call around RDTSCP, then
+// the mult/shift (lib/vdso/gettimeofday.c, arch/x86/include/asm/vdso/gettimeofday.h).
+struct VdsoParams {
+  unsigned uops_before = 0;
+  unsigned uops_after = 0;
+  void visit(Params& p);
+};
+
+struct WorkloadParams {
+  WorkloadName name = WorkloadName::fork_reuse;
+  uint64_t size = 0;
+  FolioKind folio = FolioKind::k64K;
+  Pattern pattern = Pattern::seq_byte_clock;
+  uint64_t stride = 0;
+  unsigned threads = 1;
+  unsigned loop_uops = 0;          // ALU uops of the loop around each store (add, cmp+jcc)
+  unsigned result_entry_bytes = 0; // seq-byte-clock: bytes per recorded latency
+  uint64_t result_offset = 0;      // malloc's chunk header before the result array
+  uint64_t seed = 0;
+  enum class ThpFrom : uint8_t { folio, config } thp_from = ThpFrom::folio;
+  VdsoParams vdso;
+  void visit(Params& p);
+};
+
+// THP sysfs settings the workload needs for its folio kind: index = order 2..9.
+struct ThpSetup {
+  bool madvise_region = false;           // MADV_HUGEPAGE on the measured region
+  std::array<uint8_t, 10> order_mode{};  // 0 never, 1 madvise
+};
+ThpSetup thp_setup_for(FolioKind k);
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  virtual std::string name() const = 0;
+  virtual ThpSetup thp_setup() const = 0;
+  virtual std::unique_ptr<Program> main_program() = 0;
+  // The program a fork() child of `parent_fork_index`-th fork runs.
+  virtual std::unique_ptr<Program> child_program(unsigned fork_index) = 0;
+  // Bytes of the measured region (for progress and faults.region).
+  virtual uint64_t region_bytes() const = 0;
+};
+
+std::unique_ptr<Workload> make_workload(const WorkloadParams& p);
+
+}  // namespace mmusim::wl
