@@ -456,10 +456,12 @@ void Config::set(const std::string& key, const std::string& text, const std::str
   if (!spec) {
     auto dot = key.rfind('.');
     std::string section = dot == std::string::npos ? "" : key.substr(0, dot);
-    if (section.empty())
+    if (section.empty()) {
+      std::string hint = schema_->closest_key(key);
       throw UserError(fmt::format("{}: '{}' is not a key: keys are written section.name, or as "
-                                  "name under a [section] header",
-                                  origin, key));
+                                  "name under a [section] header{}",
+                                  origin, key, hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint)));
+    }
     if (!schema_->has_section(section)) {
       std::string hint = schema_->closest_section(section);
       throw UserError(fmt::format("{}: unknown section [{}] (key '{}'){}; `mmusim list` shows every key",

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "base/physmem.hpp"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "base/error.hpp"
@@ -16,18 +17,29 @@ PhysMem::PhysMem(uint64_t bytes) : nr_frames_(bytes >> PAGE_SHIFT), data_(nr_fra
 
 PhysMem::~PhysMem() = default;
 
+void PhysMem::out_of_range(pfn_t pfn) const {
+  panic("access to pfn {:#x} beyond simulated physical memory ({:#x} frames)", pfn, nr_frames_);
+}
+
 uint8_t* PhysMem::back(pfn_t pfn) {
-  MMUSIM_CHECK(pfn < nr_frames_, "pfn {:#x} beyond physical memory ({:#x} frames)", pfn, nr_frames_);
-  if (free_buffers_.empty()) {
-    chunks_.emplace_back(new uint8_t[kChunkFrames * PAGE_SIZE]);
-    uint8_t* base = chunks_.back().get();
-    chunk_index_.emplace(reinterpret_cast<uintptr_t>(base), owner_.size());
-    owner_.emplace_back(kChunkFrames, pfn_t(0));
-    for (size_t i = kChunkFrames; i-- > 0;) free_buffers_.push_back(base + i * PAGE_SIZE);
+  uint8_t* p;
+  if (!free_buffers_.empty()) {  // a recycled buffer: clear it
+    p = free_buffers_.back();
+    free_buffers_.pop_back();
+    std::memset(p, 0, PAGE_SIZE);
+  } else {
+    if (fresh_buffers_.empty()) {
+      // Zeroed by the host (lazily, as it is touched).
+      chunks_.emplace_back(static_cast<uint8_t*>(std::calloc(kChunkFrames, PAGE_SIZE)));
+      if (!chunks_.back()) panic("out of host memory for simulated page frames");
+      uint8_t* base = chunks_.back().get();
+      chunk_index_.emplace(reinterpret_cast<uintptr_t>(base), owner_.size());
+      owner_.emplace_back(kChunkFrames, pfn_t(0));
+      for (size_t i = kChunkFrames; i-- > 0;) fresh_buffers_.push_back(base + i * PAGE_SIZE);
+    }
+    p = fresh_buffers_.back();
+    fresh_buffers_.pop_back();
   }
-  uint8_t* p = free_buffers_.back();
-  free_buffers_.pop_back();
-  std::memset(p, 0, PAGE_SIZE);
   data_[pfn] = p;
   auto it = std::prev(chunk_index_.upper_bound(reinterpret_cast<uintptr_t>(p)));
   owner_[it->second][(reinterpret_cast<uintptr_t>(p) - it->first) / PAGE_SIZE] = pfn;

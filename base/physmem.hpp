@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <vector>
@@ -35,19 +36,23 @@ class PhysMem {
 
   // The frame's bytes for writing: gives the frame a (zeroed) buffer if it has none.
   uint8_t* frame_data(pfn_t pfn) {
+    check_pfn(pfn);
     uint8_t* p = data_[pfn];
     return p ? p : back(pfn);
   }
   // The frame's bytes for reading, or nullptr if the frame is all zeroes.
-  const uint8_t* frame_data_if(pfn_t pfn) const { return data_[pfn]; }
-  bool frame_backed(pfn_t pfn) const { return data_[pfn] != nullptr; }
+  const uint8_t* frame_data_if(pfn_t pfn) const {
+    check_pfn(pfn);
+    return data_[pfn];
+  }
+  bool frame_backed(pfn_t pfn) const { return frame_data_if(pfn) != nullptr; }
 
   void zero_frame(pfn_t pfn);                 // clear_page()
   void copy_frame(pfn_t dst, pfn_t src);      // copy_page()
 
   // Physical-address access (any alignment within one frame for read/write; read64 aligned).
   uint64_t read64(uint64_t pa) const {
-    const uint8_t* p = data_[pa >> PAGE_SHIFT];
+    const uint8_t* p = frame_data_if(pa >> PAGE_SHIFT);
     if (!p) return 0;
     uint64_t v;
     __builtin_memcpy(&v, p + (pa & (PAGE_SIZE - 1)), 8);
@@ -67,13 +72,21 @@ class PhysMem {
   uint64_t phys_of(const void* p) const;
 
  private:
+  void check_pfn(pfn_t pfn) const {
+    if (__builtin_expect(pfn >= nr_frames_, 0)) out_of_range(pfn);
+  }
+  [[noreturn]] void out_of_range(pfn_t pfn) const;
   uint8_t* back(pfn_t pfn);
   void release(pfn_t pfn);
 
   uint64_t nr_frames_;
   uint64_t backed_ = 0;
   std::vector<uint8_t*> data_;
-  std::vector<std::unique_ptr<uint8_t[]>> chunks_;
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> chunks_;
+  std::vector<uint8_t*> fresh_buffers_;  // never used since the host zeroed them
   std::map<uintptr_t, size_t> chunk_index_;  // chunk base -> index into owner_
   std::vector<std::vector<pfn_t>> owner_;     // per chunk, per buffer slot: the frame using it
   std::vector<uint8_t*> free_buffers_;

@@ -33,6 +33,23 @@ DistributionSummary summarize(const std::vector<double>& in) {
   return s;
 }
 
+namespace {
+// Keys are part of the interface (scripts parse them): lowercase dotted names, no collision with
+// the names the printers derive (total.<key>, <distribution>.<summary>).
+void check_key(const std::map<std::string, size_t, std::less<>>& index, const std::string& key) {
+  bool ok = !key.empty() && key.front() != '.' && key.back() != '.';
+  for (char c : key) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.');
+  if (!ok) panic("stat key '{}' is not of the form [a-z0-9_.]+", key);
+  if (key.rfind("total.", 0) == 0) panic("stat key '{}' would collide with the whole-run keys", key);
+  for (const char* sfx : {".count", ".mean", ".min", ".median", ".p90", ".max"}) {
+    std::string k(sfx);
+    if (key.size() > k.size() && key.compare(key.size() - k.size(), k.size(), k) == 0 &&
+        index.count(key.substr(0, key.size() - k.size())))
+      panic("stat key '{}' collides with a distribution's summary", key);
+  }
+}
+}  // namespace
+
 Counter& Stats::counter(const std::string& key, const std::string& desc, const std::string& unit) {
   auto it = index_.find(key);
   if (it != index_.end()) {
@@ -42,6 +59,7 @@ Counter& Stats::counter(const std::string& key, const std::string& desc, const s
   }
   if (region_state_ != RegionState::None)
     panic("stat '{}' registered after the measured region began", key);
+  check_key(index_, key);
   counters_.emplace_back();
   Entry e{Entry::Count, key, desc, unit, &counters_.back(), nullptr, 0};
   index_.emplace(key, entries_.size());
@@ -59,6 +77,7 @@ Distribution& Stats::distribution(const std::string& key, const std::string& des
   }
   if (region_state_ != RegionState::None)
     panic("stat '{}' registered after the measured region began", key);
+  check_key(index_, key);
   dists_.emplace_back();
   Entry e{Entry::Dist, key, desc, unit, nullptr, &dists_.back(), 0};
   index_.emplace(key, entries_.size());
@@ -75,6 +94,7 @@ void Stats::set_scalar(const std::string& key, double value, const std::string& 
     e.scalar = value;
     return;
   }
+  check_key(index_, key);
   Entry e{Entry::Scalar, key, desc, unit, nullptr, nullptr, value};
   index_.emplace(key, entries_.size());
   entries_.push_back(std::move(e));

@@ -31,7 +31,18 @@ class FtraceFormat : public TraceFormat {
       switch (f.kind) {
         case TraceField::Hex: fmt::format_to(it, " {}={:#x}", f.name, f.u); break;
         case TraceField::Dec: fmt::format_to(it, " {}={}", f.name, f.u); break;
-        case TraceField::Str: fmt::format_to(it, " {}={}", f.name, f.s); break;
+        case TraceField::Str:
+          // Values are single tokens; an empty one or one with blanks would break key=value.
+          if (f.s.empty() || f.s.find_first_of(" \t\n\"=") != std::string_view::npos) {
+            out += ' ';
+            out += f.name;
+            out += "=\"";
+            for (char c : f.s) out += (c == '"' || c == '\n') ? '_' : c;
+            out += '"';
+          } else {
+            fmt::format_to(it, " {}={}", f.name, f.s);
+          }
+          break;
       }
     }
     out += '\n';

@@ -271,6 +271,7 @@ int64_t Kernel::sys_mmap(task_struct* t, uint64_t addr, uint64_t len, int prot, 
   v->vm_flags |= VM_SOFTDIRTY;
 
   mmap_write_unlock(mm);
+  check_invariants("mmap");
   return int64_t(addr);
 }
 

@@ -5,47 +5,19 @@
 
 namespace mmusim {
 
-// x86: INVLPG invalidates the page's TLB entries and all paging-structure-cache entries of the
-// PCID (SDM Vol 3A §4.10.4.1).
+// The kernel's TLB maintenance, forwarded to the cores' translation caches (the rules are in
+// models/walker/maintenance.hpp). The arm64 IS forms reach every core.
 void PlatformMmuHw::x86_invlpg(int cpu, uint16_t pcid, uint64_t va) {
-  hw::CoreModule* c = cores.at(size_t(cpu));
-  c->l1_load().invalidate_page(va, pcid, "invlpg");
-  if (&c->l1_store() != &c->l1_load()) c->l1_store().invalidate_page(va, pcid, "invlpg");
-  if (c->l2()) c->l2()->invalidate_page(va, pcid, "invlpg");
-  c->walker().invalidate_asid(pcid);
+  cores.at(size_t(cpu))->maintenance().x86_invlpg(pcid, va);
 }
 
 void PlatformMmuHw::x86_flush_pcid(int cpu, uint16_t pcid) {
-  hw::CoreModule* c = cores.at(size_t(cpu));
-  c->l1_load().invalidate_asid(pcid, "flush");
-  if (&c->l1_store() != &c->l1_load()) c->l1_store().invalidate_asid(pcid, "flush");
-  if (c->l2()) c->l2()->invalidate_asid(pcid, "flush");
-  c->walker().invalidate_asid(pcid);
+  cores.at(size_t(cpu))->maintenance().x86_flush_pcid(pcid);
 }
 
-// arm64 TLBI: VALE1 leaf entries of the VA; VAE1 also the walk-cache entries; ASIDE1 the ASID;
-// VMALLE1 everything. The IS forms reach every core.
 void PlatformMmuHw::arm64_tlbi(int cpu, kmm::TlbiOp op, uint16_t asid, uint64_t va, bool broadcast) {
-  for (size_t i = 0; i < cores.size(); ++i) {
-    if (!broadcast && int(i) != cpu) continue;
-    hw::CoreModule* c = cores[i];
-    hw::Tlb* tlbs[] = {&c->l1_load(), &c->l1_store() != &c->l1_load() ? &c->l1_store() : nullptr, c->l2()};
-    for (hw::Tlb* t : tlbs) {
-      if (!t) continue;
-      switch (op) {
-        case kmm::TlbiOp::VALE1:
-        case kmm::TlbiOp::VAE1: t->invalidate_page(va, asid, kmm::tlbi_op_name(op)); break;
-        case kmm::TlbiOp::ASIDE1: t->invalidate_asid(asid, "aside1"); break;
-        case kmm::TlbiOp::VMALLE1: t->invalidate_all("vmalle1"); break;
-      }
-    }
-    switch (op) {
-      case kmm::TlbiOp::VALE1: break;
-      case kmm::TlbiOp::VAE1: c->walker().invalidate_va(va, asid); break;
-      case kmm::TlbiOp::ASIDE1: c->walker().invalidate_asid(asid); break;
-      case kmm::TlbiOp::VMALLE1: c->walker().invalidate_all(); break;
-    }
-  }
+  for (size_t i = 0; i < cores.size(); ++i)
+    if (broadcast || int(i) == cpu) cores[i]->maintenance().arm64_tlbi(op, asid, va);
 }
 
 void PlatformMmuHw::kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool write) {
@@ -94,10 +66,7 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
   // The invariant checker sees what the TLBs cache (PORTMAP §3.3 item 8).
   sys_.kernel().set_tlb_enumerator([this](const std::function<void(const kmm::Kernel::CachedTranslation&)>& fn) {
     for (size_t i = 0; i < cores_.size(); ++i) {
-      hw::CoreModule* c = cores_[i].get();
-      hw::Tlb* tlbs[] = {&c->l1_load(), &c->l1_store() != &c->l1_load() ? &c->l1_store() : nullptr, c->l2()};
-      for (hw::Tlb* t : tlbs) {
-        if (!t) continue;
+      for (hw::Tlb* t : cores_[i]->maintenance().tlbs()) {
         t->for_each([&](const hw::TlbEntry& e) {
           fn(kmm::Kernel::CachedTranslation{int(i), e.asid, e.vbase, e.bytes(), e.pbase >> 12, e.writable});
         });

@@ -11,6 +11,7 @@
 #include "models/cache/cache.hpp"
 #include "models/core/ooo_core.hpp"
 #include "models/tlb/tlb.hpp"
+#include "models/walker/maintenance.hpp"
 #include "models/walker/walker.hpp"
 
 namespace mmusim::hw {
@@ -38,6 +39,8 @@ class CoreModule : public sc_core::sc_module {
   PageWalker& walker() { return *walker_; }
   MemoryHierarchy& caches() { return *caches_; }
   OooCore& core() { return *core_; }
+  // What each TLB-maintenance operation does to this core's TLBs and paging-structure caches.
+  TranslationCaches& maintenance() { return *maint_; }
   bool done() const { return done_; }
 
  private:
@@ -51,6 +54,7 @@ class CoreModule : public sc_core::sc_module {
   std::unique_ptr<Tlb> l1_load_, l1_store_owned_, l2_;
   Tlb* l1_store_ = nullptr;
   std::unique_ptr<PageWalker> walker_;
+  std::unique_ptr<TranslationCaches> maint_;
   std::unique_ptr<OooCore> core_;
   bool done_ = false;
 };

@@ -56,8 +56,8 @@ CoreParams CoreParams::neoverse_n1() {
 // ------------------------------------------------------------------------------------------------
 
 OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem, Tlb& l1_load,
-                 Tlb& l1_store, Tlb* l2, PageWalker& walker, MemoryHierarchy& caches, Stats& stats,
-                 TraceContext* trace)
+                 Tlb& l1_store, Tlb* l2, PageWalker& walker, TranslationCaches& maintenance,
+                 MemoryHierarchy& caches, Stats& stats, TraceContext* trace)
     : cpu_(cpu),
       p_(p),
       isa_(isa),
@@ -67,6 +67,7 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
       l1_store_(l1_store),
       l2_(l2),
       walker_(walker),
+      maint_(maintenance),
       caches_(caches),
       trace_(trace),
       ghz_(os.ghz()),
@@ -382,10 +383,7 @@ void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
   if (p_.fault_invalidates) {
     // SDM Vol 3A §4.10.4.1: the TLB entries for the faulting page number (current PCID) and the
     // paging-structure-cache entries that would be used for the address.
-    l1_load_.invalidate_page(f.addr, ctx_.asid, "page_fault");
-    if (&l1_store_ != &l1_load_) l1_store_.invalidate_page(f.addr, ctx_.asid, "page_fault");
-    if (l2_) l2_->invalidate_page(f.addr, ctx_.asid, "page_fault");
-    walker_.invalidate_va(f.addr, ctx_.asid);
+    maint_.x86_page_fault(ctx_.asid, f.addr);
   }
   if (trace_) trace_->time_ps = ps(nuke);
   OsFault of = os_.page_fault(cpu_, f.addr, fis.syndrome, f.ip, ps(nuke));

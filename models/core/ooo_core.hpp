@@ -37,6 +37,7 @@
 #include "models/cache/cache.hpp"
 #include "models/core/os.hpp"
 #include "models/tlb/tlb.hpp"
+#include "models/walker/maintenance.hpp"
 #include "models/walker/walker.hpp"
 #include "workloads/uop.hpp"
 
@@ -80,8 +81,8 @@ class OooCore {
  public:
   // `l1_load` and `l1_store` may be the same TLB (arm64's L1 DTLB); `l2` may be null.
   OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem, Tlb& l1_load,
-          Tlb& l1_store, Tlb* l2, PageWalker& walker, MemoryHierarchy& caches, Stats& stats,
-          TraceContext* trace);
+          Tlb& l1_store, Tlb* l2, PageWalker& walker, TranslationCaches& maintenance,
+          MemoryHierarchy& caches, Stats& stats, TraceContext* trace);
 
   // Runs micro-ops until the core's time passes `cycle_limit` or every task has exited.
   // Returns false when there is nothing left to run.
@@ -149,6 +150,7 @@ class OooCore {
   Tlb& l1_store_;
   Tlb* l2_;
   PageWalker& walker_;
+  TranslationCaches& maint_;
   MemoryHierarchy& caches_;
   TraceContext* trace_;
   double ghz_;

@@ -238,8 +238,11 @@ Tlb::Tlb(const TlbParams& p, Stats& stats, TraceContext* trace)
         r.arr[r.n++] = uint8_t(arrays_.size());
       }
     held_ |= a.mask;
+    fully_associative_ = fully_associative_ && a.sets == 1;
     arrays_.push_back(a);
   }
+  for (unsigned si = kNumPageSizes; si-- > 0;)
+    if (held_ & (1u << si)) smallest_ = PageSize(si);
   slots_.resize(first);
   StatGroup g(stats, "tlb." + name_);
   hits_ = &g.counter("hits", "Lookups that found a translation", "lookups");

@@ -181,6 +181,20 @@ class Tlb {
     return &slots_[a->first + size_t(a->set_of(vpn)) * a->ways];
   }
   const TlbEntry* find(uint64_t va, uint16_t asid, bool touch) {
+    if (fully_associative_) {
+      // One pass over every entry instead of one per size (the 48-entry N1 L1 DTLB, the 16-entry
+      // Golden Cove store DTLB); the smallest covering size still wins.
+      Slot* best = nullptr;
+      for (Slot& slot : slots_) {
+        if (slot.valid && slot.e.asid == asid && slot.e.covers(va) &&
+            (!best || slot.e.size < best->e.size)) {
+          best = &slot;
+          if (best->e.size == smallest_) break;
+        }
+      }
+      if (best && touch) best->lru = ++clock_;
+      return best ? &best->e : nullptr;
+    }
     for (unsigned si = 0; si < kNumPageSizes; ++si) {
       if (!(held_ & (1u << si))) continue;
       PageSize s = PageSize(si);
@@ -206,6 +220,8 @@ class Tlb {
   bool splinter_;
   bool contiguous_64k_;
   PageSizeMask held_ = 0;
+  PageSize smallest_ = PageSize::k4K;  // the smallest size held
+  bool fully_associative_ = true;      // every array has one set
   std::vector<Array> arrays_;
   std::vector<Slot> slots_;
   Route route_[kNumPageSizes];

@@ -212,7 +212,7 @@ TEST_CASE("config: schema declarations that are bugs are InternalErrors", "[conf
 // ---------------------------------------------------------------------------------------------
 // 1. Override order and origins
 
-TEST_CASE("config: file, later file, then --set override; origins recorded", "[config]") {
+TEST_CASE("config: file, later file, then --set override, origins recorded", "[config]") {
   Config c(schema());
   const std::string base = data("base.cfg"), over = data("override.cfg");
 
@@ -252,7 +252,7 @@ TEST_CASE("config: file, later file, then --set override; origins recorded", "[c
   CHECK(r.setting("core.rob_entries").origin == base + ":3");
 }
 
-TEST_CASE("config: the last of repeated keys in one file wins; set() records any origin",
+TEST_CASE("config: the last of repeated keys in one file wins, set() records any origin",
           "[config]") {
   TempDir dir;
   std::string p = dir.write("rep.cfg", "[core]\nwidth = 2\nwidth = 3\n[core]\nwidth = 5\n");
@@ -334,7 +334,7 @@ TEST_CASE("config: includes do not depend on the working directory", "[config]")
   CHECK(c.setting("core.rob_entries").origin == "inc/top.cfg:5");
 }
 
-TEST_CASE("config: a file included twice (diamond) is not a cycle; absolute include paths",
+TEST_CASE("config: a file included twice (diamond) is not a cycle, absolute include paths",
           "[config]") {
   Config c(schema());
   c.load_file(data("inc/diamond.cfg"));

@@ -22,7 +22,7 @@ bool all_zero(const std::vector<uint8_t>& v) {
 }
 }  // namespace
 
-TEST_CASE("physmem: geometry; a frame without backing reads as zeroes", "[physmem]") {
+TEST_CASE("physmem: geometry, a frame without backing reads as zeroes", "[physmem]") {
   PhysMem m(64 * MiB);
   CHECK(m.nr_frames() == 64 * MiB / PAGE_SIZE);
   CHECK(m.size_bytes() == 64 * MiB);

@@ -269,7 +269,7 @@ TEST_CASE("stats: the test's JSON parser accepts JSON and rejects what is not", 
   }
 }
 
-TEST_CASE("stats: counters count; registering a key twice returns the same counter", "[stats]") {
+TEST_CASE("stats: counters count, registering a key twice returns the same counter", "[stats]") {
   Stats s;
   Counter& a = s.counter("kernel.wp_reuse", "reuses");
   ++a;

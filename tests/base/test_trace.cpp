@@ -276,7 +276,7 @@ TEST_CASE("trace: reopening closes the previous output", "[trace]") {
   CHECK(second.rfind(kHeader, 0) == 0);
 }
 
-TEST_CASE("trace: off by default; events are ignored until opened", "[trace]") {
+TEST_CASE("trace: off by default, events are ignored until opened", "[trace]") {
   Trace t;
   CHECK_FALSE(t.on());
   t.event(1, 0, {"a", 1}, "fork", {});

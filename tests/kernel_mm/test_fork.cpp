@@ -470,3 +470,23 @@ TEST_CASE("fork: C4 contpte_convert counts on arm64", "[fork][wp_reuse][arm64]")
     CHECK(e.a.pte_cont(e.pte(t, va)));
   }
 }
+
+TEST_CASE("fork: the fork trace event names parent and child", "[fork][trace]") {
+  mmusim::Stats stats;
+  NullMmuHw hw;
+  mmusim::Trace trace;
+  std::string out;
+  trace.open_buffer(&out, mmusim::make_ftrace_format());
+  KernelParams p;
+  p.phys_mem = 256ull << 20;
+  Kernel k(p, mmusim::pg::Isa::x86_64, hw, stats, &trace);
+  task_struct* t = k.create_process("forker");
+  k.enter(t, 0);
+  task_struct* c = k.sys_fork(t);
+  REQUIRE(c);
+  trace.close();
+  CHECK(trace.events() == 1);
+  CHECK(out.find("fork") != std::string::npos);
+  CHECK(out.find("parent_pid=" + std::to_string(t->pid)) != std::string::npos);
+  CHECK(out.find("child_pid=" + std::to_string(c->pid)) != std::string::npos);
+}

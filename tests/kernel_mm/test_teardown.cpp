@@ -376,3 +376,48 @@ TEST_CASE("teardown: mmu_gather removes the rmap at zap time and drops the refs 
     CHECK(folio_ref_count(f) == 0);
   }
 }
+
+TEST_CASE("teardown: arm64 munmap, fork and exit with contpte-mapped 64K folios", "[teardown][arm64]") {
+  Env e([](KernelParams& p) { set_thp(p, ThpMode::never, {{kmmtest::ORDER_64K, ThpMode::always}}); },
+        mmusim::pg::Isa::arm64);
+  const uint64_t free0 = e.k.nr_free_pages();
+  task_struct* p = e.proc("parent");
+  const uint64_t va = e.mmap(p, PMD_SIZE);
+  for (uint64_t off = 0; off < PMD_SIZE; off += 16 * PAGE_SIZE) REQUIRE(e.store(p, va + off, uint8_t(off >> 16)));
+  REQUIRE(e.a.pte_cont(e.pte(p, va)));
+  REQUIRE(e.rss(p) == HPAGE_PMD_NR);
+
+  task_struct* c = e.k.sys_fork(p);
+  REQUIRE(c);
+  REQUIRE(e.a.pte_cont(e.pte(c, va)));
+  const uint64_t unfold0 = e.count("kernel.contpte_unfold");
+  e.k.enter(c, 0);
+  e.k.sys_exit(c, 0);
+  // Whole blocks are cleared with clear_full_ptes(nr = 16): no unfold.
+  CHECK(e.count("kernel.contpte_unfold") == unfold0);
+  folio* f = e.folio_at(p, va);
+  CHECK(folio_mapcount(f) == 16);
+  CHECK(folio_ref_count(f) == 16);
+  e.k.enter(p, 0);
+  CHECK(e.k.sys_wait(p, c) == c->pid);
+
+  // Unmapping half of one block unfolds it (contpte_try_unfold_partial), nothing else.
+  REQUIRE(e.k.sys_munmap(p, va + 8 * PAGE_SIZE, 8 * PAGE_SIZE) == 0);
+  CHECK(e.count("kernel.contpte_unfold") == unfold0 + 1);
+  CHECK(folio_mapcount(f) == 8);
+  CHECK(folio_test_partially_mapped(f));
+  CHECK_FALSE(e.a.pte_cont(e.pte(p, va)));
+  CHECK(e.a.pte_cont(e.pte(p, va + 16 * PAGE_SIZE)));
+  CHECK(e.load(p, va + 16 * PAGE_SIZE) == 1);
+
+  // mprotect RO of one block, then exit: everything is returned.
+  REQUIRE(e.k.sys_mprotect(p, va + 32 * PAGE_SIZE, 16 * PAGE_SIZE, PROT_READ) == 0);
+  for (unsigned i = 32; i < 48; ++i) CHECK_FALSE(e.writable(p, va + i * PAGE_SIZE));
+  CHECK(nr_vmas(p) == 4);  // [0,8) [16,32) [32,48) RO [48,512)
+  CHECK(e.load(p, va + 32 * PAGE_SIZE) == 2);
+  CHECK(e.store(p, va + 48 * PAGE_SIZE, 9));
+  CHECK_FALSE(e.store(p, va + 32 * PAGE_SIZE, 9));
+  e.k.sys_exit(p, 0);
+  e.k.lru_add_drain_all();
+  CHECK(e.k.nr_free_pages() == free0);
+}

@@ -407,3 +407,25 @@ TEST_CASE("tlb: for_each enumerates every cached translation", "[tlb]") {
   CHECK(ro == 2);
   CHECK(b64 == 1);
 }
+
+TEST_CASE("tlb: overlapping entries of two sizes: the smallest wins, in FA and set-assoc TLBs",
+          "[tlb]") {
+  Stats s;
+  for (TlbParams p : {TlbParams::neoverse_n1_l1_dtlb(), TlbParams::golden_cove_stlb()}) {
+    Tlb t(p, s);
+    const uint64_t va = 0x4020'5000;
+    t.fill(va, tr(va, 0x8000'0000, PageSize::k2M));          // 2M: pa 0x8000'5000 for va
+    t.fill(va, tr(va, 0x9000'0000, PageSize::k4K, false));   // a 4K entry inside it
+    t.fill(0x4030'0000, tr(0x4030'0000, 0x7000'0000, PageSize::k4K));  // elsewhere in the 2M
+    const TlbEntry* e = t.lookup(va + 8, 1);
+    REQUIRE(e);
+    CHECK(e->size == PageSize::k4K);
+    CHECK(e->pa(va + 8) == 0x9000'0008);
+    CHECK(t.lookup(0x4030'0000, 1)->size == PageSize::k4K);
+    CHECK(t.lookup(0x4030'1000, 1)->size == PageSize::k2M);
+    t.invalidate_page(0x4030'0000, 1, "test");  // drops the 2M entry and that 4K entry
+    CHECK(t.lookup(va, 1)->size == PageSize::k4K);
+    CHECK(t.lookup(0x4030'1000, 1) == nullptr);
+    CHECK(t.lookup(va, 2) == nullptr);
+  }
+}
