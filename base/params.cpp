@@ -441,9 +441,18 @@ void Config::apply_default(const ParamSpec& spec) {
   settings_[spec.key] = std::move(st);
 }
 
-void Config::check_variant_keys() const {
+void Config::check_variant_keys(std::vector<std::string>* skipped) const {
   for (auto& s : schema_->all()) {
     if (s.applies_to(variant_) || is_default(s.key)) continue;
+    const std::string& origin = setting(s.key).origin;
+    auto colon = origin.rfind(':');
+    if (colon != std::string::npos) {
+      auto fv = file_variant_.find(origin.substr(0, colon));
+      if (fv != file_variant_.end() && fv->second != variant_ && s.applies_to(fv->second)) {
+        if (skipped) skipped->push_back(s.key + " (" + origin + ", for " + fv->second + ")");
+        continue;
+      }
+    }
     std::string has;
     for (size_t i = 0; i < s.variants.size(); ++i) has += (i ? ", " : "") + s.variants[i];
     throw UserError(fmt::format("{}: {} does not apply to {} = {} (only to: {})",
@@ -477,6 +486,11 @@ void Config::set(const std::string& key, const std::string& text, const std::str
   st.text = canonical_text(*spec, st.value);
   st.origin = origin;
   settings_[key] = std::move(st);
+  if (key == schema_->variant_key()) {
+    auto colon = origin.rfind(':');
+    if (colon != std::string::npos && origin.compare(0, 5, "--set") != 0)
+      file_variant_[origin.substr(0, colon)] = settings_[key].text;
+  }
   if (key == schema_->variant_key() && settings_[key].text != variant_) {
     // A new platform: every key still at its default takes that platform's default.
     variant_ = settings_[key].text;

@@ -147,8 +147,10 @@ class Config {
   // The selected platform variant ("" if the schema has none).
   const std::string& variant() const { return variant_; }
   // Keys set explicitly (not defaults) that the selected variant does not have: a UserError
-  // naming the first one and where it was set.
-  void check_variant_keys() const;
+  // naming the first one and where it was set. A key set by a file that also selected a platform
+  // it belongs to (a platform's own description, overridden by a later platform.name) is not an
+  // error: it goes with the platform that was replaced; `skipped` lists them.
+  void check_variant_keys(std::vector<std::string>* skipped = nullptr) const;
 
  private:
   void load_file_inner(const std::string& path, std::vector<std::string>& stack);
@@ -158,6 +160,7 @@ class Config {
   std::map<std::string, Setting, std::less<>> settings_;
   std::vector<std::string> files_;
   std::string variant_;
+  std::map<std::string, std::string> file_variant_;  // config file -> the platform it selected
 };
 
 // The binder each module's `visit(Params&)` is written against. See the top of this file.

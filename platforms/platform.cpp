@@ -2,6 +2,7 @@
 #include "platforms/platform.hpp"
 
 #include "base/error.hpp"
+#include "base/log.hpp"
 #include "kernel_mm/cost.hpp"
 #include "kernel_mm/kernel.hpp"
 #include "platforms/common/system.hpp"
@@ -31,7 +32,10 @@ Schema build_schema() {
 }
 
 std::unique_ptr<Platform> build_platform(const Config& cfg, Stats& stats, Trace& trace) {
-  cfg.check_variant_keys();
+  std::vector<std::string> skipped;
+  cfg.check_variant_keys(&skipped);
+  for (auto& k : skipped)
+    log::get("config")->info("not used by platform.name = {}: {}", cfg.get_string("platform.name"), k);
   PlatformParams pp;
   Params rd = Params::reading(cfg);
   pp.visit(rd);
