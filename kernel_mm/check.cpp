@@ -722,9 +722,11 @@ class Checker {
       if (get_mm_counter(mm, MM_ANONPAGES) != anon)
         fail(INV7_RSS, "mm {}: MM_ANONPAGES {} but {} anon PTE(s) + {} anon PMD(s) x {} = {}", mm->id,
              get_mm_counter(mm, MM_ANONPAGES), t.anon_ptes, t.anon_pmds, HPAGE_PMD_NR, anon);
-      for (int c : {MM_FILEPAGES, MM_SWAPENTS, MM_SHMEMPAGES})
+      static const std::pair<int, const char*> others[] = {
+          {MM_FILEPAGES, "MM_FILEPAGES"}, {MM_SWAPENTS, "MM_SWAPENTS"}, {MM_SHMEMPAGES, "MM_SHMEMPAGES"}};
+      for (auto& [c, name] : others)
         if (get_mm_counter(mm, c) != 0)
-          fail(INV7_RSS, "mm {}: RSS counter {} is {} (no file, swap or shmem pages in this port)", mm->id, c,
+          fail(INV7_RSS, "mm {}: {} is {} (no file, swap or shmem pages in this port)", mm->id, name,
                get_mm_counter(mm, c));
       const int64_t bytes = int64_t(t.tables * PAGE_SIZE);
       if (mm->pgtables_bytes != bytes)

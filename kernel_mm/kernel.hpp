@@ -56,8 +56,12 @@ struct KernelParams {
   bool check_invariants = false;
   uint64_t phys_mem = 0;          // bytes of simulated physical memory
   ThpMode thp_enabled = ThpMode::always;
-  // Per order 2..9 (16K..2M): hugepages-<size>kB/enabled. Index = order.
-  std::array<ThpMode, HPAGE_PMD_ORDER + 1> thp_order{};
+  // Per order 2..9 (16K..2M): hugepages-<size>kB/enabled. Index = order. The defaults are the
+  // kernel's (and visit()'s): mTHP sizes never, the PMD size inherits `enabled`.
+  std::array<ThpMode, HPAGE_PMD_ORDER + 1> thp_order{ThpMode::never, ThpMode::never, ThpMode::never,
+                                                     ThpMode::never, ThpMode::never, ThpMode::never,
+                                                     ThpMode::never, ThpMode::never, ThpMode::never,
+                                                     ThpMode::inherit};
   bool thp_use_zero_page = true;
   unsigned lru_batch = 31;        // PAGEVEC_SIZE: small folios waiting in the per-CPU LRU-add batch
 

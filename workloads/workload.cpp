@@ -72,6 +72,10 @@ Uop alu(uint64_t ip, uint16_t lat = 1) {
   u.ip = ip;
   return u;
 }
+Uop chained(Uop u) {
+  u.flags |= kUopDependsOnPrev;
+  return u;
+}
 Uop marker(Mark m, uint64_t a0 = 0, uint64_t a1 = 0) {
   Uop u;
   u.kind = UopKind::Marker;
@@ -281,12 +285,14 @@ class ForkReuseProgram : public StepProgram {
       case Pattern::seq_byte_clock: {
         push(store(base_ + i * kPage, 1, v, kIpStore));
         // clock_gettime(CLOCK_MONOTONIC) through the vDSO
-        for (unsigned k = 0; k < p_.vdso.uops_before; ++k) push(alu(kIpVdso + 4 * k));
+        // Its body is one dependency chain: the seqcount and vvar loads, RDTSCP, then
+        // (cycles - last) * mult >> shift and the timespec (lib/vdso/gettimeofday.c do_hres()).
+        for (unsigned k = 0; k < p_.vdso.uops_before; ++k) push(chained(alu(kIpVdso + 4 * k)));
         Uop r;
         r.kind = UopKind::Rdtscp;
         r.ip = kIpVdso + 0x80;
         push(r);
-        for (unsigned k = 0; k < p_.vdso.uops_after; ++k) push(alu(kIpVdso + 0x84 + 4 * k));
+        for (unsigned k = 0; k < p_.vdso.uops_after; ++k) push(chained(alu(kIpVdso + 0x84 + 4 * k)));
         // results[i] = now - before
         Uop s = store(results_ + i * p_.result_entry_bytes, uint8_t(p_.result_entry_bytes), 0, kIpResult);
         s.flags |= kUopValueFromTsc;
@@ -396,11 +402,12 @@ ThpSetup thp_setup_for(FolioKind k) {
 
 void VdsoParams::visit(Params& p) {
   p.integer("vdso.uops_before", uops_before, 20, 0, 1000,
-            "micro-ops of clock_gettime() before the RDTSCP: call, vvar seqcount and clock-mode "
-            "loads, checks (lib/vdso/gettimeofday.c; about 100 uops in all [UARCH F.1, L])");
+            "dependent micro-ops of clock_gettime() before the RDTSCP: call, vvar seqcount and "
+            "clock-mode loads, checks (lib/vdso/gettimeofday.c; about 100 uops in all [UARCH "
+            "F.1, L]); with vdso.uops_after calibrated on C1 (see README)");
   p.integer("vdso.uops_after", uops_after, 30, 0, 1000,
-            "micro-ops after the RDTSCP: seqcount recheck, (cycles - last) * mult >> shift, "
-            "timespec stores, return");
+            "dependent micro-ops after the RDTSCP: seqcount recheck, (cycles - last) * mult >> "
+            "shift, timespec stores, return");
 }
 
 void WorkloadParams::visit(Params& p) {

@@ -515,6 +515,24 @@ TEST_CASE("invariants: page-table structure, VMAs, rmap", "[invariants]") {
   }
 }
 
+TEST_CASE("invariants: task and mm state", "[invariants]") {
+  Hand h;
+  task_struct* p = h.proc("p");
+  REQUIRE_CONSISTENT(h);
+  SECTION("a zombie that kept its mm") {
+    p->state = TaskState::Zombie;
+    REQUIRE_VIOLATION(h, "TASK (");
+  }
+  SECTION("a task whose mm was torn down") {
+    task_struct* q = h.proc("q");
+    q->mm = p->mm;
+    const uint64_t pgd = p->mm->pgd;
+    p->mm->pgd = 0;  // what exit_mmap leaves
+    REQUIRE_VIOLATION(h, "TASK (");
+    p->mm->pgd = pgd;
+  }
+}
+
 TEST_CASE("invariants: no lock held at a quiescent point", "[invariants]") {
   Hand h;
   task_struct* p = h.proc("p");
