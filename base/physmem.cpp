@@ -53,7 +53,7 @@ void PhysMem::release(pfn_t pfn) {
   --backed_;
 }
 
-uint64_t PhysMem::phys_of(const void* ptr) const {
+uint64_t PhysMem::phys_of_slow(const void* ptr) const {
   auto addr = reinterpret_cast<uintptr_t>(ptr);
   auto it = chunk_index_.upper_bound(addr);
   MMUSIM_CHECK(it != chunk_index_.begin(), "host pointer {} is not in simulated memory", ptr);
@@ -63,6 +63,8 @@ uint64_t PhysMem::phys_of(const void* ptr) const {
   pfn_t pfn = owner_[it->second][off / PAGE_SIZE];
   MMUSIM_CHECK(data_[pfn] == reinterpret_cast<const uint8_t*>(it->first) + (off & ~(PAGE_SIZE - 1)),
                "host pointer {} is into a buffer no frame owns", ptr);
+  last_base_ = it->first + (off & ~(PAGE_SIZE - 1));
+  last_pfn_ = pfn;
   return (pfn << PAGE_SHIFT) | (off & (PAGE_SIZE - 1));
 }
 

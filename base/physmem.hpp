@@ -69,9 +69,17 @@ class PhysMem {
 
   // The physical address of a host pointer into a backed frame (the kernel holds pte_t* and
   // pmd_t* into page tables and sometimes needs the table they are in, as __pa() gives).
-  uint64_t phys_of(const void* p) const;
+  uint64_t phys_of(const void* p) const {
+    auto a = reinterpret_cast<uintptr_t>(p);
+    if (a - last_base_ < PAGE_SIZE && data_[last_pfn_] == reinterpret_cast<const uint8_t*>(last_base_))
+      return (last_pfn_ << PAGE_SHIFT) | (a - last_base_);
+    return phys_of_slow(p);
+  }
 
  private:
+  uint64_t phys_of_slow(const void* p) const;
+  mutable uintptr_t last_base_ = 0;  // the frame phys_of() last resolved
+  mutable pfn_t last_pfn_ = 0;
   void check_pfn(pfn_t pfn) const {
     if (__builtin_expect(pfn >= nr_frames_, 0)) out_of_range(pfn);
   }

@@ -18,16 +18,16 @@ namespace kmm {
   X(exc_entry, "715cyc", "exception delivery and kernel entry, user to kernel (#PF / data abort); Haswell 715 cycles [UARCH B.vi, M]") \
   X(exc_exit, "330cyc", "return to user (IRET / ERET path); Haswell 330 cycles [UARCH B.vi, M]")     \
   X(fault_arch, "150cyc", "arch fault handler fixed work up to handle_mm_fault: do_user_addr_fault / do_page_fault, lock_vma_under_rcu, access checks") \
-  X(fault_core, "300cyc", "handle_mm_fault to the PTE decision: __handle_mm_fault, page-table walk, handle_pte_fault, PTL") \
-  X(wp_fixed, "150cyc", "do_wp_page decision work: vm_normal_page, the reuse checks of wp_can_reuse_anon_folio") \
-  X(pte_scan, "2cyc", "one PTE examined by a batch scan (folio_pte_batch*, pte_range_none)")        \
-  X(pte_write, "20cyc", "one PTE written, cleared or exchanged (set_ptes, get_and_clear, wrprotect, modify_prot_*)") \
-  X(page_op, "10cyc", "one struct page update (PageAnonExclusive, per-page mapcount)")              \
+  X(fault_core, "450cyc", "handle_mm_fault to the PTE decision: __handle_mm_fault, page-table walk, handle_pte_fault, PTL; calibrated on C2 (a one-PTE reuse fault costs 420 ns) with wp_fixed") \
+  X(wp_fixed, "50cyc", "do_wp_page decision work: vm_normal_page, the reuse checks of wp_can_reuse_anon_folio; small beside fault_core: the patch author found a spurious fault to cost about as much as the reuse fault it replaces (C3) [calibrated]") \
+  X(pte_scan, "10cyc", "one PTE examined by a batch scan (folio_pte_batch*, pte_range_none); C2: about 2 ns of the 14-20 ns per PTE of the whole-folio reuse")        \
+  X(pte_write, "33cyc", "one PTE written, cleared or exchanged (set_ptes, get_and_clear, wrprotect, modify_prot_*); calibrated on C2 (whole-folio reuse: 14-20 ns per PTE)") \
+  X(page_op, "21cyc", "one struct page update (PageAnonExclusive, per-page mapcount): an atomic bit or count operation; calibrated on C2 with pte_write")              \
   X(folio_op, "20cyc", "one folio-level atomic (refcount, large mapcount, MM-id slots, folio lock)") \
   X(folio_alloc, "400cyc", "allocating a folio: buddy allocator, memcg charge, LRU add")            \
   X(folio_free, "200cyc", "freeing a folio back to the allocator")                                   \
-  X(clear_page, "245ns", "zeroing 4 KiB (clear_page / folio_zero_user, per subpage)")              \
-  X(copy_page, "300ns", "copying 4 KiB (copy_user_highpage / copy_mc_user_highpage)")               \
+  X(clear_page, "245ns", "zeroing 4 KiB (clear_page / folio_zero_user, per subpage); calibrated on C2 (allocation faults: 4.6 us for 64K, 63-68 us for 1M, 126 us for 2M)")              \
+  X(copy_page, "890ns", "copying 4 KiB (copy_user_highpage) from a cold source; calibrated on C2 (a COW fault that copies 4K costs 1,500 ns)")               \
   X(pt_alloc, "300cyc", "allocating and zeroing a page-table page")                                  \
   X(lock_op, "20cyc", "one uncontended lock acquire and release (mmap_lock, VMA lock, PTL, folio lock)") \
   X(invlpg, "350cyc", "x86 INVLPG of one page (about 100 ns on ~2014 hardware) [UARCH B.vi, M-old]") \

@@ -31,8 +31,10 @@ class MmuHw {
   virtual void arm64_tlbi(int cpu, TlbiOp op, uint16_t asid, uint64_t va, bool broadcast) = 0;
   // arm64: DSB, completing earlier maintenance.
   virtual void arm64_dsb(int cpu, bool ish) = 0;
-  // The kernel zeroed, copied or read `bytes` at `pa` (caches see it).
+  // The kernel zeroed, copied, read or wrote `bytes` at `pa` (caches see it). Page-table entries
+  // the kernel reads and writes come here too when wants_kernel_memory().
   virtual void kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool write) {}
+  virtual bool wants_kernel_memory() const { return false; }
 };
 
 // No TLBs, no caches: the functional driver.

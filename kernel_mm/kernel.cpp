@@ -179,6 +179,7 @@ Kernel::Kernel(const KernelParams& params, mmusim::pg::Isa isa, MmuHw& hw, mmusi
       hw_(hw),
       stats_(stats),
       trace_(trace),
+      hw_touch_(hw.wants_kernel_memory()),
       ctr_(stats) {
   mmap_lock_stats_ = {};
   arch_ = make_arch(isa, *this);

@@ -179,6 +179,11 @@ class Kernel {
   }
   CostAccount& cost() { return cost_; }
   void charge(Cost c, uint64_t k = 1) { cost_.charge(c, k); }
+  // The kernel read or wrote page-table entries (or other memory) through a host pointer into
+  // simulated memory: the platform's caches see the lines (so the walker finds them warm).
+  void pt_touch(const void* entry, size_t bytes, bool write) {
+    if (hw_touch_) hw_.kernel_memory(cpu_, phys_.phys_of(entry), bytes, write);
+  }
 
   // ============ state ==========================================================================
   const KernelParams& params() const { return params_; }
@@ -479,6 +484,7 @@ class Kernel {
   MmuHw& hw_;
   mmusim::Stats& stats_;
   mmusim::Trace* trace_;
+  bool hw_touch_;
   KernelCounters ctr_;
   std::unique_ptr<Arch> arch_;
   CostAccount cost_;

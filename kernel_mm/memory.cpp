@@ -177,6 +177,7 @@ vm_fault_t Kernel::handle_pte_fault(vm_fault* vmf) {
   } else {
     vmf->pte = pte_offset_map_nolock(vma->vm_mm, vmf->pmd, vmf->address, &vmf->ptl);
     if (!vmf->pte) return 0;
+    pt_touch(vmf->pte, sizeof(pte_t), false);
     vmf->orig_pte = arch_->ptep_get_lockless(vmf->pte);  // NO PTL yet
     vmf->flags |= FAULT_FLAG_ORIG_PTE_VALID;
     if (pte_none(vmf->orig_pte)) vmf->pte = nullptr;  // pte_unmap()

@@ -176,6 +176,7 @@ pfn_t Kernel::pgtable_trans_huge_withdraw(mm_struct* mm, pmd_t* pmdp) {
 // Generic arch hooks (include/linux/pgtable.h), used unless an arch overrides them.
 
 void Arch::set_ptes(mm_struct* mm, uint64_t addr, pte_t* ptep, pte_t pte, unsigned nr) {
+  k_.pt_touch(ptep, nr * sizeof(pte_t), true);
   for (;;) {
     *ptep = pte;
     k_.charge(Cost::pte_write);
@@ -186,6 +187,7 @@ void Arch::set_ptes(mm_struct* mm, uint64_t addr, pte_t* ptep, pte_t pte, unsign
 }
 
 pte_t Arch::ptep_get_and_clear(mm_struct* mm, uint64_t addr, pte_t* ptep) {
+  k_.pt_touch(ptep, sizeof(pte_t), true);
   pte_t pte = *ptep;
   *ptep = pte_t{0};
   k_.charge(Cost::pte_write);

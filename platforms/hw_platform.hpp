@@ -22,6 +22,7 @@ class PlatformMmuHw : public kmm::MmuHw {
   void arm64_tlbi(int cpu, kmm::TlbiOp op, uint16_t asid, uint64_t va, bool broadcast) override;
   void arm64_dsb(int cpu, bool ish) override {}
   void kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool write) override;
+  bool wants_kernel_memory() const override { return true; }
   std::vector<hw::CoreModule*> cores;
 };
 

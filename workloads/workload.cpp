@@ -137,7 +137,8 @@ class ForkReuseProgram : public StepProgram {
   explicit ForkReuseProgram(const WorkloadParams& p, bool fork_time)
       : p_(p), fork_time_(fork_time), npages_(p.size / kPage) {}
   double progress() const override {
-    if (phase_ < Phase::Measure) return 0;
+    if (phase_ < Phase::Measure && p_.measure == WorkloadParams::Measure::pass) return 0;
+    if (phase_ < Phase::Populate) return 0;
     if (phase_ > Phase::Measure) return 1;
     return npages_ ? double(i_) / double(iterations_) : 1;
   }
@@ -177,6 +178,14 @@ class ForkReuseProgram : public StepProgram {
         if (results_pending_) {
           results_ = uint64_t(last_ret_) + p_.result_offset;
           results_pending_ = false;
+        }
+        if (p_.measure == WorkloadParams::Measure::populate) {
+          // The measured region is the population itself (first-touch faults that allocate the
+          // folios), with the pattern's instructions; no fork follows.
+          begin_measure();
+          push(marker(Mark::RegionBegin, base_, p_.size));
+          phase_ = Phase::Measure;
+          return true;
         }
         if (i_ < npages_) {
           push(store(base_ + i_ * kPage, 1, 0x5a, kIpPopulate));
@@ -287,6 +296,7 @@ class ForkReuseProgram : public StepProgram {
         // clock_gettime(CLOCK_MONOTONIC) through the vDSO
         // Its body is one dependency chain: the seqcount and vvar loads, RDTSCP, then
         // (cycles - last) * mult >> shift and the timespec (lib/vdso/gettimeofday.c do_hres()).
+        if (p_.vdso.call_cycles) push(chained(alu(kIpVdso - 0x10, uint16_t(p_.vdso.call_cycles))));
         for (unsigned k = 0; k < p_.vdso.uops_before; ++k) push(chained(alu(kIpVdso + 4 * k)));
         Uop r;
         r.kind = UopKind::Rdtscp;
@@ -401,6 +411,10 @@ ThpSetup thp_setup_for(FolioKind k) {
 }
 
 void VdsoParams::visit(Params& p) {
+  p.integer("vdso.call_cycles", call_cycles, 125, 0, 100000,
+            "latency of the call into clock_gettime() besides the micro-ops below (glibc's "
+            "wrapper, the indirect call into the vDSO, the return): one link of the dependency "
+            "chain. Calibrated on C1 (the PMD row's time per store; see README)");
   p.integer("vdso.uops_before", uops_before, 20, 0, 1000,
             "dependent micro-ops of clock_gettime() before the RDTSCP: call, vvar seqcount and "
             "clock-mode loads, checks (lib/vdso/gettimeofday.c; about 100 uops in all [UARCH "
@@ -447,6 +461,11 @@ void WorkloadParams::visit(Params& p) {
   p.size("workload.result_offset", result_offset, "16", 0, 4096,
          "seq-byte-clock: offset of the result array in its mapping (malloc's chunk header); an "
          "array of 64K 4-byte entries at offset 16 spans 65 pages");
+  p.enumeration("workload.measure", measure, Measure::pass,
+                {{"pass", Measure::pass}, {"populate", Measure::populate}},
+                "what the measured region is: the pass after fork (pass), or the population of the "
+                "region with the pattern's stores (populate: first-touch faults that allocate "
+                "folios, as C2's allocation latencies; no fork)");
   p.enumeration("workload.thp_setup", thp_from, ThpFrom::folio,
                 {{"folio", ThpFrom::folio}, {"config", ThpFrom::config}},
                 "folio: the workload sets the THP sysfs knobs for workload.folio (that size in "

@@ -26,6 +26,7 @@ unsigned folio_order(FolioKind k);  // 0, 4, 8, 9, 9
 // The x86 vDSO clock_gettime() as micro-ops: the seqcount read and the call around RDTSCP, then
 // the mult/shift (lib/vdso/gettimeofday.c, arch/x86/include/asm/vdso/gettimeofday.h).
 struct VdsoParams {
+  unsigned call_cycles = 0;
   unsigned uops_before = 0;
   unsigned uops_after = 0;
   void visit(Params& p);
@@ -43,6 +44,7 @@ struct WorkloadParams {
   uint64_t result_offset = 0;      // malloc's chunk header before the result array
   uint64_t seed = 0;
   enum class ThpFrom : uint8_t { folio, config } thp_from = ThpFrom::folio;
+  enum class Measure : uint8_t { pass, populate } measure = Measure::pass;
   VdsoParams vdso;
   void visit(Params& p);
 };

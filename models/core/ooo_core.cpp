@@ -17,7 +17,7 @@ void CoreParams::visit(Params& p) {
   p.integer("core.retire_width", retire_width, retire_width, 1, 16, "micro-ops retired per cycle (Golden Cove 8 [M]; N1 commit 8 [M])");
   p.integer("core.load_buffer", load_buffer, load_buffer, 1, 1024, "load-buffer entries (Golden Cove 192 [M]; N1 68 [L])");
   p.integer("core.store_buffer", store_buffer, store_buffer, 1, 1024, "store-buffer entries, held from allocation until the store has drained (Golden Cove 114 [M]; N1 72 [L])");
-  p.integer("core.exec_delay", exec_delay, exec_delay, 0, 64, "cycles from allocation to execution for a micro-op whose inputs are ready (scheduler, dispatch) [U]");
+  p.integer("core.exec_delay", exec_delay, exec_delay, 0, 64, "cycles from allocation to execution for a micro-op whose inputs are ready (rename, scheduler, dispatch) [U]");
   p.integer("core.fault_to_nuke", fault_to_nuke, fault_to_nuke, 0, 1000, "cycles from a faulting micro-op reaching retirement to the pipeline flush; the younger micro-ops keep executing meanwhile [UARCH F.1: 20, sweep 10-60, U]");
   p.integer("core.restart_delay", restart_delay, restart_delay, 0, 1000, "cycles from the return to user mode to the first micro-op allocated (front-end refill) [U]");
   p.integer("core.lfence_latency", lfence_latency, lfence_latency, 0, 1000, "LFENCE execution latency once older micro-ops completed (Skylake: 9.3 cycles in a loop [UARCH B.iv, M])");

@@ -56,7 +56,7 @@ struct CoreParams {
   unsigned retire_width = 8;
   unsigned load_buffer = 192;
   unsigned store_buffer = 114;
-  unsigned exec_delay = 2;
+  unsigned exec_delay = 5;
   unsigned fault_to_nuke = 20;
   unsigned restart_delay = 10;
   unsigned lfence_latency = 9;

@@ -85,6 +85,12 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
     kind_latency_[k] = &stats.distribution(std::string("fault.latency_ns.") + kinds[k],
                                            std::string("latency of region faults that ended as ") + kinds[k], "ns");
 
+  for (size_t i = 0; i < kmm::kNumCosts; ++i) {
+    const char* n = kmm::cost_name(kmm::Cost(i));
+    cost_counters_[i] = &stats.counter(std::string("kcost.") + n,
+                                       std::string("kernel cost items charged: ") + n + " (see cost." + n + ")");
+  }
+  kernel_cycles_ = &stats.counter("kcost.cycles", "cycles the kernel's cost account came to (exception entry/exit included)");
   running_.assign(pp_.cores, nullptr);
   runq_.resize(pp_.cores);
   kmm::task_struct* t = kernel_->create_process(workload_->name());
@@ -100,6 +106,17 @@ void System::apply_thp_setup() {
   kmm::KernelParams& kp = kernel_->mutable_params();
   for (unsigned order = 2; order <= kmm::HPAGE_PMD_ORDER; ++order)
     kp.thp_order[order] = s.order_mode[order] ? kmm::ThpMode::madvise : kmm::ThpMode::never;
+}
+
+double System::account(const kmm::CostAccount& a) {
+  for (size_t i = 0; i < kmm::kNumCosts; ++i)
+    if (a.n[i]) cost_counters_[i]->inc(a.n[i]);
+  double c = cost_.cycles(a, pp_.clock_ghz);
+  kernel_cycles_frac_ += c;
+  uint64_t whole = uint64_t(kernel_cycles_frac_);
+  kernel_cycles_->inc(whole);
+  kernel_cycles_frac_ -= double(whole);
+  return c;
 }
 
 SimTask* System::add_task(kmm::task_struct* t, std::unique_ptr<wl::Program> prog, int cpu) {
@@ -134,7 +151,7 @@ SimTask* System::schedule(int cpu, uint64_t now_ps, double* cycles) {
     kernel_->charge(kmm::Cost::ctx_switch);
     ctx_switches_.inc();
   }
-  *cycles = cost_.cycles(kernel_->take_cost(), pp_.clock_ghz);
+  *cycles = account(kernel_->take_cost());
   if (trace_.on())
     trace_.event(now_ps, cpu, TraceTask{next->t->comm, next->t->pid}, "sched_switch",
                  {TraceField::dec("prev_pid", cur ? uint64_t(cur->t->pid) : 0),
@@ -145,8 +162,7 @@ SimTask* System::schedule(int cpu, uint64_t now_ps, double* cycles) {
 SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps) {
   SyscallOutcome out;
   kmm::Kernel& k = *kernel_;
-  k.enter(t.t, cpu, now_ps);
-  k.charge(kmm::Cost::syscall);
+  k.enter(t.t, cpu, now_ps);  // the sys_* functions charge Cost::syscall themselves
   switch (u.sys) {
     case wl::Sys::Mmap:
       out.ret = k.sys_mmap(t.t, 0, u.addr, int(u.value), int(u.extra));
@@ -191,11 +207,11 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
       break;
     }
     case wl::Sys::Yield:
-    case wl::Sys::None: break;
+    case wl::Sys::None: k.charge(kmm::Cost::syscall); break;
   }
   if (out.ret < 0 && u.sys != wl::Sys::Wait)
     panic("the workload's {} system call failed with {} (task {})", int(u.sys), out.ret, t.t->pid);
-  out.cycles = cost_.cycles(k.take_cost(), pp_.clock_ghz);
+  out.cycles = account(k.take_cost());
   if (!out.blocked && !out.exited) t.prog->syscall_return(out.ret);
   return out;
 }
@@ -209,7 +225,7 @@ FaultOutcome System::page_fault(int cpu, SimTask& t, uint64_t va, uint64_t syndr
   out.ret = k.handle_user_fault(t.t, va, syndrome, ip);
   k.charge(kmm::Cost::exc_exit);
   out.record = k.last_fault();
-  out.cycles = cost_.cycles(k.take_cost(), pp_.clock_ghz);
+  out.cycles = account(k.take_cost());
   out.in_region = region_open_ && in_region(va);
   if (out.in_region) faults_region_.inc();
   if (out.ret.sigsegv || out.ret.sigbus)

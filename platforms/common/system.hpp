@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <array>
 #include <deque>
 #include <memory>
 #include <string>
@@ -120,6 +121,11 @@ class System {
   Counter& ctx_switches_;
   Distribution& fault_latency_;
   Distribution* kind_latency_[16] = {};
+  std::array<Counter*, kmm::kNumCosts> cost_counters_{};
+  Counter* kernel_cycles_ = nullptr;
+  double kernel_cycles_frac_ = 0;
+  // The kernel's cost account of the last entry: counted (kcost.*), then converted to cycles.
+  double account(const kmm::CostAccount& a);
 };
 
 }  // namespace mmusim
