@@ -2,13 +2,14 @@
 #include "base/physmem.hpp"
 
 #include <cstdlib>
+#include <sys/mman.h>
 #include <cstring>
 
 #include "base/error.hpp"
 
 namespace mmusim {
 namespace {
-constexpr size_t kChunkFrames = 256;  // 1 MiB of buffers per host allocation
+constexpr size_t kChunkFrames = 4096;  // 16 MiB of buffers per host allocation
 }
 
 PhysMem::PhysMem(uint64_t bytes) : nr_frames_(bytes >> PAGE_SHIFT), data_(nr_frames_, nullptr) {
@@ -29,9 +30,15 @@ uint8_t* PhysMem::back(pfn_t pfn) {
     std::memset(p, 0, PAGE_SIZE);
   } else {
     if (fresh_buffers_.empty()) {
-      // Zeroed by the host (lazily, as it is touched).
-      chunks_.emplace_back(static_cast<uint8_t*>(std::calloc(kChunkFrames, PAGE_SIZE)));
-      if (!chunks_.back()) panic("out of host memory for simulated page frames");
+      // Zeroed by the host lazily, as it is touched; in 2 MiB host pages where the host allows
+      // (one host fault per 512 simulated frames instead of one each).
+      constexpr size_t kHostHuge = size_t(2) << 20;
+      void* mem = std::aligned_alloc(kHostHuge, kChunkFrames * PAGE_SIZE);
+      if (!mem) panic("out of host memory for simulated page frames");
+#ifdef MADV_HUGEPAGE
+      madvise(mem, kChunkFrames * PAGE_SIZE, MADV_HUGEPAGE);
+#endif
+      chunks_.emplace_back(static_cast<uint8_t*>(mem));
       uint8_t* base = chunks_.back().get();
       chunk_index_.emplace(reinterpret_cast<uintptr_t>(base), owner_.size());
       owner_.emplace_back(kChunkFrames, pfn_t(0));
