@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The `mmusim` command as a user meets it: help, list, describe, run, the exit codes and messages
+// of every class of error, the stats JSON schema, and determinism of stats and traces.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int status;
+  std::string out;  // stdout and stderr together
+};
+
+Result mmusim(const std::string& args) {
+  std::string cmd = std::string(MMUSIM_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+struct TempDir {
+  fs::path dir;
+  TempDir() {
+    char tmpl[] = "/tmp/mmusim-cli-XXXXXX";
+    dir = mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(dir); }
+  std::string file(const std::string& name, const std::string& text) const {
+    fs::path p = dir / name;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+    return p.string();
+  }
+  std::string path(const std::string& name) const { return (dir / name).string(); }
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A small, fast run on the functional platform.
+const char* kSmall =
+    "[platform]\nname = functional\n[workload]\nsize = 4M\nfolio = 64K\npattern = seq-byte\n"
+    "[kernel]\nwp_reuse = pagetable\n[output]\nhost_stats = false\n";
+
+}  // namespace
+
+TEST_CASE("mmusim --help, --version and no arguments", "[cli]") {
+  Result h = mmusim("--help");
+  CHECK(h.status == 0);
+  CHECK(h.out.find("mmusim run CONFIG") != std::string::npos);
+  CHECK(h.out.find("mmusim describe") != std::string::npos);
+  Result v = mmusim("--version");
+  CHECK(v.status == 0);
+  CHECK(v.out.rfind("mmusim ", 0) == 0);
+  Result none = mmusim("");
+  CHECK(none.status == 2);
+  Result bad = mmusim("frobnicate");
+  CHECK(bad.status == 2);
+  CHECK(bad.out.find("unknown command 'frobnicate'") != std::string::npos);
+}
+
+TEST_CASE("mmusim list shows the platforms, variants and every interface key", "[cli]") {
+  Result r = mmusim("list");
+  REQUIRE(r.status == 0);
+  for (const char* k :
+       {"i7-12700kf", "neoverse-n1", "functional", "fork-reuse", "platform.name", "platform.cores",
+        "workload.name", "workload.size", "workload.folio", "workload.pattern", "workload.stride",
+        "workload.threads", "kernel.wp_reuse", "kernel.fork_copy", "kernel.huge_copy_order",
+        "kernel.fault_retry", "kernel.arm64_spurious_flush", "kernel.check_invariants",
+        "pagetable+flush", "block16", "target-last", "retry-once"})
+    CHECK(r.out.find(k) != std::string::npos);
+  // Per-platform defaults are shown.
+  CHECK(r.out.find("512 (i7-12700kf)") != std::string::npos);
+}
+
+TEST_CASE("mmusim describe: effective values and where they come from", "[cli]") {
+  TempDir t;
+  std::string base = t.file("base.cfg", "[workload]\nsize = 8M\nfolio = 1M\n");
+  std::string exp = t.file("sub/exp.cfg", "include = ../base.cfg\n[workload]\nfolio = 4K\n");
+  Result r = mmusim("describe " + exp + " --set workload.pattern=memset");
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("size = 8M") != std::string::npos);
+  CHECK(r.out.find("base.cfg:2") != std::string::npos);
+  CHECK(r.out.find("folio = 4K") != std::string::npos);
+  CHECK(r.out.find("exp.cfg:3") != std::string::npos);
+  CHECK(r.out.find("pattern = memset") != std::string::npos);
+  CHECK(r.out.find("--set workload.pattern") != std::string::npos);
+}
+
+TEST_CASE("every class of configuration error exits 2 with file:line, key and what is allowed", "[cli]") {
+  TempDir t;
+  struct Case {
+    const char* name;
+    const char* text;
+    std::vector<const char*> expect;
+  };
+  std::vector<Case> cases = {
+      {"unknown_key.cfg", "[workload]\nsise = 8M\n", {"unknown_key.cfg:2", "workload.sise", "did you mean 'workload.size'"}},
+      {"unknown_section.cfg", "[wrokload]\nsize = 8M\n", {"unknown_section.cfg:1", "[wrokload]", "did you mean [workload]"}},
+      {"bad_type.cfg", "[platform]\ncores = many\n", {"bad_type.cfg:2", "platform.cores", "not an integer", "[1, 64]"}},
+      {"range.cfg", "[platform]\ncores = 0\n", {"range.cfg:2", "out of range", "[1, 64]"}},
+      {"enum.cfg", "[kernel]\nwp_reuse = pagetabel\n", {"enum.cfg:2", "kernel.wp_reuse", "did you mean 'pagetable'", "off, block16, pagetable, pagetable+flush"}},
+      {"negsize.cfg", "[workload]\nsize = -4M\n", {"negsize.cfg:2", "workload.size", "negative"}},
+      {"misaligned.cfg", "[workload]\nsize = 3M\n", {"misaligned.cfg:2", "not a multiple of 2M"}},
+      {"syntax.cfg", "[workload]\nthis is not a setting\n", {"syntax.cfg:2", "expected key = value"}},
+      {"missing_inc.cfg", "include = nowhere.cfg\n", {"missing_inc.cfg:1", "nowhere.cfg", "not found"}},
+      {"empty.cfg", "", {"empty.cfg", "empty"}},
+  };
+  for (auto& c : cases) {
+    INFO(c.name);
+    Result r = mmusim("run " + t.file(c.name, c.text));
+    CHECK(r.status == 2);
+    for (const char* e : c.expect) {
+      INFO(r.out);
+      CHECK(r.out.find(e) != std::string::npos);
+    }
+  }
+  // An include cycle.
+  t.file("a.cfg", "include = b.cfg\n[workload]\nsize = 8M\n");
+  t.file("b.cfg", "include = a.cfg\n");
+  Result cyc = mmusim("run " + t.path("a.cfg"));
+  CHECK(cyc.status == 2);
+  CHECK(cyc.out.find("include cycle") != std::string::npos);
+  // A missing file, a bad --set, binary garbage, an impossible combination.
+  CHECK(mmusim("run " + t.path("absent.cfg")).status == 2);
+  Result set = mmusim("run " + t.file("ok.cfg", kSmall) + " --set workload.size");
+  CHECK(set.status == 2);
+  CHECK(set.out.find("expected SECTION.KEY=VALUE") != std::string::npos);
+  std::string garbage("\x7f" "ELF\x02\x01\x01\x00\x00\x00", 10);
+  Result g = mmusim("run " + t.file("garbage.cfg", garbage));
+  CHECK(g.status == 2);
+  CHECK(g.out.find("not a text config file") != std::string::npos);
+  Result combo = mmusim("run " + t.file("combo.cfg", kSmall) + " --set platform.name=i7-12700kf --set platform.isa=arm64");
+  CHECK(combo.status == 2);
+  CHECK(combo.out.find("impossible") != std::string::npos);
+  Result thp = mmusim("run " + t.file("thp.cfg", kSmall) + " --set thp.hugepages_64kB=always");
+  CHECK(thp.status == 2);
+  CHECK(thp.out.find("workload.thp_setup") != std::string::npos);
+}
+
+TEST_CASE("run writes a table and the stats JSON with the interface keys and the config", "[cli]") {
+  TempDir t;
+  std::string cfg = t.file("small.cfg", kSmall);
+  std::string json = t.path("s.json");
+  Result r = mmusim("run " + cfg + " --stats " + json);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("faults.total") != std::string::npos);
+  std::string s = slurp(json);
+  for (const char* k :
+       {"\"faults.total\"", "\"faults.write\"", "\"faults.read\"", "\"faults.spurious\"",
+        "\"faults.region\"", "\"kernel.handle_mm_fault\"", "\"kernel.do_anonymous_page\"",
+        "\"kernel.do_wp_page\"", "\"kernel.wp_reuse\"", "\"kernel.wp_copy\"",
+        "\"kernel.wp_reuse_large_ptes\"", "\"kernel.contpte_convert\"", "\"kernel.contpte_fold\"",
+        "\"kernel.contpte_unfold\"", "\"kernel.tlb_flush_page\"", "\"kernel.tlb_flush_range\"",
+        "\"kernel.tlb_flush_mm\"", "\"kernel.tlb_flush_local\"", "\"core.uops\"", "\"core.cycles\"",
+        "\"region.time_ns\"", "\"fault.latency_ns.median\"", "\"fault.latency_ns.p90\"",
+        "\"sim.simulated_ns\"", "\"total.faults.total\"", "\"config\"", "\"kernel.wp_reuse\": \"pagetable\""})
+    CHECK(s.find(k) != std::string::npos);
+  // 4 MiB of 64K folios, patched: one fault per folio in the measured pass.
+  CHECK(s.find("\"faults.region\": 64,") != std::string::npos);
+}
+
+TEST_CASE("the same config and seed give byte-identical stats and traces", "[cli][determinism]") {
+  TempDir t;
+  std::string cfg = t.file("small.cfg", kSmall);
+  for (const char* platform : {"functional", "i7-12700kf"}) {
+    INFO(platform);
+    std::string set = std::string(" --set platform.name=") + platform + " --set workload.pattern=random-byte --seed 7";
+    REQUIRE(mmusim("run " + cfg + set + " --stats " + t.path("a.json") + " --trace " + t.path("a.trace") + " --quiet").status == 0);
+    REQUIRE(mmusim("run " + cfg + set + " --stats " + t.path("b.json") + " --trace " + t.path("b.trace") + " --quiet").status == 0);
+    std::string ta = slurp(t.path("a.trace"));
+    CHECK(ta.find("page_fault_user") != std::string::npos);
+    CHECK(ta == slurp(t.path("b.trace")));
+    CHECK(slurp(t.path("a.json")) == slurp(t.path("b.json")));
+    // Another seed changes the random order, and so the trace.
+    REQUIRE(mmusim("run " + cfg + " --set platform.name=" + platform +
+                   " --set workload.pattern=random-byte --seed 8 --trace " + t.path("c.trace") + " --quiet").status == 0);
+    CHECK(ta != slurp(t.path("c.trace")));
+  }
+}
