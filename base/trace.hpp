@@ -49,6 +49,9 @@ class TraceFormat {
 };
 
 std::unique_ptr<TraceFormat> make_ftrace_format();
+// Chrome trace-event JSON for ui.perfetto.dev (base/trace_perfetto.cpp): faults and the measured
+// pass as slices, the other events as instants.
+std::unique_ptr<TraceFormat> make_perfetto_format();
 
 class Trace {
  public:

@@ -8,8 +8,11 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <sstream>
+
+#include <unistd.h>
 
 #include "base/error.hpp"
 #include "base/log.hpp"
@@ -124,6 +127,44 @@ void print_describe(const Config& cfg, std::ostream& out) {
   }
 }
 
+// --progress: run the simulation in slices of simulated time and print, at most every 0.5 s of host
+// time, the share of the measured pass done, the simulated time and the host speed. Slicing only
+// pauses the scheduler between time steps (SC_EXIT_ON_STARVATION: the clock never runs past the last
+// activity), so the run's results are those of one sc_start().
+void run_with_progress(Platform& platform, const std::string& what, std::chrono::steady_clock::time_point t0,
+                       std::ostream& err) {
+  using clock = std::chrono::steady_clock;
+  const bool tty = isatty(STDERR_FILENO) && &err == &std::cerr;
+  auto line = [&](double host) {
+    double sim_us = sc_core::sc_time_stamp().to_seconds() * 1e6;
+    uint64_t uops = platform.uops();
+    std::string s = fmt::format("mmusim: {}: measured pass {:5.1f}%, simulated {:.1f} us, {:.2f} M uops in "
+                                "{:.1f} s host ({:.2f} M uops/s)",
+                                what, 100.0 * platform.progress(), sim_us, double(uops) / 1e6, host,
+                                host > 0 ? double(uops) / 1e6 / host : 0.0);
+    if (tty) err << "\r" << s << "\033[K" << std::flush;
+    else err << s << "\n" << std::flush;
+  };
+  sc_core::sc_time slice(10, sc_core::SC_US);
+  auto last = clock::now();
+  for (;;) {
+    auto s0 = clock::now();
+    sc_core::sc_start(slice, sc_core::SC_EXIT_ON_STARVATION);
+    auto now = clock::now();
+    if (sc_core::sc_get_status() == sc_core::SC_STOPPED || !sc_core::sc_pending_activity()) break;
+    // Aim at about 0.1 s of host time per slice.
+    double took = std::chrono::duration<double>(now - s0).count();
+    if (took < 0.05 && slice < sc_core::sc_time(1, sc_core::SC_SEC)) slice = slice * 2;
+    else if (took > 0.2 && slice > sc_core::sc_time(10, sc_core::SC_NS)) slice = slice / 2;
+    if (now - last >= std::chrono::milliseconds(500)) {
+      line(std::chrono::duration<double>(now - t0).count());
+      last = now;
+    }
+  }
+  line(std::chrono::duration<double>(clock::now() - t0).count());
+  if (tty) err << "\n" << std::flush;
+}
+
 int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ConfigArgs a;
   std::string stats_path, trace_path, trace_format = "ftrace";
@@ -141,8 +182,9 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       ("verbose", po::bool_switch(&verbose), "info-level logs");
   parse(args, desc, "run");
   if (quiet && verbose) throw UserError("mmusim run: --quiet and --verbose exclude each other");
-  if (trace_format != "ftrace")
-    throw UserError(fmt::format("mmusim run: --trace-format '{}': allowed: ftrace", trace_format));
+  if (trace_format != "ftrace" && trace_format != "perfetto")
+    throw UserError(
+        fmt::format("mmusim run: --trace-format '{}': allowed: ftrace, perfetto", trace_format));
   if (seed < -1) throw UserError(fmt::format("mmusim run: --seed {}: must be >= 0", seed));
 
   Schema schema = build_schema();
@@ -158,12 +200,13 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   }
   Stats stats;
   Trace trace;
-  if (!trace_path.empty()) trace.open(trace_path, make_ftrace_format());
+  if (!trace_path.empty())
+    trace.open(trace_path, trace_format == "perfetto" ? make_perfetto_format() : make_ftrace_format());
 
   auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Platform> platform = build_platform(cfg, stats, trace);
-  if (progress) err << "mmusim: running " << cfg.files().back() << "\n";
-  sc_core::sc_start();
+  if (progress) run_with_progress(*platform, cfg.files().back(), t0, err);
+  else sc_core::sc_start();
   double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   platform->finish(host);
   trace.close();
