@@ -30,11 +30,12 @@ uint8_t* PhysMem::back(pfn_t pfn) {
     std::memset(p, 0, PAGE_SIZE);
   } else {
     if (fresh_buffers_.empty()) {
-      // Zeroed by the host lazily, as it is touched; in 2 MiB host pages where the host allows
-      // (one host fault per 512 simulated frames instead of one each).
-      constexpr size_t kHostHuge = size_t(2) << 20;
-      void* mem = std::aligned_alloc(kHostHuge, kChunkFrames * PAGE_SIZE);
-      if (!mem) panic("out of host memory for simulated page frames");
+      // An anonymous mapping: zeroed by the host lazily, as it is touched, in 2 MiB host pages
+      // where the host allows (one host fault per 512 simulated frames instead of one each).
+      // Fresh buffers are therefore zero; recycled ones are cleared above.
+      void* mem = mmap(nullptr, kChunkFrames * PAGE_SIZE, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (mem == MAP_FAILED) panic("out of host memory for simulated page frames");
 #ifdef MADV_HUGEPAGE
       madvise(mem, kChunkFrames * PAGE_SIZE, MADV_HUGEPAGE);
 #endif
@@ -59,6 +60,8 @@ void PhysMem::release(pfn_t pfn) {
   data_[pfn] = nullptr;
   --backed_;
 }
+
+void PhysMem::Unmap::operator()(uint8_t* p) const { munmap(p, kChunkFrames * PAGE_SIZE); }
 
 uint64_t PhysMem::phys_of_slow(const void* ptr) const {
   auto addr = reinterpret_cast<uintptr_t>(ptr);

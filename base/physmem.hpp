@@ -90,10 +90,11 @@ class PhysMem {
   uint64_t nr_frames_;
   uint64_t backed_ = 0;
   std::vector<uint8_t*> data_;
-  struct FreeDeleter {
-    void operator()(uint8_t* p) const { std::free(p); }
+  // Host memory for frame buffers: anonymous mappings, which the host gives zeroed.
+  struct Unmap {
+    void operator()(uint8_t* p) const;
   };
-  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> chunks_;
+  std::vector<std::unique_ptr<uint8_t, Unmap>> chunks_;
   std::vector<uint8_t*> fresh_buffers_;  // never used since the host zeroed them
   std::map<uintptr_t, size_t> chunk_index_;  // chunk base -> index into owner_
   std::vector<std::vector<pfn_t>> owner_;     // per chunk, per buffer slot: the frame using it

@@ -222,6 +222,11 @@ class Checker {
       mms_.push_back(mm);
     }
     tally_.resize(mms_.size());
+    // One record per PTE/PMD: reserve what the RSS counters promise (growing the vector costs more
+    // than the walk).
+    uint64_t expect = 0;
+    for (const mm_struct* mm : mms_) expect += uint64_t(std::max<int64_t>(0, get_mm_counter(mm, MM_ANONPAGES)));
+    recs_.reserve(size_t(std::min<uint64_t>(expect, k_.nr_frames())) + 64);
   }
 
   void check_mm_locks_and_vmas(uint32_t mi) {

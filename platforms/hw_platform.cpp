@@ -76,6 +76,9 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
 }
 
 void HwPlatform::finish(double host_seconds) {
+  // An error a core stopped on (the watchdog, a UserError from the kernel), with its type.
+  for (auto& c : cores_)
+    if (c->error()) std::rethrow_exception(c->error());
   uint64_t end = 0;
   for (auto& c : cores_) end = std::max(end, c->core().now());
   sys_.finish(sys_.cycles_to_ps(double(end)), uops(), host_seconds);

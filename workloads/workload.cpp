@@ -90,10 +90,9 @@ Uop marker(Mark m, uint64_t a0 = 0, uint64_t a1 = 0) {
 class StepProgram : public Program {
  public:
   bool next(Uop& u) override {
-    while (q_head_ == q_.size()) {
+    while (q_head_ == q_n_) {
       if (waiting_) mmusim::panic("workload program asked for a uop while waiting for a syscall");
-      q_.clear();
-      q_head_ = 0;
+      q_n_ = q_head_ = 0;
       if (!step()) return false;
     }
     u = q_[q_head_++];
@@ -108,12 +107,16 @@ class StepProgram : public Program {
  protected:
   // Emits the next uops into q_ (push()); false when the program has finished.
   virtual bool step() = 0;
-  void push(const Uop& u) { q_.push_back(u); }
+  void push(const Uop& u) {
+    if (q_n_ == kQueue) mmusim::panic("a workload step emitted more than {} micro-ops", kQueue);
+    q_[q_n_++] = u;
+  }
   int64_t last_ret_ = 0;
 
  private:
-  std::vector<Uop> q_;
-  size_t q_head_ = 0;
+  static constexpr unsigned kQueue = 256;
+  Uop q_[kQueue];
+  unsigned q_n_ = 0, q_head_ = 0;
   bool waiting_ = false;
 };
 

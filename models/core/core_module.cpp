@@ -32,15 +32,26 @@ CoreModule::CoreModule(sc_core::sc_module_name n, int cpu, const CoreMmuParams& 
 void CoreModule::run() {
   // The core runs a quantum ahead of SystemC time, then waits for the kernel of SystemC to catch
   // up (tlm_quantumkeeper style). A single-core platform synchronises only for the time base.
-  uint64_t synced = 0;
-  for (;;) {
-    bool more = core_->run_until(synced + quantum_);
-    uint64_t t = core_->now();
-    if (t > synced) {
-      sc_core::wait(sc_core::sc_time(double(t - synced) * 1000.0 / ghz_, sc_core::SC_PS));
-      synced = t;
+  try {
+    uint64_t synced = 0;
+    for (;;) {
+      bool more = core_->run_until(synced + quantum_);
+      uint64_t t = core_->now();
+      if (t > synced) {
+        sc_core::wait(sc_core::sc_time(double(t - synced) * 1000.0 / ghz_, sc_core::SC_PS));
+        synced = t;
+      }
+      if (!more) break;
     }
-    if (!more) break;
+  } catch (const sc_core::sc_unwind_exception&) {
+    throw;  // SystemC's own (process kill/reset)
+  } catch (...) {
+    // A UserError or InternalError (the watchdog, a failed check): keep it with its type (exit
+    // status 2 or 1) and stop the simulation; HwPlatform::finish() rethrows it.
+    error_ = std::current_exception();
+    // The error is the message; not SystemC's "Info: Simulation stopped by user."
+    sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+    sc_core::sc_stop();
   }
   done_ = true;
 }

@@ -6,6 +6,7 @@
 
 #include <systemc>
 
+#include <exception>
 #include <memory>
 
 #include "models/cache/cache.hpp"
@@ -42,6 +43,9 @@ class CoreModule : public sc_core::sc_module {
   // What each TLB-maintenance operation does to this core's TLBs and paging-structure caches.
   TranslationCaches& maintenance() { return *maint_; }
   bool done() const { return done_; }
+  // An exception the core's thread stopped on (the simulation was stopped): SystemC would have
+  // turned it into an sc_report and lost its type; the platform rethrows it after sc_start().
+  std::exception_ptr error() const { return error_; }
 
  private:
   void run();
@@ -57,6 +61,7 @@ class CoreModule : public sc_core::sc_module {
   std::unique_ptr<TranslationCaches> maint_;
   std::unique_ptr<OooCore> core_;
   bool done_ = false;
+  std::exception_ptr error_;
 };
 
 }  // namespace mmusim::hw

@@ -30,7 +30,7 @@ void CoreParams::visit(Params& p) {
                 "page walks in flight when the pipeline is flushed: complete (and fill the TLBs) or cancel (their fills are dropped) [U]");
   p.integer("core.fill_buffers", fill_buffers, fill_buffers, 1, 256, "cache misses the store buffer can have in flight while draining (Golden Cove 16 fill buffers [UARCH A.2, M])");
   p.boolean("core.speculative_translation", speculative_translation, speculative_translation, "younger micro-ops translate (and fill TLBs) before an older faulting one is taken; false: nothing runs ahead (QEMU's TLB)");
-  p.boolean("core.cache_faulting_entries", cache_faulting_entries, cache_faulting_entries, "translations that do not permit the access (read-only for a store) are cached (x86 SDM §4.10.2.3; Arm ARM D8.16 allows it); false: never cached (QEMU's TLB)");
+  p.boolean("core.cache_faulting_entries", cache_faulting_entries, cache_faulting_entries, "translations that do not permit the access (read-only for a store) are cached (x86 SDM §4.10.2.3; Arm ARM D8.16 allows it); false: never cached, and a store finding a read-only entry walks again instead of faulting (QEMU's TLB: a permission miss refills)");
   p.boolean("core.fault_invalidates", fault_invalidates, fault_invalidates, "a page fault invalidates the TLB entries and paging-structure-cache entries of the faulting page (x86: SDM §4.10.4.1; arm64: no, D8.15)");
   p.integer("core.dirty_assist", dirty_assist, dirty_assist, 0, 10000, "x86: cycles of the microcode assist that sets the D flag for a store through a clean writable entry (TMA Avg_Assist_Cost 78 [UARCH A.2, M])");
   p.boolean("core.hafdbs", hafdbs, hafdbs, "arm64: hardware access-flag and dirty-state management (FEAT_HAFDBS, TCR_EL1.HA/HD)");
@@ -71,10 +71,15 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
       caches_(caches),
       trace_(trace),
       ghz_(os.ghz()),
-      rob_free_(p.rob, 0),
-      sb_free_(p.store_buffer, 0),
-      lb_free_(p.load_buffer, 0),
-      fb_free_(p.fill_buffers, 0) {
+      fetched_(p.rob + 2),
+      rob_free_(ring_size(p.rob), 0),
+      sb_free_(ring_size(p.store_buffer), 0),
+      lb_free_(ring_size(p.load_buffer), 0),
+      fb_free_(p.fill_buffers, 0),
+      rob_mask_(rob_free_.size() - 1),
+      sb_mask_(sb_free_.size() - 1),
+      lb_mask_(lb_free_.size() - 1),
+      fb_mask_(0) {
   uops_ = &stats.counter("core.uops", "micro-ops retired");
   cycles_ = &stats.counter("core.cycles", "core cycles");
   squashes_ = &stats.counter("core.squashes", "pipeline flushes at faults (younger micro-ops squashed)");
@@ -107,11 +112,16 @@ OooCore::Translation OooCore::translate(uint64_t va, bool write, uint64_t t, uin
   Tlb& l1 = write ? l1_store_ : l1_load_;
   const uint16_t asid = ctx_.asid;
   uint64_t when = t + l1.latency();
+  // A TLB that never keeps a translation that would fault never raises a permission fault from a
+  // cached entry either: a store that finds a read-only entry (a load's fill) walks again, as
+  // QEMU's softmmu refills on a write miss (tlb_fill) before it raises the fault.
+  auto usable = [&](const TlbEntry* x) { return x && (p_.cache_faulting_entries || !write || x->writable); };
   const TlbEntry* e = l1.lookup(va, asid);
+  if (!usable(e)) e = nullptr;
   if (!e && l2_) {
     when += l2_->latency();
     if (spec && when >= limit) return r;
-    if (const TlbEntry* e2 = l2_->lookup(va, asid)) {
+    if (const TlbEntry* e2 = l2_->lookup(va, asid); usable(e2)) {
       TlbEntry copy = *e2;
       copy.speculative = spec;
       e = l1.fill(va, copy);
@@ -168,11 +178,11 @@ OooCore::Issue OooCore::issue(const wl::Uop& u, uint64_t seq, uint64_t limit, bo
   // Allocation: width, fences, a free ROB entry, a store- or load-buffer entry.
   uint64_t a = alloc_in_cycle_ >= p_.alloc_width ? alloc_cycle_ + 1 : alloc_cycle_;
   a = std::max(a, no_issue_before_);
-  if (seq >= p_.rob) a = std::max(a, rob_free_[(seq - p_.rob) % p_.rob] + 1);
+  if (seq >= p_.rob) a = std::max(a, rob_free_[(seq - p_.rob) & rob_mask_] + 1);
   const bool is_store = u.kind == wl::UopKind::Store;
   const bool is_load = u.kind == wl::UopKind::Load;
-  if (is_store && st_ord_ >= p_.store_buffer) a = std::max(a, sb_free_[st_ord_ % p_.store_buffer]);
-  if (is_load && ld_ord_ >= p_.load_buffer) a = std::max(a, lb_free_[ld_ord_ % p_.load_buffer] + 1);
+  if (is_store && st_ord_ >= p_.store_buffer) a = std::max(a, sb_free_[(st_ord_ - p_.store_buffer) & sb_mask_]);
+  if (is_load && ld_ord_ >= p_.load_buffer) a = std::max(a, lb_free_[(ld_ord_ - p_.load_buffer) & lb_mask_] + 1);
   if (a >= limit) return is;
   if (a > alloc_cycle_) {
     alloc_cycle_ = a;
@@ -220,14 +230,14 @@ OooCore::Issue OooCore::issue(const wl::Uop& u, uint64_t seq, uint64_t limit, bo
   prev_done_ = is.done;
   older_done_max_ = std::max(older_done_max_, is.done);
   if (is_store) {
-    set_slot(&sb_free_[st_ord_ % p_.store_buffer], kNever);  // until it drains
+    set_slot(&sb_free_[st_ord_ & sb_mask_], kNever);  // until it drains
     ++st_ord_;
   }
   if (is_load) {
-    set_slot(&lb_free_[ld_ord_ % p_.load_buffer], kNever);
+    set_slot(&lb_free_[ld_ord_ & lb_mask_], kNever);
     ++ld_ord_;
   }
-  set_slot(&rob_free_[seq % p_.rob], kNever);
+  set_slot(&rob_free_[seq & rob_mask_], kNever);
   return is;
 }
 
@@ -280,16 +290,17 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
       uint64_t ds = std::max(r + 1, last_drain_ + 1);
       uint32_t lat = caches_.access(pa, true);
       if (lat > caches_.latency(MemoryHierarchy::L1D)) {
-        uint64_t& fb = fb_free_[fb_next_++ % p_.fill_buffers];
+        uint64_t& fb = fb_free_[fb_next_];
+        if (++fb_next_ == fb_free_.size()) fb_next_ = 0;
         ds = std::max(ds, fb);
         fb = ds + lat;
       }
       last_drain_ = ds;
-      sb_free_[(st_ord_ - 1) % p_.store_buffer] = ds + lat;
+      sb_free_[(st_ord_ - 1) & sb_mask_] = ds + lat;
       break;
     }
     case wl::UopKind::Load:
-      lb_free_[(ld_ord_ - 1) % p_.load_buffer] = r;
+      lb_free_[(ld_ord_ - 1) & lb_mask_] = r;
       break;
     case wl::UopKind::Lfence:
       no_issue_before_ = r + 1;
@@ -317,7 +328,7 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
     fault_seq_ = ~uint64_t(0);
     fault_repeats_ = 0;
   }
-  rob_free_[seq % p_.rob] = r;
+  rob_free_[seq & rob_mask_] = r;
   last_retire_ = r;
   advance_cycles(r);
   uops_->inc();
@@ -326,19 +337,33 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
 [[noreturn]] void OooCore::watchdog(const wl::Uop& u, uint64_t syndrome) {
   pg::Walk w = pg::walk(isa_, mem_, ctx_.root_pa, u.addr);
   uint64_t pte = w.nsteps ? w.steps[w.nsteps - 1].entry : 0;
+  const bool pte_permits = w.result == pg::Walk::Ok && w.user &&
+                           (u.kind != wl::UopKind::Store || w.writable);
   std::string tlb;
-  for (Tlb* t : {&l1_load_, &l1_store_, l2_}) {
+  bool stale = false;
+  const bool one_l1 = &l1_store_ == &l1_load_;  // arm64: one L1 DTLB for loads and stores
+  for (Tlb* t : {&l1_load_, one_l1 ? nullptr : &l1_store_, l2_}) {
     if (!t) continue;
-    if (const TlbEntry* e = t->probe(u.addr, ctx_.asid))
-      tlb += fmt::format(" {}: va {:#x} pa {:#x} size {} {}{};", t->name(), e->vbase, e->pbase,
-                         page_size_name(e->size), e->writable ? "rw" : "ro", e->dirty ? " dirty" : "");
+    if (const TlbEntry* e = t->probe(u.addr, ctx_.asid)) {
+      tlb += fmt::format("{}{}: va {:#x} pa {:#x} size {} {}{}", tlb.empty() ? "" : "; ", t->name(),
+                         e->vbase, e->pbase, page_size_name(e->size), e->writable ? "rw" : "ro",
+                         e->dirty ? " dirty" : "");
+      stale = stale || (u.kind == wl::UopKind::Store && !e->writable && pte_permits);
+    }
   }
-  panic("watchdog: cpu {} task {} faults {} times in a row at address {:#x} (ip {:#x}, syndrome "
-        "{:#x}) without progress: the PTE is {:#x} ({}), the TLB holds{} — the kernel's fault "
-        "handling does not remove what makes the access fault (a livelock)",
-        cpu_, ctx_.task.pid, fault_repeats_, u.addr, u.ip, syndrome, pte,
+  panic("watchdog: cpu {} task {}: the {} at address {:#x} (ip {:#x}) faulted {} times in a row "
+        "(syndrome {:#x}) without progress. The PTE is {:#x} ({}); the TLB holds {}.{} The kernel's "
+        "fault handling does not remove what makes the access fault: a livelock of the simulated "
+        "system (core.fault_repeat_limit = {})",
+        cpu_, ctx_.task.pid, u.kind == wl::UopKind::Store ? "store" : "access", u.addr, u.ip,
+        fault_repeats_, syndrome, pte,
         w.result == pg::Walk::Ok ? (w.writable ? "writable" : "read-only") : "not present",
-        tlb.empty() ? " nothing for it;" : tlb);
+        tlb.empty() ? "nothing for it" : tlb,
+        stale ? " The PTE permits the store but a cached read-only entry does not: a stale TLB "
+                "entry that no TLBI removed (a fault does not invalidate it when "
+                "core.fault_invalidates = false; arm64 relies on the kernel's TLBI)."
+              : "",
+        p_.fault_repeat_limit);
 }
 
 // The micro-op at the head faulted: let the younger ones run until the flush, squash them, take
@@ -346,6 +371,9 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
 void OooCore::restore(const Snapshot& b) {
   for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) *it->slot = it->old;
   undo_.clear();
+  rob_free_[seq_ & rob_mask_] = b.rob_slot;
+  sb_free_[b.st_ord & sb_mask_] = b.sb_slot;
+  lb_free_[b.ld_ord & lb_mask_] = b.lb_slot;
   alloc_cycle_ = b.alloc_cycle;
   alloc_in_cycle_ = b.alloc_in_cycle;
   prev_done_ = b.prev_done;
@@ -364,6 +392,7 @@ void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
     // The faulting micro-op keeps its ROB and buffer entries until the flush; the younger ones
     // run meanwhile (their state changes are logged and undone below; their TLB fills stay).
     uint64_t n = 0;
+    logging_ = true;
     for (size_t j = 1; j < p_.rob; ++j) {
       if (!fetch(j + 1)) break;
       const wl::Uop& y = fetched_[j];
@@ -372,6 +401,7 @@ void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
       if (!yi.issued) break;
       ++n;
     }
+    logging_ = false;
     if (n) {
       squashes_->inc();
       squashed_uops_->inc(n);
@@ -417,7 +447,7 @@ void OooCore::do_syscall(const wl::Uop& u) {
   if (trace_) trace_->time_ps = ps(t);
   OsCall c = os_.syscall(cpu_, u, ps(t));
   uint64_t end = t + uint64_t(c.cycles + 0.5);
-  rob_free_[seq_ % p_.rob] = end;
+  rob_free_[seq_ & rob_mask_] = end;
   last_retire_ = end;
   retire_in_cycle_ = 0;
   alloc_cycle_ = end + p_.restart_delay;
@@ -464,14 +494,12 @@ bool OooCore::run_until(uint64_t cycle_limit) {
       do_syscall(u);
       continue;
     }
-    const Snapshot before = snapshot();
-    undo_.clear();
+    const Snapshot before = snapshot(seq_);
     Issue is = issue(u, seq_, kNever, false);
     if (is.fault) {
       take_fault(is, before);
       continue;
     }
-    undo_.clear();
     retire(u, seq_, is);
     fetched_.pop_front();
     ++seq_;

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "base/error.hpp"
 #include "base/hwwalk.hpp"
 #include "base/params.hpp"
 #include "base/physmem.hpp"
@@ -77,6 +78,35 @@ struct CoreParams {
   static CoreParams neoverse_n1();
 };
 
+// The micro-ops fetched and not yet retired, oldest first (a ring: no allocation per micro-op).
+class UopWindow {
+ public:
+  explicit UopWindow(size_t min_capacity) {
+    size_t c = 16;
+    while (c < min_capacity) c <<= 1;
+    buf_.resize(c);
+    mask_ = c - 1;
+  }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  wl::Uop& front() { return buf_[head_]; }
+  wl::Uop& back() { return buf_[(head_ + n_ - 1) & mask_]; }
+  wl::Uop& operator[](size_t i) { return buf_[(head_ + i) & mask_]; }
+  void push_back(const wl::Uop& u) {
+    MMUSIM_CHECK(n_ <= mask_, "micro-op window overflow ({} entries)", n_);
+    buf_[(head_ + n_++) & mask_] = u;
+  }
+  void pop_front() {
+    head_ = (head_ + 1) & mask_;
+    --n_;
+  }
+  void clear() { n_ = 0; }
+
+ private:
+  std::vector<wl::Uop> buf_;
+  size_t mask_ = 0, head_ = 0, n_ = 0;
+};
+
 class OooCore {
  public:
   // `l1_load` and `l1_store` may be the same TLB (arm64's L1 DTLB); `l2` may be null.
@@ -122,18 +152,27 @@ class OooCore {
   void retire(const wl::Uop& u, uint64_t seq, const Issue& is);
   void do_syscall(const wl::Uop& u);
   void write_store(const wl::Uop& u, uint64_t pa, uint64_t retire_cycle);
-  // Every state change issue() makes is logged, so that a fault can put the pipeline back as it
-  // was before the faulting micro-op was issued.
+  // The state changes of speculative micro-ops are logged so that a fault can put the pipeline
+  // back as it was before the faulting micro-op issued; the faulting micro-op's own are in the
+  // Snapshot taken before it issued.
   void set_slot(uint64_t* slot, uint64_t v) {
-    undo_.push_back({slot, *slot});
+    if (logging_) undo_.push_back({slot, *slot});
     *slot = v;
   }
   struct Snapshot {
     uint64_t alloc_cycle, prev_done, older_done_max, st_ord, ld_ord, no_issue_before;
     unsigned alloc_in_cycle;
+    uint64_t rob_slot, sb_slot, lb_slot;  // the slots the head micro-op may overwrite
   };
-  Snapshot snapshot() const {
-    return {alloc_cycle_, prev_done_, older_done_max_, st_ord_, ld_ord_, no_issue_before_, alloc_in_cycle_};
+  Snapshot snapshot(uint64_t seq) const {
+    return {alloc_cycle_, prev_done_, older_done_max_, st_ord_, ld_ord_, no_issue_before_,
+            alloc_in_cycle_, rob_free_[seq & rob_mask_], sb_free_[st_ord_ & sb_mask_],
+            lb_free_[ld_ord_ & lb_mask_]};
+  }
+  static size_t ring_size(size_t n) {
+    size_t c = 1;
+    while (c < n) c <<= 1;
+    return c;
   }
   void restore(const Snapshot& s);
   void take_fault(const Issue& is, const Snapshot& before);
@@ -157,7 +196,7 @@ class OooCore {
 
   bool have_task_ = false;
   RunContext ctx_;
-  std::deque<wl::Uop> fetched_;  // not yet retired, oldest first; fetched_[0] has sequence seq_
+  UopWindow fetched_;  // not yet retired, oldest first; fetched_[0] has sequence seq_
   uint64_t seq_ = 0;
   bool program_done_ = false;
 
@@ -172,9 +211,13 @@ class OooCore {
   uint64_t older_done_max_ = 0;   // latest completion among older micro-ops (RDTSCP)
   uint64_t st_ord_ = 0, ld_ord_ = 0;
   uint64_t last_drain_ = 0;
+  // Rings indexed by sequence / buffer ordinal, a power of two at least the capacity, so that the
+  // entry of the micro-op `capacity` older is still there (no division on the per-uop path).
   std::vector<uint64_t> rob_free_, sb_free_, lb_free_, fb_free_;
+  uint64_t rob_mask_, sb_mask_, lb_mask_, fb_mask_;
   uint64_t fb_next_ = 0;
   std::vector<Undo> undo_;
+  bool logging_ = false;
 
   // Faults and measurement.
   uint64_t fault_seq_ = ~uint64_t(0);

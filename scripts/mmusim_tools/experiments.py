@@ -1,0 +1,335 @@
+"""The reference experiments of EXPERIMENTS.md as runs of mmusim, with the measured values of the
+calibration experiments.
+
+Source of every measured value below: /work/shared/reference/EXPERIMENTS.md ("Reference
+experiments", section "Calibration", tables C1 and C2 and the text of C3 and C4), the measurements
+published with the kernel patches in shared/reference/patches/. They are copied here verbatim
+(C1 times are the medians of the two boots of each kernel, "29.7 / 30.1"; C2 ranges "5,400-5,700"
+are kept as ranges). The validation experiments (V1-V11) have no values in the repository: the
+script prints the model's predictions only.
+"""
+
+import glob
+import os
+
+from .runner import SOURCE_DIR
+
+MB = 1 << 20
+GB = 1 << 30
+
+EXPERIMENTS_MD = "shared/reference/EXPERIMENTS.md"
+
+
+class Measured:
+    """A measured value as published (text) and the number a simulated value is compared with
+    (the mean of two boots, the middle of a range, or the value itself)."""
+
+    def __init__(self, text, ref, derived=None):
+        self.text = text
+        self.ref = ref
+        self.derived = derived  # how it was derived from the published numbers, if it was
+
+    @staticmethod
+    def one(v, text=None):
+        return Measured(text or f"{v:,}", float(v))
+
+    @staticmethod
+    def pair(a, b):
+        """Two boots of one kernel: both shown, compared with their mean."""
+        return Measured(f"{a} / {b}", (a + b) / 2.0)
+
+    @staticmethod
+    def range(a, b):
+        return Measured(f"{a:,}\u2013{b:,}", (a + b) / 2.0)
+
+    @staticmethod
+    def about(v, text=None):
+        return Measured("about " + (text or f"{v:,}"), float(v))
+
+
+class Metric:
+    """A column of a table: `key` is the stat (or per case, see Case.stats), `factor` converts the
+    stat's unit to the shown one, `extensive` says the value scales with workload.size."""
+
+    def __init__(self, mid, label, unit="", factor=1.0, extensive=True, digits=0):
+        self.id = mid
+        self.label = label
+        self.unit = unit
+        self.factor = factor
+        self.extensive = extensive
+        self.digits = digits
+
+
+class Case:
+    """A row: one run (config + settings) and, per metric, the stat key and the measured value."""
+
+    def __init__(self, case, variant, config, sets, stats, measured=None, note=None):
+        self.case = case
+        self.variant = variant
+        self.config = config
+        self.sets = list(sets)
+        self.stats = stats  # metric id -> stat key
+        self.measured = measured or {}  # metric id -> Measured
+        self.note = note
+
+
+class Experiment:
+    def __init__(self, eid, title, kind, size, metrics, cases, note=None, case_header="case",
+                 variant_header="variant", skip=None):
+        self.id = eid
+        self.title = title
+        self.kind = kind  # "calibration" | "validation"
+        self.size = size  # the experiment's own workload.size in bytes
+        self.metrics = metrics
+        self.cases = cases
+        self.note = note
+        self.case_header = case_header
+        self.variant_header = variant_header
+        self.skip = skip  # a reason the experiment cannot run here (e.g. its config is missing)
+
+
+def exp_config(name):
+    return os.path.join(SOURCE_DIR, "configs", "experiments", name)
+
+
+FOLIOS_C1 = [("4K", "4K pages"), ("64K", "64K mTHP"), ("1M", "1M mTHP"),
+             ("2M-pte", "2M THP, PTE-mapped"), ("2M-pmd", "2M THP, PMD-mapped")]
+VARIANTS = [("off", "baseline"), ("pagetable", "patched")]
+
+# C1 (EXPERIMENTS.md, table C1): folio -> (faults baseline, faults patched, time ms baseline
+# (boot 1, boot 2), time ms patched (boot 1, boot 2)).
+C1_MEASURED = {
+    "4K": (65601, 65601, (29.7, 30.1), (30.0, 31.1)),
+    "64K": (65601, 4161, (29.4, 29.7), (5.5, 5.6)),
+    "1M": (65601, 321, (29.3, 29.8), (3.9, 3.9)),
+    "2M-pte": (65601, 193, (29.9, 29.2), (3.8, 3.9)),
+    "2M-pmd": (193, 193, (2.5, 2.5), (2.5, 2.6)),
+}
+# "the 65 faults beyond the region's pages come from the benchmark's own bookkeeping"
+C1_BOOKKEEPING_FAULTS = 65
+
+# C2 (EXPERIMENTS.md, table C2 and the sentence below it), median latencies in ns.
+C2_REUSE_4K_MAINLINE = 420
+C2_REUSE_PATCHED = {"64K": Measured.one(730), "1M": Measured.range(5400, 5700),
+                    "2M-pte": Measured.range(10000, 10500)}
+C2_ALLOC = {"64K": Measured.one(4600), "1M": Measured.range(63000, 68000),
+            "2M-pte": Measured.one(126000)}
+C2_COPY = {"64K": Measured.one(1500), "1M": Measured.one(1500), "2M-pte": Measured.one(1500)}
+
+# C3 (EXPERIMENTS.md, text of C3): 64K mTHP, patched. "about 65,400 faults and 29 ms"; with an
+# LFENCE after every store "about 4,100 faults and 4 ms".
+C3_NOBARRIER = (65400, 29.0)
+C3_LFENCE = (4100, 4.0)
+
+# C4 (EXPERIMENTS.md, text of C4): 512 contpte blocks; mainline calls contpte_convert() 512 times,
+# the patched kernel none. "Fault counts are the same as in C1": one per page (mainline), one per
+# folio (patched).
+C4_CONVERT = {"off": 512, "pagetable": 0}
+
+ALL_IDS = ["C1", "C2", "C3", "C4", "V1", "V3", "V4", "V5", "V6", "V7", "V11"]
+
+T_FAULTS = Metric("faults", "faults", "", 1.0, True)
+T_REGION = Metric("region", "faults in region", "", 1.0, True)
+T_SPUR = Metric("spurious", "spurious faults", "", 1.0, True)
+T_TIME = Metric("time", "time", "ms", 1e-6, True, 2)
+
+
+def folio_sets(folio, wp):
+    return [("workload.folio", folio), ("kernel.wp_reuse", wp)]
+
+
+def c1():
+    cases = []
+    for folio, label in FOLIOS_C1:
+        fb, fp, tb, tp = C1_MEASURED[folio]
+        for wp, var in VARIANTS:
+            faults = fb if wp == "off" else fp
+            times = tb if wp == "off" else tp
+            region = Measured(f"{faults - C1_BOOKKEEPING_FAULTS:,}",
+                              float(faults - C1_BOOKKEEPING_FAULTS),
+                              derived=f"{faults:,} - {C1_BOOKKEEPING_FAULTS}")
+            cases.append(Case(label, var, exp_config("c1-fork-reuse-clock.cfg"),
+                              folio_sets(folio, wp),
+                              {"faults": "faults.total", "region": "faults.region",
+                               "time": "region.time_ns"},
+                              {"faults": Measured.one(faults), "region": region,
+                               "time": Measured.pair(*times)}))
+    return Experiment(
+        "C1", "One byte per page, with a clock_gettime() between the stores", "calibration",
+        256 * MB,
+        [Metric("faults", "faults (whole process)"),
+         Metric("region", "faults in region"),
+         Metric("time", "time", "ms", 1e-6, True, 2)],
+        cases,
+        note=("faults = faults.total (whole process), faults in region = faults.region; the "
+              "measured region count is derived as the published count minus the 65 faults of "
+              "the benchmark's bookkeeping. Times: region.time_ns; measured \"a / b\" are the "
+              "medians of two boots, compared with their mean."),
+        case_header="folio size")
+
+
+def c2():
+    lat = Metric("latency", "median latency", "ns", 1.0, False)
+    cases = [Case("reuse fault, mainline (one 4K PTE)", "4K pages",
+                  exp_config("c2-fault-latency-reuse.cfg"), folio_sets("4K", "off"),
+                  {"latency": "fault.latency_ns.reuse.median"},
+                  {"latency": Measured.one(C2_REUSE_4K_MAINLINE)})]
+    names = {"64K": "64K mTHP", "1M": "1M mTHP", "2M-pte": "2M THP, PTE-mapped"}
+    for folio in ["64K", "1M", "2M-pte"]:
+        cases.append(Case("reuse fault, patched (whole folio)", names[folio],
+                          exp_config("c2-fault-latency-reuse.cfg"), folio_sets(folio, "pagetable"),
+                          {"latency": "fault.latency_ns.reuse.median"},
+                          {"latency": C2_REUSE_PATCHED[folio]}))
+    for folio in ["64K", "1M", "2M-pte"]:
+        key = "fault.latency_ns.huge_alloc.median" if folio.startswith("2M") else \
+            "fault.latency_ns.alloc.median"
+        cases.append(Case("fault that allocated the folio", names[folio],
+                          exp_config("c2-fault-latency-alloc.cfg"), [("workload.folio", folio)],
+                          {"latency": key}, {"latency": C2_ALLOC[folio]}))
+    for folio in ["64K", "1M", "2M-pte"]:
+        cases.append(Case("COW fault that copies 4K", names[folio],
+                          exp_config("c2-fault-latency-copy.cfg"), [("workload.folio", folio)],
+                          {"latency": "fault.latency_ns.copy.median"}, {"latency": C2_COPY[folio]}))
+    return Experiment(
+        "C2", "Latency of single faults (medians, ns)", "calibration", 256 * MB, [lat], cases,
+        note=("fault.latency_ns.<kind>.median: reuse, alloc (mTHP) / huge_alloc (2M THP), copy. "
+              "Ranges are compared with their middle."),
+        case_header="fault", variant_header="folio size")
+
+
+def c3():
+    cases = []
+    for cfg, var, (faults, ms) in [("c3-fork-reuse-nobarrier.cfg", "no barrier", C3_NOBARRIER),
+                                   ("c3-fork-reuse-lfence.cfg", "LFENCE", C3_LFENCE)]:
+        cases.append(Case("64K mTHP, patched", var, exp_config(cfg), [],
+                          {"faults": "faults.total", "spurious": "faults.spurious",
+                           "time": "region.time_ns"},
+                          {"faults": Measured.about(faults), "time": Measured.about(ms, f"{ms:g}")}))
+    return Experiment("C3", "The ascending store loop without a barrier, and LFENCE", "calibration",
+                      256 * MB, [T_FAULTS, T_SPUR, T_TIME], cases,
+                      note="faults.total, faults.spurious (not published: \"most of them\"), "
+                           "region.time_ns.", variant_header="loop")
+
+
+def c4():
+    files = sorted(glob.glob(exp_config("c4-*.cfg")))
+    preferred = exp_config("c4-contpte-qemu.cfg")
+    cfg = preferred if preferred in files else next(
+        (f for f in files if "hazard" not in os.path.basename(f)), None)
+    metrics = [Metric("convert", "contpte_convert()", "", 1.0, True), T_REGION]
+    if cfg is None:
+        return Experiment("C4", "arm64 contpte (QEMU, counters only)", "calibration", 32 * MB,
+                          metrics, [], skip="no configs/experiments/c4-*.cfg in this tree yet")
+    size = 32 * MB
+    cases = []
+    pages = size // 4096
+    for wp, var in VARIANTS:
+        faults = pages if wp == "off" else size // (64 * 1024)
+        cases.append(Case("64K mTHP, 512 contpte blocks", var, cfg, [("kernel.wp_reuse", wp)],
+                          {"convert": "kernel.contpte_convert", "region": "faults.region"},
+                          {"convert": Measured.one(C4_CONVERT[wp]),
+                           "region": Measured(f"{faults:,}", float(faults),
+                                              derived="as C1: one per page / one per folio")}))
+    return Experiment("C4", "arm64 contpte (QEMU, counters only)", "calibration", size, metrics,
+                      cases, note=(f"config {os.path.relpath(cfg, SOURCE_DIR)}; kernel.contpte_convert "
+                                   "and faults.region (expected as C1: one fault per page "
+                                   "mainline, one per 64K folio patched)."))
+
+
+def v_cases(config, rows, variants=VARIANTS, stats=None, extra_sets=()):
+    stats = stats or {"faults": "faults.total", "spurious": "faults.spurious",
+                      "time": "region.time_ns"}
+    cases = []
+    for label, sets in rows:
+        for wp, var in variants:
+            cases.append(Case(label, var, exp_config(config),
+                              list(extra_sets) + list(sets) + [("kernel.wp_reuse", wp)], stats))
+    return cases
+
+
+def v1():
+    rows = [(label, [("workload.folio", f)]) for f, label in FOLIOS_C1 if f != "1M"]
+    return Experiment("V1", "memset() pass", "validation", 256 * MB, [T_FAULTS, T_SPUR, T_TIME],
+                      v_cases("v1-memset.cfg", rows), case_header="folio size")
+
+
+def v3():
+    return Experiment("V3", "Read, then store (64K mTHP)", "validation", 256 * MB,
+                      [T_FAULTS, T_SPUR, T_TIME],
+                      v_cases("v3-read-then-store.cfg", [("64K mTHP", [])]),
+                      case_header="folio size")
+
+
+def v4():
+    stats = {"faults": "faults.total", "spurious": "faults.spurious", "hmf": "kernel.handle_mm_fault",
+             "wp": "kernel.do_wp_page", "time": "region.time_ns"}
+    cases = []
+    for cfg, mode in [("v4-reuse-byte-1g.cfg", "reuse-byte"), ("v4-reuse-memset-1g.cfg", "reuse")]:
+        for folio, label in [("64K", "64K"), ("2M-pte", "2M")]:
+            cases += v_cases(cfg, [(f"{mode}, {label}", [("workload.folio", folio)])], stats=stats)
+    return Experiment("V4", "reuse-byte and reuse modes, 1 GiB", "validation", 1 * GB,
+                      [T_FAULTS, T_SPUR, Metric("hmf", "handle_mm_fault()"),
+                       Metric("wp", "do_wp_page()"), T_TIME], cases,
+                      case_header="mode, folio")
+
+
+def v5():
+    cases = []
+    for cfg, var in [("v5-pmd-nobarrier.cfg", "no barrier"), ("v5-pmd-lfence.cfg", "LFENCE")]:
+        cases.append(Case("128 PMD-mapped 2M THPs", var, exp_config(cfg), [],
+                          {"faults": "faults.total", "spurious": "faults.spurious",
+                           "time": "region.time_ns"}))
+    return Experiment("V5", "PMD-mapped THP, without and with LFENCE", "validation", 256 * MB,
+                      [T_FAULTS, T_SPUR, T_TIME], cases, variant_header="loop")
+
+
+def v6():
+    lat = Metric("latency", "reuse latency (median)", "ns", 1.0, False)
+    stats = {"faults": "faults.total", "spurious": "faults.spurious", "time": "region.time_ns",
+             "latency": "fault.latency_ns.reuse.median"}
+    variants = [("pagetable", "pagetable"), ("pagetable+flush", "pagetable+flush")]
+    cases = []
+    for cfg, label in [("v6-flush-seq-byte.cfg", "ascending loop"),
+                       ("v6-flush-read-then-store.cfg", "read-then-store"),
+                       ("v6-flush-memset.cfg", "memset"),
+                       ("v6-flush-reuse-latency.cfg", "reuse fault latency (C2)"),
+                       ("v6-flush-c1.cfg", "C1 pass")]:
+        cases += v_cases(cfg, [(label, [])], variants=variants, stats=stats)
+    return Experiment("V6", "Flush experiment (pagetable+flush), 64K mTHP", "validation", 256 * MB,
+                      [T_FAULTS, T_SPUR, T_TIME, lat], cases, case_header="loop")
+
+
+def v7():
+    variants = [("block16", "block16"), ("pagetable", "pagetable")]
+    cases = []
+    for cfg, label in [("v7-block16-seq-1m.cfg", "in order, 1M"),
+                       ("v7-block16-seq-2m.cfg", "in order, 2M"),
+                       ("v7-block16-random-2m.cfg", "random order, 2M"),
+                       ("v7-block16-memset-2m.cfg", "memset, 2M"),
+                       ("v7-block16-threads8-random-2m.cfg", "8 threads random, 2M"),
+                       ("v7-block16-stride64k-2m.cfg", "one store per 64K, 2M"),
+                       ("v7-block16-stride2m-2m.cfg", "one store per 2M, 2M")]:
+        cases += v_cases(cfg, [(label, [])], variants=variants)
+    return Experiment("V7", "16 PTEs vs the whole folio (block16 vs pagetable)", "validation",
+                      256 * MB, [T_FAULTS, T_SPUR, T_TIME], cases, case_header="pass")
+
+
+def v11():
+    t = Metric("time", "fork() time", "ms", 1e-6, True, 3)
+    cases = []
+    for folio, label in [("4K", "order-0 pages"), ("2M-pte", "2M THP, PTE-mapped")]:
+        for copy in ["per-pte", "batched"]:
+            cases.append(Case(label, copy, exp_config("v11-fork-time.cfg"),
+                              [("workload.folio", folio), ("kernel.fork_copy", copy)],
+                              {"time": "region.time_ns"}))
+    return Experiment("V11", "fork() time, 1 GiB", "validation", 1 * GB, [t], cases,
+                      case_header="folio", variant_header="fork_copy")
+
+
+BUILDERS = {"C1": c1, "C2": c2, "C3": c3, "C4": c4, "V1": v1, "V3": v3, "V4": v4, "V5": v5,
+            "V6": v6, "V7": v7, "V11": v11}
+
+
+def experiments(ids=None):
+    ids = ids or ALL_IDS
+    return [BUILDERS[i]() for i in ids]
