@@ -23,6 +23,14 @@ class InternalError : public std::runtime_error {
   explicit InternalError(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+// Not a bug of the simulator: the simulated system broke a liveness invariant (the watchdog found
+// an access that faults again and again, PORTMAP §3.3 item 9). Exit status 1, like a broken
+// invariant, with a message that says so.
+class SimulatedSystemError : public InternalError {
+ public:
+  explicit SimulatedSystemError(const std::string& msg) : InternalError(msg) {}
+};
+
 template <typename... Args>
 [[noreturn]] void fatal(fmt::format_string<Args...> f, Args&&... args) {
   throw UserError(fmt::format(f, std::forward<Args>(args)...));

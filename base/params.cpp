@@ -441,6 +441,13 @@ void Config::apply_default(const ParamSpec& spec) {
   settings_[spec.key] = std::move(st);
 }
 
+bool Config::from_other_platform_file(const std::string& origin) const {
+  auto colon = origin.rfind(':');
+  if (colon == std::string::npos) return false;
+  auto fv = file_variant_.find(origin.substr(0, colon));
+  return fv != file_variant_.end() && fv->second != variant_;
+}
+
 void Config::check_variant_keys(std::vector<std::string>* skipped) const {
   for (auto& s : schema_->all()) {
     if (s.applies_to(variant_) || is_default(s.key)) continue;
@@ -492,10 +499,13 @@ void Config::set(const std::string& key, const std::string& text, const std::str
       file_variant_[origin.substr(0, colon)] = settings_[key].text;
   }
   if (key == schema_->variant_key() && settings_[key].text != variant_) {
-    // A new platform: every key still at its default takes that platform's default.
+    // A new platform: every key still at its default takes that platform's default, and so does
+    // every key set by another platform's own file (a platform config describes that platform).
     variant_ = settings_[key].text;
-    for (auto& s : schema_->all())
-      if (is_default(s.key)) apply_default(s);
+    for (auto& s : schema_->all()) {
+      if (s.key == key) continue;
+      if (is_default(s.key) || from_other_platform_file(settings_[s.key].origin)) apply_default(s);
+    }
   }
 }
 

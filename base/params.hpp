@@ -155,6 +155,8 @@ class Config {
  private:
   void load_file_inner(const std::string& path, std::vector<std::string>& stack);
   void apply_default(const ParamSpec& spec);
+  // `origin` is a line of a config file that selected another platform than the current one.
+  bool from_other_platform_file(const std::string& origin) const;
 
   const Schema* schema_;
   std::map<std::string, Setting, std::less<>> settings_;

@@ -102,8 +102,11 @@ void print_list(const Schema& schema, std::ostream& out, bool ini) {
     } else {
       std::string def = s.default_text.empty() ? "\"\"" : s.default_text;
       if (!s.variant_defaults.empty()) {
-        def.clear();
-        for (auto& [v, d] : s.variant_defaults) def += (def.empty() ? "" : ", ") + d + " (" + v + ")";
+        // The generic default applies to the platforms without their own (when the key is not
+        // platform-only).
+        std::string per;
+        for (auto& [v, d] : s.variant_defaults) per += (per.empty() ? "" : ", ") + d + " (" + v + ")";
+        def = s.variants.empty() ? def + ", " + per : per;
       }
       out << fmt::format("  {:<28} {:<8} {:<12} {}\n", s.key, param_type_name(s.type), def, s.allowed());
       out << fmt::format("      {}{}\n", s.desc, s.unit.empty() ? "" : " [" + s.unit + "]");

@@ -24,6 +24,9 @@ int sc_main(int argc, char* argv[]) {
   } catch (const mmusim::UserError& e) {
     std::cerr << "mmusim: error: " << e.what() << "\n";
     return 2;
+  } catch (const mmusim::SimulatedSystemError& e) {
+    std::cerr << "mmusim: the simulated system failed: " << e.what() << "\n";
+    return 1;
   } catch (const mmusim::InternalError& e) {
     std::cerr << "mmusim: internal error (a bug in the simulator): " << e.what() << "\n";
     return 1;

@@ -351,7 +351,7 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
       stale = stale || (u.kind == wl::UopKind::Store && !e->writable && pte_permits);
     }
   }
-  panic("watchdog: cpu {} task {}: the {} at address {:#x} (ip {:#x}) faulted {} times in a row "
+  throw SimulatedSystemError(fmt::format("watchdog: cpu {} task {}: the {} at address {:#x} (ip {:#x}) faulted {} times in a row "
         "(syndrome {:#x}) without progress. The PTE is {:#x} ({}); the TLB holds {}.{} The kernel's "
         "fault handling does not remove what makes the access fault: a livelock of the simulated "
         "system (core.fault_repeat_limit = {})",
@@ -363,7 +363,7 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
                 "entry that no TLBI removed (a fault does not invalidate it when "
                 "core.fault_invalidates = false; arm64 relies on the kernel's TLBI)."
               : "",
-        p_.fault_repeat_limit);
+        p_.fault_repeat_limit));
 }
 
 // The micro-op at the head faulted: let the younger ones run until the flush, squash them, take

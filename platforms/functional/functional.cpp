@@ -68,6 +68,20 @@ void FunctionalPlatform::execute(SimTask& t, const wl::Uop& u) {
 }
 
 void FunctionalPlatform::run() {
+  // An error inside the SC_THREAD would reach SystemC's report handler and lose its type (and so
+  // its exit status): keep it, stop the simulation, and rethrow it from finish().
+  try {
+    run_program();
+  } catch (const sc_core::sc_unwind_exception&) {
+    throw;
+  } catch (...) {
+    error_ = std::current_exception();
+    sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+    sc_core::sc_stop();
+  }
+}
+
+void FunctionalPlatform::run_program() {
   const uint64_t max_uops = sys_.platform().max_uops;
   for (;;) {
     double sw = 0;
@@ -92,6 +106,7 @@ void FunctionalPlatform::run() {
 }
 
 void FunctionalPlatform::finish(double host_seconds) {
+  if (error_) std::rethrow_exception(error_);
   sys_.finish(sys_.cycles_to_ps(now_cycles_), uops_.value(), host_seconds);
 }
 

@@ -5,6 +5,7 @@
 // plus the kernel's cost account: useful to check kernel logic and count faults fast.
 #pragma once
 
+#include <exception>
 #include <memory>
 
 #include "kernel_mm/hw.hpp"
@@ -29,7 +30,9 @@ class FunctionalPlatform : public Platform {
 
  private:
   void run();
+  void run_program();
   void execute(SimTask& t, const wl::Uop& u);
+  std::exception_ptr error_;
 
   kmm::NullMmuHw hw_;
   FunctionalParams fp_;
