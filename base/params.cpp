@@ -500,11 +500,15 @@ void Config::set(const std::string& key, const std::string& text, const std::str
   }
   if (key == schema_->variant_key() && settings_[key].text != variant_) {
     // A new platform: every key still at its default takes that platform's default, and so does
-    // every key set by another platform's own file (a platform config describes that platform).
+    // every platform-dependent key set by another platform's own file (a platform config
+    // describes that platform's hardware; its other settings stay).
     variant_ = settings_[key].text;
     for (auto& s : schema_->all()) {
       if (s.key == key) continue;
-      if (is_default(s.key) || from_other_platform_file(settings_[s.key].origin)) apply_default(s);
+      const bool platform_dependent = !s.variants.empty() || !s.variant_defaults.empty();
+      if (is_default(s.key) ||
+          (platform_dependent && from_other_platform_file(settings_[s.key].origin)))
+        apply_default(s);
     }
   }
 }
