@@ -41,6 +41,7 @@ namespace kmm {
   X(syscall, "100cyc", "system call entry and exit")                                                 \
   X(fork_fixed, "20000cyc", "fork(): task and mm creation outside the page-table copy (copy_process, dup_mm)") \
   X(exit_fixed, "10000cyc", "exit(): task teardown outside the page tables")                      \
+  X(thread_fixed, "8000cyc", "clone() of a thread (CLONE_VM): task creation without an mm copy [U]") \
   X(vma_op, "500cyc", "one VMA created, copied, split or freed")                                     \
   X(ctx_switch, "2000cyc", "a context switch between tasks")
 
@@ -56,11 +57,18 @@ const char* cost_name(Cost c);
 
 struct CostAccount {
   std::array<uint64_t, kNumCosts> n{};
+  // Cycles the hardware adds beyond the items' prices (broadcast TLBI contention, waits for
+  // kernel locks held by other CPUs): the platform computes them, the account carries them.
+  double extra_cycles = 0;
   void charge(Cost c, uint64_t k = 1) { n[static_cast<size_t>(c)] += k; }
   uint64_t operator[](Cost c) const { return n[static_cast<size_t>(c)]; }
-  void clear() { n.fill(0); }
+  void clear() {
+    n.fill(0);
+    extra_cycles = 0;
+  }
   void add(const CostAccount& o) {
     for (size_t i = 0; i < kNumCosts; ++i) n[i] += o.n[i];
+    extra_cycles += o.extra_cycles;
   }
 };
 
@@ -69,8 +77,9 @@ struct CostModel {
   std::array<mmusim::Duration, kNumCosts> d{};
   void visit(mmusim::Params& p);
   const mmusim::Duration& operator[](Cost c) const { return d[static_cast<size_t>(c)]; }
-  // Time of an account at `ghz`, in cycles (fractional cycles kept).
+  // Time of an account at `ghz`, in cycles (fractional cycles kept), extra cycles included.
   double cycles(const CostAccount& a, double ghz) const;
+  double price(Cost c, double ghz) const { return d[static_cast<size_t>(c)].cycles(ghz); }
 };
 
 }  // namespace kmm

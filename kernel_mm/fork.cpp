@@ -68,6 +68,29 @@ task_struct* Kernel::create_process(const std::string& comm) {
 
 // sys_fork() -> kernel_clone() -> copy_process() (kernel/fork.c): a new task and, through
 // copy_mm() -> dup_mm(), a copy of the parent's address space.
+// clone(CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD) as pthread_create()
+// does: copy_process() without copy_mm()'s dup_mm(): the new task shares the mm (mmget()).
+task_struct* Kernel::sys_clone_thread(task_struct* parent) {
+  charge(Cost::syscall);
+  charge(Cost::thread_fixed);
+  mm_struct* mm = parent->mm;
+  MMUSIM_CHECK(mm, "clone of a task without an mm");
+  ++mm->mm_users;  // mmget()
+  auto t = std::make_unique<task_struct>();
+  t->pid = next_pid_++;
+  t->tgid = parent->tgid;
+  t->comm = parent->comm;
+  t->mm = mm;
+  t->cpu = parent->cpu;
+  t->state = TaskState::Runnable;
+  t->parent = parent;  // so that the creator can reap it (pthread_join's role here)
+  task_struct* child = t.get();
+  tasks_.push_back(std::move(t));
+  trace_event("clone", {mmusim::TraceField::dec("parent_pid", uint64_t(parent->pid)),
+                        mmusim::TraceField::dec("child_pid", uint64_t(child->pid))});
+  return child;
+}
+
 task_struct* Kernel::sys_fork(task_struct* parent) {
   charge(Cost::syscall);
   charge(Cost::fork_fixed);

@@ -28,7 +28,12 @@ class MmuHw {
   // paging-structure caches on `cpu`.
   virtual void x86_flush_pcid(int cpu, uint16_t pcid) = 0;
   // arm64: TLBI <op>; `broadcast` (the IS forms) reaches every core of the inner-shareable domain.
-  virtual void arm64_tlbi(int cpu, TlbiOp op, uint16_t asid, uint64_t va, bool broadcast) = 0;
+  // Returns the cycles it costs beyond its price (the broadcast's contention with other cores'
+  // broadcasts); the caller adds them to the kernel's account.
+  virtual double arm64_tlbi(int cpu, TlbiOp op, uint16_t asid, uint64_t va, bool broadcast) = 0;
+  // x86: an IPI from `from` to `to` asking it to flush (flush_tlb_multi): the receiver spends the
+  // time of the interrupt.
+  virtual void x86_ipi(int from, int to) {}
   // arm64: DSB, completing earlier maintenance.
   virtual void arm64_dsb(int cpu, bool ish) = 0;
   // The kernel zeroed, copied, read or wrote `bytes` at `pa` (caches see it). Page-table entries
@@ -42,7 +47,7 @@ class NullMmuHw : public MmuHw {
  public:
   void x86_invlpg(int, uint16_t, uint64_t) override {}
   void x86_flush_pcid(int, uint16_t) override {}
-  void arm64_tlbi(int, TlbiOp, uint16_t, uint64_t, bool) override {}
+  double arm64_tlbi(int, TlbiOp, uint16_t, uint64_t, bool) override { return 0; }
   void arm64_dsb(int, bool) override {}
 };
 

@@ -92,7 +92,7 @@ void CostModel::visit(mmusim::Params& p) {
 }
 
 double CostModel::cycles(const CostAccount& a, double ghz) const {
-  double c = 0;
+  double c = a.extra_cycles;
   for (size_t i = 0; i < kNumCosts; ++i)
     if (a.n[i]) c += double(a.n[i]) * d[i].cycles(ghz);
   return c;
@@ -111,6 +111,18 @@ const char* fault_kind_name(FaultKind k) {
     case FaultKind::huge_split: return "huge_split";
     case FaultKind::zero_page: return "zero_page";
     case FaultKind::sigsegv: return "sigsegv";
+  }
+  return "?";
+}
+
+const char* lock_class_name(LockClass c) {
+  switch (c) {
+    case LockClass::mmap_lock: return "mmap_lock";
+    case LockClass::vma_lock: return "vma_lock";
+    case LockClass::ptl: return "ptl";
+    case LockClass::folio_lock: return "folio_lock";
+    case LockClass::large_mapcount: return "large_mapcount";
+    case LockClass::COUNT: break;
   }
   return "?";
 }

@@ -139,6 +139,18 @@ struct mmu_gather {
   std::vector<pfn_t> tables;
 };
 
+// Kernel locks seen by a multi-core platform: each acquisition and release during one kernel entry,
+// with the entry's kernel time so far, so that the platform can make a CPU wait for a lock another
+// CPU holds in simulated time (the port itself runs one entry at a time).
+enum class LockClass : uint8_t { mmap_lock, vma_lock, ptl, folio_lock, large_mapcount, COUNT };
+const char* lock_class_name(LockClass c);
+class LockObserver {
+ public:
+  virtual ~LockObserver() = default;
+  virtual void acquire(const void* lock, LockClass cls, bool write, double cycles_so_far) = 0;
+  virtual void release(const void* lock, LockClass cls, bool write, double cycles_so_far) = 0;
+};
+
 class Kernel {
  public:
   Kernel(const KernelParams& params, mmusim::pg::Isa isa, MmuHw& hw, mmusim::Stats& stats,
@@ -165,6 +177,8 @@ class Kernel {
   int sys_mprotect(task_struct* t, uint64_t addr, uint64_t len, int prot);
   int sys_madvise(task_struct* t, uint64_t addr, uint64_t len, int advice);
   task_struct* sys_fork(task_struct* parent);   // kernel_clone -> copy_process -> dup_mmap
+  // clone(CLONE_VM | CLONE_THREAD ...): a thread of `parent`'s process, sharing its mm.
+  task_struct* sys_clone_thread(task_struct* parent);
   void sys_exit(task_struct* t, int code);      // do_exit -> exit_mm -> mmput -> exit_mmap
   int sys_wait(task_struct* parent, task_struct* child);  // reap a zombie
   // A user page fault: the arch handler (x86 do_user_addr_fault / arm64 do_page_fault).
@@ -175,10 +189,27 @@ class Kernel {
   CostAccount take_cost() {
     CostAccount c = cost_;
     cost_.clear();
+    cycles_so_far_ = 0;
     return c;
   }
   CostAccount& cost() { return cost_; }
-  void charge(Cost c, uint64_t k = 1) { cost_.charge(c, k); }
+  void charge(Cost c, uint64_t k = 1) {
+    cost_.charge(c, k);
+    if (prices_) cycles_so_far_ += prices_->price(c, ghz_) * double(k);
+  }
+  // A platform that times kernel locks gives the kernel its price list, so that lock events carry
+  // the entry's time so far, and an observer of the locks.
+  void set_lock_timing(const CostModel* prices, double ghz, LockObserver* obs) {
+    prices_ = prices;
+    ghz_ = ghz;
+    lock_obs_ = obs;
+  }
+  void lock_event(const void* lock, LockClass cls, bool write, bool acquire) {
+    if (!lock_obs_) return;
+    double t = cycles_so_far_ + cost_.extra_cycles;
+    if (acquire) lock_obs_->acquire(lock, cls, write, t);
+    else lock_obs_->release(lock, cls, write, t);
+  }
   // The kernel read or wrote page-table entries (or other memory) through a host pointer into
   // simulated memory: the platform's caches see the lines (so the walker finds them warm).
   void pt_touch(const void* entry, size_t bytes, bool write) {
@@ -488,6 +519,10 @@ class Kernel {
   KernelCounters ctr_;
   std::unique_ptr<Arch> arch_;
   CostAccount cost_;
+  const CostModel* prices_ = nullptr;
+  double ghz_ = 1;
+  double cycles_so_far_ = 0;
+  LockObserver* lock_obs_ = nullptr;
   LockStats mmap_lock_stats_, vma_lock_stats_;
 
   uint64_t nr_frames_ = 0;

@@ -15,9 +15,28 @@ void PlatformMmuHw::x86_flush_pcid(int cpu, uint16_t pcid) {
   cores.at(size_t(cpu))->maintenance().x86_flush_pcid(pcid);
 }
 
-void PlatformMmuHw::arm64_tlbi(int cpu, kmm::TlbiOp op, uint16_t asid, uint64_t va, bool broadcast) {
+double PlatformMmuHw::arm64_tlbi(int cpu, kmm::TlbiOp op, uint16_t asid, uint64_t va, bool broadcast) {
   for (size_t i = 0; i < cores.size(); ++i)
     if (broadcast || int(i) == cpu) cores[i]->maintenance().arm64_tlbi(op, asid, va);
+  if (!broadcast || cores.size() < 2) return 0;
+  // DVM messages on the mesh: a broadcast costs more the more CPUs broadcast at the same time
+  // (UARCH C.4: latency grows almost linearly with concurrent broadcasters).
+  if (tlbi_broadcasts) tlbi_broadcasts->inc();
+  last_broadcast_ps_.resize(cores.size(), ~uint64_t(0));
+  const uint64_t now = kernel ? kernel->now_ps() : 0;
+  last_broadcast_ps_[size_t(cpu)] = now;
+  unsigned others = 0;
+  for (size_t i = 0; i < cores.size(); ++i) {
+    uint64_t t = last_broadcast_ps_[i];
+    if (int(i) != cpu && t != ~uint64_t(0) && (t > now ? t - now : now - t) <= tlbi_window_ps) ++others;
+  }
+  if (others && tlbi_contended) tlbi_contended->inc();
+  return double(others) * tlbi_contention_cycles;
+}
+
+void PlatformMmuHw::x86_ipi(int from, int to) {
+  if (ipis) ipis->inc();
+  cores.at(size_t(to))->core().interrupt(ipi_handler_cycles);
 }
 
 void PlatformMmuHw::kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool write) {
@@ -57,11 +76,27 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
   Params rd = Params::reading(cfg);
   visit_hw_params(p, rd);
   const pg::Isa isa = sys_.platform().effective_isa();
-  for (unsigned c = 0; c < sys_.platform().cores; ++c) {
+  const PlatformParams& pp = sys_.platform();
+  // Private L1D/L2, TLBs and walkers per core; one LLC for all (UARCH A.2: 25 MB shared).
+  p.caches.llc.validate();
+  llc_ = std::make_unique<hw::Cache>(p.caches.llc, stats);
+  for (unsigned c = 0; c < pp.cores; ++c) {
     std::string cname = "cpu" + std::to_string(c);
     cores_.push_back(std::make_unique<hw::CoreModule>(cname.c_str(), int(c), p, isa, os_,
-                                                      sys_.kernel().phys(), stats, &trace));
+                                                      sys_.kernel().phys(), stats, &trace, llc_.get()));
     mmu_.cores.push_back(cores_.back().get());
+  }
+  mmu_.kernel = &sys_.kernel();
+  mmu_.ipi_handler_cycles = pp.ipi_handler.cycles(pp.clock_ghz);
+  mmu_.tlbi_contention_cycles = pp.tlbi_contention.cycles(pp.clock_ghz);
+  mmu_.tlbi_window_ps = uint64_t(pp.tlbi_window.ns(pp.clock_ghz) * 1000.0);
+  if (pp.cores > 1) {
+    mmu_.ipis = &stats.counter("kernel.tlb_shootdown_ipis", "x86 TLB-shootdown IPIs sent to other CPUs");
+    mmu_.tlbi_broadcasts = &stats.counter("kernel.tlbi_broadcasts", "arm64 broadcast TLBIs (multi-core)");
+    mmu_.tlbi_contended = &stats.counter("kernel.tlbi_broadcasts_contended", "arm64 broadcast TLBIs that met another CPU's");
+    // Kernel entries in simulated-time order; idle cores wake when a task becomes runnable.
+    sys_.set_sync([this](int cpu, uint64_t ps) { cores_.at(size_t(cpu))->sync_to(ps); });
+    sys_.set_wake([this](int cpu) { cores_.at(size_t(cpu))->wake(); });
   }
   // The invariant checker sees what the TLBs cache (PORTMAP §3.3 item 8).
   sys_.kernel().set_tlb_enumerator([this](const std::function<void(const kmm::Kernel::CachedTranslation&)>& fn) {
@@ -76,9 +111,12 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
 }
 
 void HwPlatform::finish(double host_seconds) {
-  // An error a core stopped on (the watchdog, a UserError from the kernel), with its type.
   for (auto& c : cores_)
     if (c->error()) std::rethrow_exception(c->error());
+  // (An error a core stopped on — the watchdog, a UserError from the kernel — with its type, above.)
+  if (!sys_.all_exited())
+    panic("the simulation stopped with tasks that never ran to exit(): every remaining task is "
+          "blocked (a deadlock of the workload)");
   uint64_t end = 0;
   for (auto& c : cores_) end = std::max(end, c->core().now());
   sys_.finish(sys_.cycles_to_ps(double(end)), uops(), host_seconds);

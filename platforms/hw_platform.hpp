@@ -19,11 +19,22 @@ class PlatformMmuHw : public kmm::MmuHw {
  public:
   void x86_invlpg(int cpu, uint16_t pcid, uint64_t va) override;
   void x86_flush_pcid(int cpu, uint16_t pcid) override;
-  void arm64_tlbi(int cpu, kmm::TlbiOp op, uint16_t asid, uint64_t va, bool broadcast) override;
+  double arm64_tlbi(int cpu, kmm::TlbiOp op, uint16_t asid, uint64_t va, bool broadcast) override;
+  void x86_ipi(int from, int to) override;
   void arm64_dsb(int cpu, bool ish) override {}
   void kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool write) override;
   bool wants_kernel_memory() const override { return true; }
   std::vector<hw::CoreModule*> cores;
+  // Multi-core costs (platform.ipi_handler, platform.tlbi_contention/_window) and the clock.
+  double ipi_handler_cycles = 0, tlbi_contention_cycles = 0;
+  uint64_t tlbi_window_ps = 0;
+  const kmm::Kernel* kernel = nullptr;  // for the current time of a kernel entry
+  Counter* ipis = nullptr;
+  Counter* tlbi_broadcasts = nullptr;
+  Counter* tlbi_contended = nullptr;
+
+ private:
+  std::vector<uint64_t> last_broadcast_ps_;
 };
 
 // The hardware parameters of a platform (declared once per platform variant).
@@ -41,6 +52,7 @@ class HwPlatform : public Platform {
   PlatformMmuHw mmu_;
   System sys_;
   SystemOs os_;
+  std::unique_ptr<hw::Cache> llc_;  // shared by the cores
   std::vector<std::unique_ptr<hw::CoreModule>> cores_;
 };
 

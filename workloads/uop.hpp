@@ -17,12 +17,20 @@ enum class UopKind : uint8_t {
   Marker,   // a workload event that costs nothing (measured region start/end)
 };
 
-enum class Sys : uint8_t { None, Mmap, Munmap, Mprotect, Madvise, Fork, Exit, Wait, Yield };
+// Clone: a thread (arguments: the thread's index, and two words for its program); Barrier: wait
+// until `value` tasks have reached barrier `addr` (a futex-based pthread barrier's effect).
+enum class Sys : uint8_t { None, Mmap, Munmap, Mprotect, Madvise, Fork, Exit, Wait, Yield, Clone, Barrier };
 enum class Mark : uint8_t { None, RegionBegin, RegionEnd, Progress };
 
 // Flags
 inline constexpr uint16_t kUopValueFromTsc = 1u << 0;  // a store of the last Rdtscp's result
 inline constexpr uint16_t kUopDependsOnPrev = 1u << 1; // needs the previous uop's result
+inline constexpr uint16_t kUopAtBarrier = 1u << 2;     // a RegionBegin that takes effect when the
+                                                        // next barrier opens (threads start together)
+// A load whose bytes are checked (differential testing, workload random-ops): `value` holds the
+// expected bytes (little-endian, `size` <= 8), `extra` the operation number for the message. The
+// drivers throw InternalError("data integrity: ...") on a mismatch.
+inline constexpr uint16_t kUopCheckValue = 1u << 2;
 
 struct Uop {
   UopKind kind = UopKind::Alu;

@@ -139,17 +139,25 @@ class ForkReuseProgram : public StepProgram {
  public:
   explicit ForkReuseProgram(const WorkloadParams& p, bool fork_time)
       : p_(p), fork_time_(fork_time), npages_(p.size / kPage) {}
+  // Worker thread `index` of the measured pass: waits at the start barrier, does its share, exits.
+  ForkReuseProgram(const WorkloadParams& p, unsigned index, uint64_t base, uint64_t results)
+      : p_(p), fork_time_(false), npages_(p.size / kPage), thread_(index) {
+    base_ = base;
+    results_ = results;
+    phase_ = Phase::Barrier;
+  }
   double progress() const override {
     if (phase_ < Phase::Measure && p_.measure == WorkloadParams::Measure::pass) return 0;
     if (phase_ < Phase::Populate) return 0;
     if (phase_ > Phase::Measure) return 1;
-    return npages_ ? double(i_) / double(iterations_) : 1;
+    uint64_t begin = iterations_ * thread_ / (fork_time_ ? 1 : p_.threads);
+    return i_end_ > begin ? double(i_ - begin) / double(i_end_ - begin) : 1;
   }
 
  protected:
   enum class Phase {
-    MapRegion, Madvise, MapResults, Populate, SplitPmd, Fork, Wait, RegionBegin, Measure,
-    RegionEnd, ForkTimeWait, Exit, Done
+    MapRegion, Madvise, MapResults, Populate, SplitPmd, Fork, Wait, Threads, Barrier, RegionBegin,
+    Measure, Join, RegionEnd, ForkTimeWait, Exit, Done
   };
 
   bool step() override {
@@ -186,6 +194,8 @@ class ForkReuseProgram : public StepProgram {
           // The measured region is the population itself (first-touch faults that allocate the
           // folios), with the pattern's instructions; no fork follows.
           begin_measure();
+          i_ = 0;
+          i_end_ = iterations_;  // the population is one thread's
           push(marker(Mark::RegionBegin, base_, p_.size));
           phase_ = Phase::Measure;
           return true;
@@ -228,7 +238,30 @@ class ForkReuseProgram : public StepProgram {
         return true;
       case Phase::Wait:
         push(syscall(Sys::Wait, uint64_t(last_ret_)));
-        phase_ = Phase::RegionBegin;
+        phase_ = Phase::Threads;
+        return true;
+      case Phase::Threads:
+        // The threads of the measured pass, each pinned to its CPU, all started behind a barrier.
+        if (tids_.size() + 1 < p_.threads) {
+          if (clone_pending_) tids_.push_back(last_ret_);
+          if (tids_.size() + 1 < p_.threads) {
+            push(syscall(Sys::Clone, tids_.size() + 1, base_, results_));
+            clone_pending_ = true;
+            return true;
+          }
+        }
+        phase_ = p_.threads > 1 ? Phase::Barrier : Phase::RegionBegin;
+        return step();
+      case Phase::Barrier:
+        // All threads start the pass together; the measured region begins when the barrier opens.
+        if (!thread_) {
+          Uop m = marker(Mark::RegionBegin, base_, p_.size);
+          m.flags |= kUopAtBarrier;
+          push(m);
+        }
+        push(syscall(Sys::Barrier, 1, p_.threads));
+        phase_ = Phase::Measure;
+        begin_measure();
         return true;
       case Phase::RegionBegin:
         begin_measure();
@@ -236,9 +269,16 @@ class ForkReuseProgram : public StepProgram {
         phase_ = Phase::Measure;
         return true;
       case Phase::Measure:
-        if (i_ < iterations_) {
+        if (i_ < i_end_) {
           emit_iteration(i_);
           ++i_;
+          return true;
+        }
+        phase_ = thread_ ? Phase::Exit : Phase::Join;
+        return step();
+      case Phase::Join:
+        if (joined_ < tids_.size()) {
+          push(syscall(Sys::Wait, uint64_t(tids_[joined_++])));
           return true;
         }
         phase_ = Phase::RegionEnd;
@@ -259,13 +299,16 @@ class ForkReuseProgram : public StepProgram {
 
  private:
   void begin_measure() {
-    i_ = 0;
     switch (p_.pattern) {
       case Pattern::memset: iterations_ = p_.size / 64; break;
       case Pattern::stride: iterations_ = p_.size / p_.stride; break;
       case Pattern::read_then_store: iterations_ = p_.size / (16 * kPage); break;
       default: iterations_ = npages_; break;
     }
+    // Each thread takes its share of the iterations (of the random order, for random-byte).
+    const unsigned n = fork_time_ ? 1 : p_.threads;
+    i_ = iterations_ * thread_ / n;
+    i_end_ = iterations_ * (thread_ + 1) / n;
     if (p_.pattern == Pattern::random_byte) {
       order_.resize(npages_);
       for (uint64_t k = 0; k < npages_; ++k) order_[k] = uint32_t(k);
@@ -345,8 +388,12 @@ class ForkReuseProgram : public StepProgram {
   Phase phase_ = Phase::MapRegion;
   uint64_t base_ = 0, results_ = 0;
   bool results_pending_ = false;
-  uint64_t i_ = 0, iterations_ = 0;
+  uint64_t i_ = 0, i_end_ = 0, iterations_ = 0;
   std::vector<uint32_t> order_;
+  unsigned thread_ = 0;              // 0: the main thread
+  std::vector<int64_t> tids_;        // the main thread's worker threads
+  bool clone_pending_ = false;
+  size_t joined_ = 0;
 };
 
 class ForkReuseWorkload : public Workload {
@@ -358,6 +405,10 @@ class ForkReuseWorkload : public Workload {
     return std::make_unique<ForkReuseProgram>(p_, fork_time_);
   }
   std::unique_ptr<Program> child_program(unsigned) override { return std::make_unique<ExitProgram>(); }
+  std::unique_ptr<Program> thread_program(unsigned index, uint64_t base, uint64_t results) override {
+    return std::make_unique<ForkReuseProgram>(p_, index, base, results);
+  }
+  unsigned threads() const override { return p_.threads; }
   uint64_t region_bytes() const override { return p_.size; }
 
  private:
@@ -429,9 +480,13 @@ void VdsoParams::visit(Params& p) {
 
 void WorkloadParams::visit(Params& p) {
   p.enumeration("workload.name", name, WorkloadName::fork_reuse,
-                {{"fork-reuse", WorkloadName::fork_reuse}, {"fork-time", WorkloadName::fork_time}},
+                {{"fork-reuse", WorkloadName::fork_reuse}, {"fork-time", WorkloadName::fork_time},
+                 {"random-ops", WorkloadName::random_ops}},
                 "fork-reuse: populate, fork, the child exits, the parent waits, then the measured "
-                "pass; fork-time: populate, then the measured region is the fork() itself (V11)");
+                "pass; fork-time: populate, then the measured region is the fork() itself (V11); "
+                "random-ops: random mmap/munmap/mprotect/madvise/fork/exit/stores/loads over "
+                "several processes, every load checked against a reference model of memory "
+                "(differential testing; workload.ops, workload.processes, workload.max_mapped)");
   p.size("workload.size", size, "256M", 2ull << 20, 64ull << 30,
          "bytes of the measured region (a multiple of 2M)", 2ull << 20);
   p.enumeration("workload.folio", folio, FolioKind::k64K,
@@ -456,7 +511,10 @@ void WorkloadParams::visit(Params& p) {
                 "page in random order, read the 16 pages of each 64K then store to them, or one "
                 "store every workload.stride bytes");
   p.size("workload.stride", stride, "4K", 1, 1ull << 30, "bytes between stores, for pattern = stride");
-  p.integer("workload.threads", threads, 1, 1, 64, "threads of the parent sharing the measured pass");
+  p.integer("workload.threads", threads, 1, 1, 64,
+            "threads of the parent sharing the measured pass: thread i is pinned to CPU i mod "
+            "platform.cores and takes the i-th share of the pass (of the random order for "
+            "random-byte); they start together behind a barrier after the child has exited");
   p.integer("workload.loop_uops", loop_uops, 2, 0, 64,
             "loop micro-ops per store besides the store (address add, fused cmp+jcc)");
   p.integer("workload.result_entry_bytes", result_entry_bytes, 4, 1, 8,
@@ -474,21 +532,29 @@ void WorkloadParams::visit(Params& p) {
                 "folio: the workload sets the THP sysfs knobs for workload.folio (that size in "
                 "madvise mode, every other size never) and madvises the measured region, as the "
                 "reference benchmark did; config: the thp.* keys stay as configured");
+  p.integer("workload.ops", ops, 2000, 1, int64_t(1) << 40,
+            "random-ops: operations over all processes (mmap, munmap, mprotect, madvise, fork, "
+            "wait, exit, stores, loads); each child's share is taken from it when it is forked");
+  p.integer("workload.processes", processes, 4, 1, 64,
+            "random-ops: processes alive at once at most (the first one included)");
+  p.size("workload.max_mapped", max_mapped, "16M", 8ull << 20, 1ull << 40,
+         "random-ops: bytes one process has mapped at most (areas of 4K to 4M)", 4096);
   p.integer("sim.seed", seed, 1, 0, int64_t(1) << 62,
             "seed of every random choice (random-byte order); --seed sets it");
   vdso.visit(p);
 }
 
-std::unique_ptr<Workload> make_workload(const WorkloadParams& p) {
+std::unique_ptr<Workload> make_workload(const WorkloadParams& p, Stats* stats) {
   if (p.pattern == Pattern::stride && (p.stride == 0 || p.stride > p.size))
     fatal("workload.stride = {} must be in [1, workload.size]", p.stride);
-  if (p.threads != 1)
-    fatal("workload.threads = {}: multi-threaded workloads are not supported yet (the multi-core "
-          "platforms are); use 1",
+  if (p.threads > 1 && (p.name == WorkloadName::fork_time || p.measure == WorkloadParams::Measure::populate))
+    fatal("workload.threads = {}: the threads share the measured pass of fork-reuse; with "
+          "workload.name = fork-time or workload.measure = populate use 1",
           p.threads);
   switch (p.name) {
     case WorkloadName::fork_reuse: return std::make_unique<ForkReuseWorkload>(p, false);
     case WorkloadName::fork_time: return std::make_unique<ForkReuseWorkload>(p, true);
+    case WorkloadName::random_ops: return make_random_ops_workload(p, stats);
   }
   panic("unknown workload");
 }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "base/params.hpp"
+#include "base/stats.hpp"
 #include "workloads/program.hpp"
 
 namespace mmusim::wl {
@@ -18,7 +19,7 @@ enum class FolioKind : uint8_t { k4K, k64K, k1M, k2M_pte, k2M_pmd };
 enum class Pattern : uint8_t {
   seq_byte, seq_byte_clock, seq_byte_lfence, memset, random_byte, read_then_store, stride
 };
-enum class WorkloadName : uint8_t { fork_reuse, fork_time };
+enum class WorkloadName : uint8_t { fork_reuse, fork_time, random_ops };
 const char* folio_kind_name(FolioKind k);
 const char* pattern_name(Pattern p);
 unsigned folio_order(FolioKind k);  // 0, 4, 8, 9, 9
@@ -43,6 +44,9 @@ struct WorkloadParams {
   unsigned result_entry_bytes = 0; // seq-byte-clock: bytes per recorded latency
   uint64_t result_offset = 0;      // malloc's chunk header before the result array
   uint64_t seed = 0;
+  uint64_t ops = 0;                // random-ops: operations over all processes
+  unsigned processes = 0;          // random-ops: live processes at most
+  uint64_t max_mapped = 0;         // random-ops: bytes mapped per process at most
   enum class ThpFrom : uint8_t { folio, config } thp_from = ThpFrom::folio;
   enum class Measure : uint8_t { pass, populate } measure = Measure::pass;
   VdsoParams vdso;
@@ -64,10 +68,18 @@ class Workload {
   virtual std::unique_ptr<Program> main_program() = 0;
   // The program a fork() child of `parent_fork_index`-th fork runs.
   virtual std::unique_ptr<Program> child_program(unsigned fork_index) = 0;
+  // The program of thread `index` (>= 1) that the main program's Clone(index, a, b) creates.
+  virtual std::unique_ptr<Program> thread_program(unsigned index, uint64_t a, uint64_t b) {
+    return nullptr;
+  }
+  // The CPU a thread is pinned to (as the benchmarks pin them): thread i on CPU i mod cores.
+  virtual unsigned threads() const { return 1; }
   // Bytes of the measured region (for progress and faults.region).
   virtual uint64_t region_bytes() const = 0;
 };
 
-std::unique_ptr<Workload> make_workload(const WorkloadParams& p);
+// `stats` (optional): where a workload registers its own counters (random-ops: check.*).
+std::unique_ptr<Workload> make_workload(const WorkloadParams& p, Stats* stats = nullptr);
+std::unique_ptr<Workload> make_random_ops_workload(const WorkloadParams& p, Stats* stats);
 
 }  // namespace mmusim::wl

@@ -4,11 +4,11 @@
 namespace mmusim::hw {
 
 CoreModule::CoreModule(sc_core::sc_module_name n, int cpu, const CoreMmuParams& p, pg::Isa isa,
-                       Os& os, PhysMem& mem, Stats& stats, Trace* trace)
+                       Os& os, PhysMem& mem, Stats& stats, Trace* trace, Cache* shared_llc)
     : sc_core::sc_module(n), cpu_(cpu), ghz_(os.ghz()), quantum_(p.core.quantum) {
   tctx_.trace = trace;
   tctx_.cpu = cpu;
-  caches_ = std::make_unique<MemoryHierarchy>(p.caches, ghz_, stats);
+  caches_ = std::make_unique<MemoryHierarchy>(p.caches, ghz_, stats, shared_llc);
   l1_load_ = std::make_unique<Tlb>(p.l1.at(0), stats, &tctx_);
   if (p.l1.size() > 1) {
     l1_store_owned_ = std::make_unique<Tlb>(p.l1.at(1), stats, &tctx_);
@@ -33,15 +33,17 @@ void CoreModule::run() {
   // The core runs a quantum ahead of SystemC time, then waits for the kernel of SystemC to catch
   // up (tlm_quantumkeeper style). A single-core platform synchronises only for the time base.
   try {
-    uint64_t synced = 0;
     for (;;) {
-      bool more = core_->run_until(synced + quantum_);
-      uint64_t t = core_->now();
-      if (t > synced) {
-        sc_core::wait(sc_core::sc_time(double(t - synced) * 1000.0 / ghz_, sc_core::SC_PS));
-        synced = t;
+      const uint64_t base = uint64_t(sc_core::sc_time_stamp().to_seconds() * ghz_ * 1e9 + 0.5);
+      OooCore::Run r = core_->run_until(std::max(base, core_->now()) + quantum_);
+      sync_to(uint64_t(double(core_->now()) * 1000.0 / ghz_ + 0.5));
+      if (r == OooCore::Run::Done) break;
+      if (r == OooCore::Run::Idle) {
+        // Nothing to run here until another core makes a task runnable (fork, clone, a barrier,
+        // a wake-up) or every task has exited.
+        sc_core::wait(work_);
+        core_->resume_at(uint64_t(sc_core::sc_time_stamp().to_seconds() * ghz_ * 1e9 + 0.5));
       }
-      if (!more) break;
     }
   } catch (const sc_core::sc_unwind_exception&) {
     throw;  // SystemC's own (process kill/reset)
@@ -54,6 +56,11 @@ void CoreModule::run() {
     sc_core::sc_stop();
   }
   done_ = true;
+}
+
+void CoreModule::sync_to(uint64_t now_ps) {
+  const sc_core::sc_time target(double(now_ps), sc_core::SC_PS);
+  if (target > sc_core::sc_time_stamp()) sc_core::wait(target - sc_core::sc_time_stamp());
 }
 
 }  // namespace mmusim::hw

@@ -31,8 +31,9 @@ struct CoreMmuParams {
 class CoreModule : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(CoreModule);
+  // `shared_llc`: the last-level cache all cores share (null: this core has its own).
   CoreModule(sc_core::sc_module_name n, int cpu, const CoreMmuParams& p, pg::Isa isa, Os& os,
-             PhysMem& mem, Stats& stats, Trace* trace);
+             PhysMem& mem, Stats& stats, Trace* trace, Cache* shared_llc = nullptr);
 
   Tlb& l1_load() { return *l1_load_; }
   Tlb& l1_store() { return *l1_store_; }
@@ -43,6 +44,11 @@ class CoreModule : public sc_core::sc_module {
   // What each TLB-maintenance operation does to this core's TLBs and paging-structure caches.
   TranslationCaches& maintenance() { return *maint_; }
   bool done() const { return done_; }
+  // A task became runnable on this core (it may be idle, waiting for one).
+  void wake() { work_.notify(sc_core::SC_ZERO_TIME); }
+  // Called from this core's thread before it touches shared kernel state (multi-core): wait until
+  // SystemC time reaches the core's time, so that other cores' earlier kernel entries come first.
+  void sync_to(uint64_t now_ps);
   // An exception the core's thread stopped on (the simulation was stopped): SystemC would have
   // turned it into an sc_report and lost its type; the platform rethrows it after sc_start().
   std::exception_ptr error() const { return error_; }
@@ -61,6 +67,7 @@ class CoreModule : public sc_core::sc_module {
   std::unique_ptr<TranslationCaches> maint_;
   std::unique_ptr<OooCore> core_;
   bool done_ = false;
+  sc_core::sc_event work_;
   std::exception_ptr error_;
 };
 

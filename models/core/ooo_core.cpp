@@ -88,6 +88,7 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
   faults_taken_ = &stats.counter("core.faults_taken", "page faults taken at retirement");
   dirty_assists_ = &stats.counter("core.dirty_assists", "x86 D-flag assists");
   lfences_ = &stats.counter("core.lfences", "LFENCEs retired");
+  bytes_compared_ = &stats.counter("check.bytes_compared", "bytes loaded and compared with the expected value (random-ops)");
 }
 
 bool OooCore::fetch(size_t n) {
@@ -301,6 +302,7 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
     }
     case wl::UopKind::Load:
       lb_free_[(ld_ord_ - 1) & lb_mask_] = r;
+      if (u.flags & wl::kUopCheckValue) check_load(u, is.pa);
       break;
     case wl::UopKind::Lfence:
       no_issue_before_ = r + 1;
@@ -332,6 +334,19 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
   last_retire_ = r;
   advance_cycles(r);
   uops_->inc();
+}
+
+// Differential testing: the bytes at the load's physical address (through the translation it
+// used, stale or not) against the bytes the workload's reference model expects.
+void OooCore::check_load(const wl::Uop& u, uint64_t pa) {
+  uint64_t got = 0;
+  mem_.read(pa, &got, std::min<size_t>(u.size, 8));
+  const uint64_t mask = u.size >= 8 ? ~uint64_t(0) : (uint64_t(1) << (8 * u.size)) - 1;
+  if ((got & mask) != (u.value & mask))
+    panic("data integrity: cpu {} task {} load at VA {:#x} ({} bytes, PA {:#x}) read {:#x}, "
+          "expected {:#x}, after op #{}",
+          cpu_, ctx_.task.pid, u.addr, u.size, pa, got & mask, u.value & mask, u.extra);
+  bytes_compared_->inc(u.size);
 }
 
 [[noreturn]] void OooCore::watchdog(const wl::Uop& u, uint64_t syndrome) {
@@ -464,20 +479,19 @@ void OooCore::do_syscall(const wl::Uop& u) {
   }
 }
 
-bool OooCore::run_until(uint64_t cycle_limit) {
+void OooCore::resume_at(uint64_t cycle) {
+  if (cycle > now_) {
+    advance_cycles(cycle);
+    last_retire_ = std::max(last_retire_, cycle);
+    alloc_cycle_ = std::max(alloc_cycle_, cycle);
+  }
+}
+
+OooCore::Run OooCore::run_until(uint64_t cycle_limit) {
   while (now_ < cycle_limit) {
     if (!have_task_) {
       double sw = 0;
-      if (!os_.schedule(cpu_, ps(now_), &ctx_, &sw)) {
-        if (os_.all_exited()) return false;
-        // Nothing runnable here: idle until the next quantum (another core may wake a task).
-        idle_cycles_ += cycle_limit - now_;
-        if (idle_cycles_ > p_.quantum * 100000ull)
-          panic("cpu {} has been idle for {} cycles while tasks remain: every task is blocked", cpu_, idle_cycles_);
-        advance_cycles(cycle_limit);
-        return true;
-      }
-      idle_cycles_ = 0;
+      if (!os_.schedule(cpu_, ps(now_), &ctx_, &sw)) return os_.all_exited() ? Run::Done : Run::Idle;
       have_task_ = true;
       program_done_ = false;
       fetched_.clear();
@@ -486,6 +500,15 @@ bool OooCore::run_until(uint64_t cycle_limit) {
       advance_cycles(t);
       last_retire_ = std::max(last_retire_, t);
       alloc_cycle_ = std::max(alloc_cycle_, t);
+    }
+    if (pending_interrupt_ > 0) {
+      // Taken between instructions: the pipeline drains, the handler runs, then fetch resumes.
+      uint64_t t = std::max(last_retire_, alloc_cycle_) + uint64_t(pending_interrupt_ + 0.5);
+      pending_interrupt_ = 0;
+      last_retire_ = t;
+      alloc_cycle_ = t + p_.restart_delay;
+      no_issue_before_ = std::max(no_issue_before_, alloc_cycle_);
+      advance_cycles(t);
     }
     if (!fetch(1)) panic("task {} ended its program without exit()", ctx_.task.pid);
     const wl::Uop& u = fetched_.front();
@@ -504,7 +527,7 @@ bool OooCore::run_until(uint64_t cycle_limit) {
     fetched_.pop_front();
     ++seq_;
   }
-  return true;
+  return Run::More;
 }
 
 }  // namespace mmusim::hw

@@ -114,9 +114,14 @@ class OooCore {
           Tlb& l1_store, Tlb* l2, PageWalker& walker, TranslationCaches& maintenance,
           MemoryHierarchy& caches, Stats& stats, TraceContext* trace);
 
-  // Runs micro-ops until the core's time passes `cycle_limit` or every task has exited.
-  // Returns false when there is nothing left to run.
-  bool run_until(uint64_t cycle_limit);
+  // Runs micro-ops until the core's time passes `cycle_limit`. Idle: no task is runnable here
+  // (the caller waits until one is, then calls `resume_at`); Done: every task has exited.
+  enum class Run : uint8_t { More, Idle, Done };
+  Run run_until(uint64_t cycle_limit);
+  // After an idle wait: the core's time jumps to `cycle` if it is behind.
+  void resume_at(uint64_t cycle);
+  // An interrupt (a TLB-shootdown IPI) costs this core `cycles` at its next instruction boundary.
+  void interrupt(double cycles) { pending_interrupt_ += cycles; }
   uint64_t now() const { return now_; }
   uint64_t uops() const { return uops_->value(); }
   double progress() const { return ctx_.prog ? ctx_.prog->progress() : 0; }
@@ -179,6 +184,7 @@ class OooCore {
   uint64_t ps(uint64_t cycle) const { return uint64_t(double(cycle) * 1000.0 / ghz_ + 0.5); }
   void advance_cycles(uint64_t to);
   [[noreturn]] void watchdog(const wl::Uop& u, uint64_t syndrome);
+  void check_load(const wl::Uop& u, uint64_t pa);  // wl::kUopCheckValue
 
   int cpu_;
   CoreParams p_;
@@ -227,7 +233,7 @@ class OooCore {
   int pending_fault_kind_ = -1;      // a region fault since the last RDTSCP
   uint64_t fault_first_head_ = 0;    // non-RDTSCP workloads: when the faulting uop first reached retirement
   uint64_t counted_cycles_ = 0;
-  uint64_t idle_cycles_ = 0;
+  double pending_interrupt_ = 0;
 
   Counter* uops_;
   Counter* cycles_;
@@ -237,6 +243,7 @@ class OooCore {
   Counter* faults_taken_;
   Counter* dirty_assists_;
   Counter* lfences_;
+  Counter* bytes_compared_;
 };
 
 }  // namespace mmusim::hw

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "platforms/common/system.hpp"
 
+#include "platforms/common/lock_timing.hpp"
+
 #include <algorithm>
 
 #include "base/error.hpp"
@@ -36,6 +38,15 @@ void PlatformParams::visit(Params& p) {
             "differ between two runs of the same config and seed)");
   p.integer("sim.max_uops", max_uops, 0, 0, int64_t(1) << 62,
             "stop with an error after this many micro-ops (0: no limit)");
+  p.duration("platform.ipi_handler", ipi_handler, "1500cyc",
+             "x86 multi-core: time a CPU spends on a TLB-shootdown IPI (interrupt entry, "
+             "flush_tlb_func, return) [U]");
+  p.duration("platform.tlbi_contention", tlbi_contention, "200cyc",
+             "arm64 multi-core: extra time of a broadcast TLBI per other CPU broadcasting at the "
+             "same time (\"latency ... increases almost linearly with the number of CPUs trying to "
+             "send tlbi broadcasts at the same time\", A. Arcangeli [UARCH C.4, M]; value [U])");
+  p.duration("platform.tlbi_window", tlbi_window, "1us",
+             "arm64 multi-core: broadcasts within this time of each other contend [U]");
 }
 
 pg::Isa PlatformParams::effective_isa() const {
@@ -76,7 +87,7 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
   }
 
   kernel_ = std::make_unique<kmm::Kernel>(kp_, pp_.effective_isa(), hw, stats, &trace);
-  workload_ = wl::make_workload(wp_);
+  workload_ = wl::make_workload(wp_, &stats);
   if (wp_.thp_from == wl::WorkloadParams::ThpFrom::folio) apply_thp_setup();
 
   static const char* kinds[] = {"none", "alloc", "reuse", "copy", "spurious", "race", "huge_alloc",
@@ -93,6 +104,11 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
   kernel_cycles_ = &stats.counter("kcost.cycles", "cycles the kernel's cost account came to (exception entry/exit included)");
   running_.assign(pp_.cores, nullptr);
   runq_.resize(pp_.cores);
+  if (pp_.cores > 1) {
+    // Kernel locks become simulated resources that CPUs wait for.
+    locks_ = std::make_unique<LockTiming>(stats, pp_.clock_ghz);
+    kernel_->set_lock_timing(&cost_, pp_.clock_ghz, locks_.get());
+  }
   kmm::task_struct* t = kernel_->create_process(workload_->name());
   SimTask* st = add_task(t, workload_->main_program(), 0);
   runq_[0].push_back(st);
@@ -108,6 +124,17 @@ void System::apply_thp_setup() {
     kp.thp_order[order] = s.order_mode[order] ? kmm::ThpMode::madvise : kmm::ThpMode::never;
 }
 
+void System::enter_kernel(int cpu, uint64_t now_ps) {
+  if (sync_) sync_(cpu, now_ps);
+  if (locks_) locks_->begin(now_ps);
+}
+
+double System::leave_kernel() {
+  double c = account(kernel_->take_cost());
+  if (locks_) c += locks_->end();
+  return c;
+}
+
 double System::account(const kmm::CostAccount& a) {
   for (size_t i = 0; i < kmm::kNumCosts; ++i)
     if (a.n[i]) cost_counters_[i]->inc(a.n[i]);
@@ -117,6 +144,11 @@ double System::account(const kmm::CostAccount& a) {
   kernel_cycles_->inc(whole);
   kernel_cycles_frac_ -= double(whole);
   return c;
+}
+
+void System::make_runnable(SimTask* t) {
+  runq_[size_t(t->cpu)].push_back(t);
+  if (wake_) wake_(t->cpu);
 }
 
 SimTask* System::add_task(kmm::task_struct* t, std::unique_ptr<wl::Program> prog, int cpu) {
@@ -145,13 +177,14 @@ SimTask* System::schedule(int cpu, uint64_t now_ps, double* cycles) {
   SimTask* next = q.front();
   q.pop_front();
   running_[size_t(cpu)] = next;
+  enter_kernel(cpu, now_ps);
   kernel_->enter(next->t, cpu, now_ps);
   kernel_->arch().switch_mm(cpu, next->t->mm);
   if (cur) {
     kernel_->charge(kmm::Cost::ctx_switch);
     ctx_switches_.inc();
   }
-  *cycles = account(kernel_->take_cost());
+  *cycles = leave_kernel();
   if (trace_.on())
     trace_.event(now_ps, cpu, TraceTask{next->t->comm, next->t->pid}, "sched_switch",
                  {TraceField::dec("prev_pid", cur ? uint64_t(cur->t->pid) : 0),
@@ -162,6 +195,7 @@ SimTask* System::schedule(int cpu, uint64_t now_ps, double* cycles) {
 SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps) {
   SyscallOutcome out;
   kmm::Kernel& k = *kernel_;
+  enter_kernel(cpu, now_ps);
   k.enter(t.t, cpu, now_ps);  // the sys_* functions charge Cost::syscall themselves
   switch (u.sys) {
     case wl::Sys::Mmap:
@@ -173,8 +207,44 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
     case wl::Sys::Fork: {
       kmm::task_struct* child = k.sys_fork(t.t);
       SimTask* c = add_task(child, workload_->child_program(forks_++), t.cpu);
-      runq_[size_t(c->cpu)].push_back(c);
+      make_runnable(c);
       out.ret = child->pid;
+      break;
+    }
+    case wl::Sys::Clone: {
+      kmm::task_struct* th = k.sys_clone_thread(t.t);
+      const int cpu_of = int(u.addr % pp_.cores);  // thread i pinned to CPU i mod cores
+      th->cpu = cpu_of;
+      auto prog = workload_->thread_program(unsigned(u.addr), u.value, u.extra);
+      MMUSIM_CHECK(prog, "the workload cloned a thread it has no program for");
+      SimTask* c = add_task(th, std::move(prog), cpu_of);
+      make_runnable(c);
+      out.ret = th->pid;
+      break;
+    }
+    case wl::Sys::Barrier: {
+      // A futex-based barrier: the last arrival wakes the others; their wait returns now.
+      k.charge(kmm::Cost::syscall);
+      auto& b = barriers_[u.addr];
+      b.push_back(&t);
+      if (b.size() < u.value) {
+        t.blocked = true;
+        out.blocked = true;
+      } else {
+        if (region_at_barrier_) {
+          begin_region(region_start_, region_end_ - region_start_, now_ps);
+          if (trace_.on())
+            trace_.event(now_ps, cpu, TraceTask{t.t->comm, t.t->pid}, "region_begin",
+                         {TraceField::hex("start", region_start_), TraceField::hex("end", region_end_)});
+        }
+        for (SimTask* w : b) {
+          if (w == &t) continue;
+          w->blocked = false;
+          w->prog->syscall_return(0);
+          make_runnable(w);
+        }
+        b.clear();
+      }
       break;
     }
     case wl::Sys::Exit: {
@@ -187,7 +257,7 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
           p->blocked = false;
           out.ret = k.sys_wait(p->t, t.t);
           p->prog->syscall_return(t.t->pid);
-          runq_[size_t(p->cpu)].push_back(p.get());
+          make_runnable(p.get());
         }
       }
       break;
@@ -211,7 +281,7 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
   }
   if (out.ret < 0 && u.sys != wl::Sys::Wait)
     panic("the workload's {} system call failed with {} (task {})", int(u.sys), out.ret, t.t->pid);
-  out.cycles = account(k.take_cost());
+  out.cycles = leave_kernel();
   if (!out.blocked && !out.exited) t.prog->syscall_return(out.ret);
   return out;
 }
@@ -220,12 +290,13 @@ FaultOutcome System::page_fault(int cpu, SimTask& t, uint64_t va, uint64_t syndr
                                 uint64_t now_ps) {
   FaultOutcome out;
   kmm::Kernel& k = *kernel_;
+  enter_kernel(cpu, now_ps);
   k.enter(t.t, cpu, now_ps);
   k.charge(kmm::Cost::exc_entry);
   out.ret = k.handle_user_fault(t.t, va, syndrome, ip);
   k.charge(kmm::Cost::exc_exit);
   out.record = k.last_fault();
-  out.cycles = account(k.take_cost());
+  out.cycles = leave_kernel();
   out.in_region = region_open_ && in_region(va);
   if (out.in_region) faults_region_.inc();
   if (out.ret.sigsegv || out.ret.sigbus)
@@ -253,12 +324,14 @@ void System::record_fault_latency(int kind, double ns) {
 void System::marker(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps) {
   switch (u.mark) {
     case wl::Mark::RegionBegin:
-      if (region_seen_) panic("the workload began its measured region twice");
-      region_seen_ = region_open_ = true;
-      region_start_ = u.addr;
-      region_end_ = u.addr + u.value;
-      region_begin_ps_ = now_ps;
-      stats_.region_begin();
+      if (region_seen_ || region_at_barrier_) panic("the workload began its measured region twice");
+      if (u.flags & wl::kUopAtBarrier) {
+        region_at_barrier_ = true;
+        region_start_ = u.addr;
+        region_end_ = u.addr + u.value;
+        return;  // traced when the barrier opens
+      }
+      begin_region(u.addr, u.value, now_ps);
       break;
     case wl::Mark::RegionEnd:
       if (!region_open_) panic("the workload ended a measured region it had not begun");
@@ -272,6 +345,15 @@ void System::marker(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps) {
     trace_.event(now_ps, cpu, TraceTask{t.t->comm, t.t->pid},
                  u.mark == wl::Mark::RegionBegin ? "region_begin" : "region_end",
                  {TraceField::hex("start", region_start_), TraceField::hex("end", region_end_)});
+}
+
+void System::begin_region(uint64_t start, uint64_t size, uint64_t now_ps) {
+  region_seen_ = region_open_ = true;
+  region_at_barrier_ = false;
+  region_start_ = start;
+  region_end_ = start + size;
+  region_begin_ps_ = now_ps;
+  stats_.region_begin();
 }
 
 double System::region_time_ns() const {

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <array>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +34,10 @@ struct PlatformParams {
   std::string log_level;
   bool host_stats = true;
   uint64_t max_uops = 0;  // safety stop (0: none)
+  // Multi-core: what a TLB shootdown costs the CPUs it reaches.
+  Duration ipi_handler;        // x86: the receiver's interrupt, flush_tlb_func and return
+  Duration tlbi_contention;    // arm64: extra per other CPU broadcasting TLBIs at the same time
+  Duration tlbi_window;        // ... "at the same time": within this much of each other
   void visit(Params& p);
   pg::Isa effective_isa() const;
 };
@@ -93,6 +99,11 @@ class System {
   double region_time_ns() const;
 
   kmm::CostModel& cost_model() { return cost_; }
+  // Multi-core platforms: make `cpu`'s SystemC thread wait until simulated time `now_ps` before
+  // it touches shared kernel state, so that kernel entries happen in simulated-time order.
+  void set_sync(std::function<void(int cpu, uint64_t now_ps)> f) { sync_ = std::move(f); }
+  // A task became runnable on `cpu` (the platform wakes that core if it idles).
+  void set_wake(std::function<void(int cpu)> f) { wake_ = std::move(f); }
 
  private:
   void apply_thp_setup();
@@ -111,9 +122,18 @@ class System {
   std::vector<std::unique_ptr<SimTask>> tasks_;
   std::vector<SimTask*> running_;
   std::vector<std::deque<SimTask*>> runq_;
+  std::map<uint64_t, std::vector<SimTask*>> barriers_;
+  std::function<void(int, uint64_t)> sync_;
+  std::function<void(int)> wake_;
+  void make_runnable(SimTask* t);
+  std::unique_ptr<class LockTiming> locks_;
+  void enter_kernel(int cpu, uint64_t now_ps);
+  double leave_kernel();  // the kernel's cycles, lock waits included
   unsigned forks_ = 0;
 
   bool region_open_ = false, region_seen_ = false;
+  bool region_at_barrier_ = false;  // a RegionBegin waiting for the next barrier to open
+  void begin_region(uint64_t start, uint64_t size, uint64_t now_ps);
   uint64_t region_start_ = 0, region_end_ = 0;
   uint64_t region_begin_ps_ = 0, region_end_ps_ = 0;
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "platforms/functional/functional.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/error.hpp"
@@ -17,7 +18,8 @@ FunctionalPlatform::FunctionalPlatform(sc_core::sc_module_name n, const Config& 
     : Platform(n),
       sys_(cfg, stats, trace, hw_),
       uops_(stats.counter("core.uops", "micro-ops executed")),
-      cycles_(stats.counter("core.cycles", "core cycles (functional: micro-ops plus kernel time)")) {
+      cycles_(stats.counter("core.cycles", "core cycles (functional: micro-ops plus kernel time)")),
+      bytes_compared_(stats.counter("check.bytes_compared", "bytes loaded and compared with the expected value (random-ops)")) {
   Params rd = Params::reading(cfg);
   fp_.visit(rd);
   ua_ = std::make_unique<kmm::UserAccess>(sys_.kernel());
@@ -48,6 +50,15 @@ void FunctionalPlatform::execute(SimTask& t, const wl::Uop& u) {
       uint8_t buf[64];
       if (!ua_->load(t.t, u.addr, buf, u.size))
         panic("load from {:#x} by task {} failed with a signal", u.addr, t.t->pid);
+      if (u.flags & wl::kUopCheckValue) {
+        uint64_t got = 0;
+        std::memcpy(&got, buf, std::min<size_t>(u.size, 8));
+        const uint64_t mask = u.size >= 8 ? ~uint64_t(0) : (uint64_t(1) << (8 * u.size)) - 1;
+        if ((got & mask) != (u.value & mask))
+          panic("data integrity: task {} load at VA {:#x} ({} bytes) read {:#x}, expected {:#x}, "
+                "after op #{}", t.t->pid, u.addr, u.size, got & mask, u.value & mask, u.extra);
+        bytes_compared_.inc(u.size);
+      }
       break;
     }
     case wl::UopKind::Rdtscp:
@@ -81,27 +92,36 @@ void FunctionalPlatform::run() {
   }
 }
 
+// With several CPUs the functional platform interleaves them, a slice of micro-ops each, on one
+// clock: program order per task, no parallel timing.
 void FunctionalPlatform::run_program() {
   const uint64_t max_uops = sys_.platform().max_uops;
-  for (;;) {
-    double sw = 0;
-    SimTask* t = sys_.schedule(cpu_, sys_.cycles_to_ps(now_cycles_), &sw);
-    now_cycles_ += sw;
-    if (!t) {
-      if (sys_.all_exited()) break;
-      panic("every task is blocked: the workload deadlocked");
+  const int ncpu = int(sys_.platform().cores);
+  constexpr unsigned kSlice = 256;
+  while (!sys_.all_exited()) {
+    bool ran = false;
+    for (cpu_ = 0; cpu_ < ncpu; ++cpu_) {
+      for (unsigned n = 0; n < kSlice; ++n) {
+        double sw = 0;
+        SimTask* t = sys_.schedule(cpu_, sys_.cycles_to_ps(now_cycles_), &sw);
+        now_cycles_ += sw;
+        if (!t) break;
+        ran = true;
+        wl::Uop u;
+        if (!t->prog->next(u)) panic("task {} ended its program without exit()", t->t->pid);
+        execute(*t, u);
+        now_cycles_ += fp_.uop_cycles;
+        uops_.inc();
+        const uint64_t c = uint64_t(now_cycles_);
+        cycles_.inc(c - counted_cycles_);
+        counted_cycles_ = c;
+        if (max_uops && uops_.value() >= max_uops)
+          fatal("sim.max_uops = {} reached before the workload finished", max_uops);
+      }
     }
-    wl::Uop u;
-    if (!t->prog->next(u)) panic("task {} ended its program without exit()", t->t->pid);
-    execute(*t, u);
-    now_cycles_ += fp_.uop_cycles;
-    uops_.inc();
-    const uint64_t c = uint64_t(now_cycles_);
-    cycles_.inc(c - counted_cycles_);
-    counted_cycles_ = c;
-    if (max_uops && uops_.value() >= max_uops)
-      fatal("sim.max_uops = {} reached before the workload finished", max_uops);
+    if (!ran && !sys_.all_exited()) panic("every task is blocked: the workload deadlocked");
   }
+  cpu_ = 0;
   sc_core::wait(sc_core::sc_time(double(sys_.cycles_to_ps(now_cycles_)), sc_core::SC_PS));
 }
 

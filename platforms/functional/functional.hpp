@@ -44,6 +44,7 @@ class FunctionalPlatform : public Platform {
   uint64_t counted_cycles_ = 0;
   Counter& uops_;
   Counter& cycles_;
+  Counter& bytes_compared_;  // check.bytes_compared: loads checked (wl::kUopCheckValue)
 };
 
 }  // namespace mmusim

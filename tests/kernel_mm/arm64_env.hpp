@@ -31,8 +31,9 @@ class RecordingHw : public kmm::MmuHw {
   std::vector<HwOp> ops;
   void x86_invlpg(int, uint16_t, uint64_t) override { FAIL("x86 INVLPG on an arm64 kernel"); }
   void x86_flush_pcid(int, uint16_t) override { FAIL("x86 CR3 flush on an arm64 kernel"); }
-  void arm64_tlbi(int cpu, kmm::TlbiOp op, uint16_t asid, uint64_t va, bool broadcast) override {
+  double arm64_tlbi(int cpu, kmm::TlbiOp op, uint16_t asid, uint64_t va, bool broadcast) override {
     ops.push_back({HwOp::Tlbi, op, asid, va, broadcast, cpu});
+    return 0;
   }
   void arm64_dsb(int cpu, bool ish) override { ops.push_back({HwOp::Dsb, kmm::TlbiOp::VALE1, 0, 0, ish, cpu}); }
 

@@ -235,7 +235,7 @@ struct Rig {
     os.prog = std::make_unique<ListProgram>(prog);
     core = std::make_unique<OooCore>(0, p, pg::Isa::x86_64, os, mem, dtlb_load, dtlb_store, &stlb,
                                      walker, maint, caches, stats, nullptr);
-    for (int i = 0; core->run_until(core->now() + 1'000'000); ++i) REQUIRE(i < 10'000);
+    for (int i = 0; core->run_until(core->now() + 1'000'000) == mmusim::hw::OooCore::Run::More; ++i) REQUIRE(i < 10'000);
   }
 
   uint64_t count(const std::string& key) const {

@@ -398,7 +398,7 @@ void Arm64Arch::flush_tlb_mm(mm_struct* mm) {
   const int cpu = k_.smp_processor_id();
   k_.hw().arm64_dsb(cpu, true);  // dsb(ishst)
   k_.charge(Cost::dsb_local);
-  k_.hw().arm64_tlbi(cpu, TlbiOp::ASIDE1, ASID(mm), 0, true);  // __tlbi(aside1is, asid)
+  k_.cost().extra_cycles += k_.hw().arm64_tlbi(cpu, TlbiOp::ASIDE1, ASID(mm), 0, true);  // __tlbi(aside1is, asid)
   k_.charge(Cost::tlbi_asid);
   k_.hw().arm64_dsb(cpu, true);  // __tlbi_sync_s1ish()
   k_.charge(Cost::dsb_bcast);
@@ -411,7 +411,7 @@ void Arm64Arch::flush_tlb_page(vm_area_struct* vma, uint64_t uaddr) {
   const int cpu = k_.smp_processor_id();
   k_.hw().arm64_dsb(cpu, true);  // dsb(ishst)
   k_.charge(Cost::dsb_local);
-  k_.hw().arm64_tlbi(cpu, TlbiOp::VALE1, ASID(vma->vm_mm), uaddr & PAGE_MASK, true);  // __tlbi(vale1is)
+  k_.cost().extra_cycles += k_.hw().arm64_tlbi(cpu, TlbiOp::VALE1, ASID(vma->vm_mm), uaddr & PAGE_MASK, true);  // __tlbi(vale1is)
   k_.charge(Cost::tlbi_bcast);
   k_.hw().arm64_dsb(cpu, true);  // __tlbi_sync_s1ish()
   k_.charge(Cost::dsb_bcast);
@@ -436,7 +436,7 @@ void Arm64Arch::__flush_tlb_range(mm_struct* mm, uint64_t start, uint64_t end, u
   k_.charge(Cost::dsb_local);
   const TlbiOp op = last_level ? TlbiOp::VALE1 : TlbiOp::VAE1;  // vale1is / vae1is
   for (uint64_t addr = start; addr < end; addr += stride) {
-    k_.hw().arm64_tlbi(cpu, op, ASID(mm), addr, true);
+    k_.cost().extra_cycles += k_.hw().arm64_tlbi(cpu, op, ASID(mm), addr, true);
     k_.charge(Cost::tlbi_bcast);
   }
   k_.hw().arm64_dsb(cpu, true);  // __tlbi_sync_s1ish()
@@ -480,7 +480,7 @@ void Arm64Arch::flush_tlb_local() {
   if (!mm) return;
   k_.hw().arm64_dsb(cpu, false);  // dsb(nshst)
   k_.charge(Cost::dsb_local);
-  k_.hw().arm64_tlbi(cpu, TlbiOp::ASIDE1, ASID(mm), 0, false);  // __tlbi(aside1, asid)
+  k_.cost().extra_cycles += k_.hw().arm64_tlbi(cpu, TlbiOp::ASIDE1, ASID(mm), 0, false);  // __tlbi(aside1, asid)
   k_.charge(Cost::tlbi_local);
   k_.hw().arm64_dsb(cpu, false);  // dsb(nsh)
   k_.charge(Cost::dsb_local);
@@ -492,7 +492,7 @@ void Arm64Arch::local_flush_tlb_page_nonotify(mm_struct* mm, uint64_t uaddr) {
   const int cpu = k_.smp_processor_id();
   k_.hw().arm64_dsb(cpu, false);  // dsb(nshst)
   k_.charge(Cost::dsb_local);
-  k_.hw().arm64_tlbi(cpu, TlbiOp::VALE1, ASID(mm), uaddr & PAGE_MASK, false);  // __tlbi(vale1)
+  k_.cost().extra_cycles += k_.hw().arm64_tlbi(cpu, TlbiOp::VALE1, ASID(mm), uaddr & PAGE_MASK, false);  // __tlbi(vale1)
   k_.charge(Cost::tlbi_local);
   k_.hw().arm64_dsb(cpu, false);  // dsb(nsh)
   k_.charge(Cost::dsb_local);

@@ -176,6 +176,7 @@ void X86Arch::flush_tlb_mm_range(mm_struct* mm, uint64_t start, uint64_t end, un
     if (!mm->cpumask.test(size_t(cpu))) continue;
     if (cpu != self) {
       k_.charge(Cost::ipi);  // flush_tlb_multi(): IPI and wait
+      k_.hw().x86_ipi(self, cpu);
       flush_tlb_func(cpu, mm, start, end, stride_shift);
     } else if (loaded_mm_[cpu] == mm) {
       flush_tlb_func(cpu, mm, start, end, stride_shift);

@@ -1,0 +1,455 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// Differential testing of memory contents, kernel level: random operation sequences (the generator
+// and reference model of the random-ops workload, workloads/random_ops.hpp) over several
+// processes, run on the kernel port through kmmtest::Fixture (UserAccess, no TLB, the invariant
+// checker after every kernel entry), every load compared with the reference. Processes are
+// interleaved by the sequence itself (each op names a live process), so a child's and its
+// parent's operations mix between the fork and the child's exit.
+//
+// Every variant of the kernel runs: x86-64 and arm64 x kernel.wp_reuse (off, block16, pagetable,
+// pagetable-flush) x kernel.fork_copy (per-pte, batched), with fixed seeds; at least 100,000
+// operations per CI run over the variants. MMUSIM_DIFF_OPS=N sets the total (e.g. 1000000 for a
+// longer run), MMUSIM_DIFF_SEED=S another base seed.
+//
+// A failing sequence is shrunk (delta debugging over the op list: any subsequence is a valid
+// sequence, see random_ops.hpp) and printed as a test case to paste below as a regression test.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/error.hpp"
+#include "fixture.hpp"
+#include "kernel_mm/kernel.hpp"
+#include "kernel_mm/user_access.hpp"
+#include "workloads/random_ops.hpp"
+
+using namespace mmusim::wl::rops;
+using kmm::ForkCopy;
+using kmm::WpReuse;
+using mmusim::pg::Isa;
+
+namespace {
+
+struct Variant {
+  Isa isa = Isa::x86_64;
+  WpReuse wp = WpReuse::off;
+  ForkCopy fc = ForkCopy::batched;
+};
+
+const char* isa_cpp(Isa i) { return i == Isa::x86_64 ? "Isa::x86_64" : "Isa::arm64"; }
+const char* wp_cpp(WpReuse w) {
+  switch (w) {
+    case WpReuse::off: return "WpReuse::off";
+    case WpReuse::block16: return "WpReuse::block16";
+    case WpReuse::pagetable: return "WpReuse::pagetable";
+    case WpReuse::pagetable_flush: return "WpReuse::pagetable_flush";
+  }
+  return "?";
+}
+const char* fc_cpp(ForkCopy f) { return f == ForkCopy::per_pte ? "ForkCopy::per_pte" : "ForkCopy::batched"; }
+std::string variant_name(const Variant& v) {
+  return std::string(v.isa == Isa::x86_64 ? "x86_64" : "arm64") + " " + (wp_cpp(v.wp) + 9) + " " +
+         (fc_cpp(v.fc) + 10);
+}
+
+// Deliberate bugs in the reference model, to test the harness itself (the shrinker).
+enum class Mutant { none, dontneed_keeps_data };
+
+struct Outcome {
+  bool failed = false;
+  size_t op = 0;            // index of the failing op
+  std::string message;
+  uint64_t ops_applied = 0;  // ops that resolved to an action
+  uint64_t bytes_compared = 0;
+  uint64_t invariant_checks = 0;
+  std::array<uint64_t, kOpKinds> per_kind{};  // applied, by OpKind
+};
+
+struct Proc {
+  kmm::task_struct* t = nullptr;
+  RefProc ref;
+  bool alive = true;
+  std::vector<size_t> children;  // not yet waited for
+};
+
+// Every page a process has mapped, compared whole with the reference, without faulting anything
+// in: a page the hardware would fault on must be one the reference has no data for (the contents
+// were dropped) and reads as zero when touched; a mapped page must hold the reference's bytes.
+constexpr uint64_t kVerifyEvery = 400;
+template <typename Fail>
+void verify_all(kmm::Kernel& k, kmm::UserAccess& ua, Proc& p, size_t op, Outcome& out, Fail& fail) {
+  PageBytes buf;
+  for (auto& [vpn, rp] : p.ref.pages) {
+    const uint64_t va = vpn * kPage;
+    const uint64_t pa = ua.probe(p.t, va, false);
+    if (pa == ~uint64_t(0)) {
+      if (rp.data)
+        for (unsigned j = 0; j < kPage; ++j)
+          if ((*rp.data)[j]) {
+            fail(fmt::format("data integrity: task {} page at VA {:#x} is not mapped, but the "
+                             "reference holds data there (byte {:#x} at +{:#x}), after op #{}",
+                             p.t->pid, va, (*rp.data)[j], j, op));
+            return;
+          }
+      continue;
+    }
+    k.phys().read(pa & ~(kPage - 1), buf.data(), kPage);
+    for (unsigned j = 0; j < kPage; ++j) {
+      const uint8_t want = rp.data ? (*rp.data)[j] : 0;
+      if (buf[j] != want) {
+        fail(fmt::format("data integrity: task {} VA {:#x} (PA {:#x}) holds {:#x}, expected {:#x}, "
+                         "after op #{}",
+                         p.t->pid, va + j, (pa & ~(kPage - 1)) + j, buf[j], want, op));
+        return;
+      }
+    }
+    out.bytes_compared += kPage;
+  }
+}
+
+// Runs `ops` on a fresh kernel of variant `v`; stops at the first failure (an exception from the
+// kernel, e.g. a broken invariant, a syscall that fails, an access that gets a signal, or a load
+// that reads other bytes than the reference has). At the end every process exits (teardown
+// invariants, no leaks).
+Outcome run_ops(const Variant& v, const std::vector<Op>& ops, const Limits& lim = {},
+                Mutant mutant = Mutant::none) {
+  Outcome out;
+  kmmtest::Fixture fix(v.isa, [&](kmm::KernelParams& p) {
+    p.wp_reuse = v.wp;
+    p.fork_copy = v.fc;
+    p.phys_mem = 1ull << 30;
+    // As the random-ops workload sets them: 16K, 64K, 1M, 2M in madvise mode.
+    for (unsigned o = 2; o <= kmm::HPAGE_PMD_ORDER; ++o) p.thp_order[o] = kmm::ThpMode::never;
+    for (unsigned o : {2u, 4u, 8u, 9u}) p.thp_order[o] = kmm::ThpMode::madvise;
+  });
+  kmm::Kernel& k = fix.kernel();
+  kmm::UserAccess& ua = *fix.ua;
+  std::vector<Proc> procs;
+  procs.push_back({k.create_process("rops"), {}, true, {}});
+  size_t i = 0;
+  auto fail = [&](std::string m) {
+    out.failed = true;
+    out.op = i;
+    out.message = std::move(m);
+  };
+  try {
+    for (; i < ops.size() && !out.failed; ++i) {
+      const Op& op = ops[i];
+      std::vector<size_t> live;
+      for (size_t p = 0; p < procs.size(); ++p)
+        if (procs[p].alive) live.push_back(p);
+      const size_t pi = live[op.proc % live.size()];
+      Action ac = resolve(op, procs[pi].ref, lim);
+      if (!ac.valid) continue;
+      Proc& p = procs[pi];
+      k.enter(p.t, 0);
+      switch (op.kind) {
+        case OpKind::Mmap: {
+          int64_t r = k.sys_mmap(p.t, 0, ac.len, kProtRead | kProtWrite, kMapPrivateAnon);
+          if (r <= 0) {
+            fail(fmt::format("mmap({:#x}) returned {}", ac.len, r));
+            continue;
+          }
+          apply(p.ref, ac, uint64_t(r));
+          break;
+        }
+        case OpKind::Munmap:
+        case OpKind::Mprotect:
+        case OpKind::Madvise: {
+          int r = op.kind == OpKind::Munmap     ? k.sys_munmap(p.t, ac.addr, ac.len)
+                  : op.kind == OpKind::Mprotect ? k.sys_mprotect(p.t, ac.addr, ac.len, ac.arg)
+                                                : k.sys_madvise(p.t, ac.addr, ac.len, ac.arg);
+          if (r != 0) {
+            fail(fmt::format("{}({:#x}, {:#x}, {}) returned {}", op_kind_name(op.kind), ac.addr, ac.len, ac.arg, r));
+            continue;
+          }
+          if (!(mutant == Mutant::dontneed_keeps_data && op.kind == OpKind::Madvise && ac.arg == kMadvDontneed))
+            apply(p.ref, ac);
+          break;
+        }
+        case OpKind::Store: {
+          uint8_t b[64];
+          store_bytes(ac.value, ac.size, b);
+          if (!ua.store(p.t, ac.addr, b, ac.size)) {
+            fail(fmt::format("store to {:#x} by task {} got a signal", ac.addr, p.t->pid));
+            continue;
+          }
+          apply(p.ref, ac);
+          break;
+        }
+        case OpKind::Touch:
+          for (uint64_t va = ac.addr; va < ac.addr + ac.len; va += kPage) {
+            uint64_t x = touch_value(ac.value, va);
+            if (!ua.store(p.t, va + touch_offset(ac.value, va), &x, 8)) {
+              fail(fmt::format("store to {:#x} by task {} got a signal", va, p.t->pid));
+              break;
+            }
+          }
+          if (!out.failed) apply(p.ref, ac);
+          break;
+        case OpKind::Load: {
+          uint64_t got = 0;
+          if (!ua.load(p.t, ac.addr, &got, ac.size)) {
+            fail(fmt::format("load from {:#x} by task {} got a signal", ac.addr, p.t->pid));
+            continue;
+          }
+          if (got != ac.value) {
+            fail(fmt::format("data integrity: task {} load at VA {:#x} ({} bytes) read {:#x}, "
+                             "expected {:#x}, after op #{}",
+                             p.t->pid, ac.addr, ac.size, got, ac.value, i));
+            continue;
+          }
+          out.bytes_compared += ac.size;
+          break;
+        }
+        case OpKind::Fork: {
+          if (live.size() >= lim.max_procs) continue;
+          kmm::task_struct* c = k.sys_fork(p.t);
+          if (!c) {
+            fail("fork failed");
+            continue;
+          }
+          Proc child{c, p.ref.fork_child(), true, {}};
+          procs.push_back(std::move(child));
+          procs[pi].children.push_back(procs.size() - 1);
+          break;
+        }
+        case OpKind::Wait: {
+          if (p.children.empty()) continue;
+          const size_t ci = op.a % p.children.size();
+          Proc& c = procs[p.children[ci]];
+          int r = k.sys_wait(p.t, c.t);
+          if (r != (c.alive ? 0 : c.t->pid)) {
+            fail(fmt::format("wait for task {} ({}) returned {}", c.t->pid, c.alive ? "alive" : "zombie", r));
+            continue;
+          }
+          if (!c.alive) p.children.erase(p.children.begin() + long(ci));
+          break;
+        }
+        case OpKind::Verify: {
+          std::vector<uint8_t> buf(ac.len);
+          if (!ua.load(p.t, ac.addr, buf.data(), ac.len)) {
+            fail(fmt::format("load from {:#x} by task {} got a signal", ac.addr, p.t->pid));
+            continue;
+          }
+          for (uint64_t j = 0; j < ac.len; ++j)
+            if (buf[j] != p.ref.byte(ac.addr + j)) {
+              fail(fmt::format("data integrity: task {} load at VA {:#x} (1 byte) read {:#x}, "
+                               "expected {:#x}, after op #{}",
+                               p.t->pid, ac.addr + j, buf[j], p.ref.byte(ac.addr + j), i));
+              break;
+            }
+          out.bytes_compared += ac.len;
+          break;
+        }
+        case OpKind::Exit:
+          if (pi == 0) continue;  // the first process lives to the end
+          k.sys_exit(p.t, 0);
+          p.alive = false;
+          p.children.clear();  // handed to init, which reaps them
+          p.ref = RefProc{};
+          break;
+      }
+      ++out.ops_applied;
+      ++out.per_kind[unsigned(op.kind)];
+      if (out.ops_applied % kVerifyEvery == 0)
+        for (Proc& q : procs)
+          if (q.alive && !out.failed) verify_all(k, ua, q, i, out, fail);
+    }
+    if (!out.failed)
+      for (Proc& q : procs)
+        if (q.alive && !out.failed) verify_all(k, ua, q, i, out, fail);
+    if (!out.failed) {
+      // Teardown: the children first, then the first process.
+      for (size_t p = procs.size(); p-- > 0;)
+        if (procs[p].alive) {
+          k.enter(procs[p].t, 0);
+          k.sys_exit(procs[p].t, 0);
+          procs[p].alive = false;
+        }
+    }
+  } catch (const std::exception& e) {
+    fail(e.what());
+  }
+  out.invariant_checks = fix.count("kernel.invariant_checks");
+  return out;
+}
+
+std::vector<Op> random_sequence(uint64_t seed, size_t n) {
+  Rng r{seed};
+  std::vector<Op> ops;
+  ops.reserve(n);
+  for (size_t i = 0; i < n; ++i) ops.push_back(draw(r));
+  return ops;
+}
+
+// Delta debugging (Zeller's ddmin) over the op list: the smallest subsequence that still fails,
+// 1-minimal (removing any single op makes it pass).
+std::vector<Op> shrink(std::vector<Op> ops, const std::function<Outcome(const std::vector<Op>&)>& run) {
+  auto fails = [&](std::vector<Op>& cand) {
+    Outcome o = run(cand);
+    if (!o.failed) return false;
+    if (o.op + 1 < cand.size()) cand.resize(o.op + 1);  // nothing after the failure matters
+    return true;
+  };
+  if (!fails(ops)) return ops;
+  size_t n = 2;
+  while (ops.size() >= 2) {
+    const size_t chunk = (ops.size() + n - 1) / n;
+    bool reduced = false;
+    for (size_t start = 0; start < ops.size(); start += chunk) {
+      std::vector<Op> cand(ops.begin(), ops.begin() + long(start));
+      cand.insert(cand.end(), ops.begin() + long(std::min(ops.size(), start + chunk)), ops.end());
+      if (!cand.empty() && fails(cand)) {
+        ops = std::move(cand);
+        n = std::max<size_t>(n - 1, 2);
+        reduced = true;
+        break;
+      }
+    }
+    if (!reduced) {
+      if (n >= ops.size()) break;
+      n = std::min(ops.size(), 2 * n);
+    }
+  }
+  return ops;
+}
+
+std::string reproducer(const Variant& v, const std::vector<Op>& ops, const std::string& message) {
+  return fmt::format(
+      "// {}\n"
+      "TEST_CASE(\"differential regression: {}\", \"[differential][regression]\") {{\n"
+      "  const std::vector<Op> ops = {{\n{}  }};\n"
+      "  Outcome o = run_ops({{{}, {}, {}}}, ops);\n"
+      "  INFO(o.message);\n"
+      "  CHECK_FALSE(o.failed);\n"
+      "}}\n",
+      message, variant_name(v), ops_to_cpp(ops), isa_cpp(v.isa), wp_cpp(v.wp), fc_cpp(v.fc));
+}
+
+uint64_t env_u64(const char* name, uint64_t def) {
+  const char* s = std::getenv(name);
+  return s && *s ? std::strtoull(s, nullptr, 0) : def;
+}
+
+// The CI budget: 100,000 operations over the 16 variants (MMUSIM_DIFF_OPS overrides).
+constexpr uint64_t kDefaultTotalOps = 102400;
+constexpr unsigned kVariants = 16;
+constexpr size_t kSequenceLength = 1600;  // ops per sequence (state builds up within one)
+
+void run_variant(Isa isa, WpReuse wp) {
+  const uint64_t total = env_u64("MMUSIM_DIFF_OPS", kDefaultTotalOps);
+  const uint64_t base_seed = env_u64("MMUSIM_DIFF_SEED", 0x646966660000ull);
+  const uint64_t per_variant = std::max<uint64_t>(1, total / kVariants);
+  for (ForkCopy fc : {ForkCopy::per_pte, ForkCopy::batched}) {
+    const Variant v{isa, wp, fc};
+    uint64_t ops = 0, applied = 0, bytes = 0, checks = 0;
+    for (uint64_t s = 0; ops < per_variant; ++s) {
+      const size_t n = size_t(std::min<uint64_t>(kSequenceLength, per_variant - ops));
+      const uint64_t seed = base_seed + s * 0x10001 + unsigned(wp) * 0x100 + unsigned(fc) * 0x10 + unsigned(isa);
+      const std::vector<Op> seq = random_sequence(seed, n);
+      Outcome o = run_ops(v, seq);
+      ops += n;
+      applied += o.ops_applied;
+      bytes += o.bytes_compared;
+      checks += o.invariant_checks;
+      if (o.failed) {
+        std::vector<Op> small = shrink(seq, [&](const std::vector<Op>& c) { return run_ops(v, c); });
+        Outcome so = run_ops(v, small);
+        std::printf("FAILED: %s, seed %#llx, op #%zu of %zu: %s\nshrunk to %zu ops: %s\n%s\n",
+                    variant_name(v).c_str(), (unsigned long long)seed, o.op, n, o.message.c_str(),
+                    small.size(), so.message.c_str(), reproducer(v, small, so.message).c_str());
+        FAIL(variant_name(v) << " seed " << seed << ": " << o.message);
+      }
+    }
+    std::printf("differential %-28s ops %llu (applied %llu), bytes compared %llu, invariant checks %llu\n",
+                variant_name(v).c_str(), (unsigned long long)ops, (unsigned long long)applied,
+                (unsigned long long)bytes, (unsigned long long)checks);
+    CHECK(applied > ops / 2);
+    CHECK(bytes > 0);
+    CHECK(checks >= applied / 4);
+  }
+}
+
+}  // namespace
+
+#define DIFF_CASE(ISA, WP)                                                                          \
+  TEST_CASE("differential: random ops against a reference model, " #ISA " wp_reuse=" #WP,          \
+            "[differential]") {                                                                     \
+    run_variant(Isa::ISA, WpReuse::WP);                                                             \
+  }
+DIFF_CASE(x86_64, off)
+DIFF_CASE(x86_64, block16)
+DIFF_CASE(x86_64, pagetable)
+DIFF_CASE(x86_64, pagetable_flush)
+DIFF_CASE(arm64, off)
+DIFF_CASE(arm64, block16)
+DIFF_CASE(arm64, pagetable)
+DIFF_CASE(arm64, pagetable_flush)
+
+TEST_CASE("differential: the generator covers every operation", "[differential]") {
+  const Variant v{Isa::x86_64, WpReuse::pagetable, ForkCopy::batched};
+  Outcome o = run_ops(v, random_sequence(42, 3000));
+  INFO(o.message);
+  REQUIRE_FALSE(o.failed);
+  for (unsigned k = 0; k < kOpKinds; ++k) {
+    INFO(op_kind_name(OpKind(k)));
+    CHECK(o.per_kind[k] > 0);
+  }
+  CHECK(o.bytes_compared > 1000);
+}
+
+TEST_CASE("differential: large folios of every enabled size occur", "[differential]") {
+  const Variant v{Isa::x86_64, WpReuse::pagetable, ForkCopy::batched};
+  kmmtest::Fixture fix(v.isa, [&](kmm::KernelParams& p) {
+    for (unsigned o = 2; o <= kmm::HPAGE_PMD_ORDER; ++o) p.thp_order[o] = kmm::ThpMode::never;
+    for (unsigned o : {2u, 4u, 8u, 9u}) p.thp_order[o] = kmm::ThpMode::madvise;
+  });
+  // What the generator's Touch of a MADV_HUGEPAGE'd 4M area does: a PMD THP; a 1M-aligned range
+  // after NOHUGEPAGE of the 2M block around it falls back to smaller orders.
+  kmm::Kernel& k = fix.kernel();
+  kmm::task_struct* t = k.create_process("rops");
+  k.enter(t, 0);
+  int64_t a = k.sys_mmap(t, 0, 4ull << 20, kProtRead | kProtWrite, kMapPrivateAnon);
+  REQUIRE(a > 0);
+  REQUIRE(k.sys_madvise(t, uint64_t(a), 4ull << 20, kMadvHugepage) == 0);
+  const uint64_t blk = (uint64_t(a) + (2ull << 20) - 1) & ~((2ull << 20) - 1);
+  REQUIRE(fix.ua->store8(t, blk, 1));
+  CHECK(fix.count("kernel.do_huge_pmd_anonymous_page") >= 1);
+}
+
+// ---- the harness itself ----------------------------------------------------------------------
+
+TEST_CASE("differential: a reference-model bug is found and shrunk to a short reproducer", "[differential]") {
+  // The mutant reference forgets that MADV_DONTNEED drops the contents: the kernel (correctly)
+  // reads zeroes. The harness must find it, and ddmin must cut the sequence down to the few
+  // operations that matter (mmap, a store, the DONTNEED over it, a load of it).
+  const Variant v{Isa::x86_64, WpReuse::off, ForkCopy::batched};
+  std::vector<Op> seq;
+  Outcome o;
+  for (uint64_t seed = 1; seed < 50 && !o.failed; ++seed) {
+    seq = random_sequence(seed * 0x51, 1500);
+    o = run_ops(v, seq, {}, Mutant::dontneed_keeps_data);
+  }
+  REQUIRE(o.failed);
+  CHECK(o.message.find("data integrity") != std::string::npos);
+  std::vector<Op> small =
+      shrink(seq, [&](const std::vector<Op>& c) { return run_ops(v, c, {}, Mutant::dontneed_keeps_data); });
+  INFO(reproducer(v, small, "mutant"));
+  CHECK(small.size() <= 6);
+  Outcome so = run_ops(v, small, {}, Mutant::dontneed_keeps_data);
+  CHECK(so.failed);
+  CHECK(so.message.find("data integrity") != std::string::npos);
+  // The real model passes the same sequence.
+  CHECK_FALSE(run_ops(v, small).failed);
+  std::string code = reproducer(v, small, so.message);
+  CHECK(code.find("TEST_CASE(\"differential regression") != std::string::npos);
+  CHECK(code.find("OpKind::Madvise") != std::string::npos);
+}
+
+// ---- regression tests (shrunk reproducers, pasted as printed) -------------------------------

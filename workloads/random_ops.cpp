@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// random-ops: random operation sequences over several processes, every load checked against a
+// reference model of the process's memory (workloads/random_ops.hpp). The first process maps,
+// unmaps, protects, advises, stores and loads at random; sometimes it forks, and the child runs its
+// own random sub-sequence (it may fork too) and exits; the parent waits at once or later. Loads
+// carry the bytes the reference expects (kUopCheckValue); the drivers compare what they read.
+//
+// Deterministic: every choice comes from sim.seed through splitmix64; a child's generator is
+// seeded from its parent's at the fork. The total number of operations is workload.ops; a child's
+// share is reserved from it when it is forked.
+#include <deque>
+#include <vector>
+
+#include "base/error.hpp"
+#include "base/stats.hpp"
+#include "workloads/random_ops.hpp"
+#include "workloads/workload.hpp"
+
+namespace mmusim::wl {
+
+namespace {
+
+using namespace rops;
+
+constexpr uint64_t kIpStore = 0x402000;
+constexpr uint64_t kIpLoad = 0x402100;
+constexpr uint64_t kIpTouch = 0x402200;
+constexpr uint64_t kIpSyscall = 0x402300;
+
+class RopsProgram;
+
+struct Shared {
+  Limits lim;
+  uint64_t ops_left = 0;      // not yet generated nor reserved for a child
+  uint64_t next_index = 0;    // the number the next operation gets ("after op #N")
+  uint64_t child_mean = 0;    // mean length of a child's sub-sequence
+  unsigned live = 1;          // processes alive (forked and not yet exited)
+  std::deque<std::unique_ptr<RopsProgram>> forked;  // children waiting for child_program()
+  Counter* ops = nullptr;
+  Counter* procs = nullptr;
+  Counter* loads = nullptr;
+};
+
+class RopsProgram : public Program {
+ public:
+  RopsProgram(Shared& sh, RefProc ref, uint64_t seed, bool main, uint64_t budget)
+      : sh_(sh), ref_(std::move(ref)), rng_{seed}, main_(main), budget_(budget) {}
+
+  bool next(Uop& u) override {
+    while (head_ == q_.size()) {
+      if (waiting_) panic("random-ops: a micro-op was asked for while a system call is pending");
+      q_.clear();
+      head_ = 0;
+      if (!generate()) return false;
+    }
+    u = q_[head_++];
+    if (u.kind == UopKind::Syscall) waiting_ = true;
+    return true;
+  }
+
+  void syscall_return(int64_t ret) override {
+    waiting_ = false;
+    if (pending_ == Pending::Mmap) {
+      if (ret <= 0) panic("random-ops: mmap of {} bytes returned {}", mmap_.len, ret);
+      apply(ref_, mmap_, uint64_t(ret));
+    } else if (pending_ == Pending::Fork) {
+      children_.push_back(ret);
+      if (wait_after_fork_) {
+        wait_after_fork_ = false;
+        pending_ = Pending::None;
+        push(syscall(Sys::Wait, uint64_t(ret)));
+        children_.pop_back();
+        return;
+      }
+    }
+    pending_ = Pending::None;
+  }
+
+ private:
+  enum class Pending { None, Mmap, Fork };
+
+  static Uop syscall(Sys s, uint64_t a0 = 0, uint64_t a1 = 0, uint64_t a2 = 0) {
+    Uop u;
+    u.kind = UopKind::Syscall;
+    u.sys = s;
+    u.addr = a0;
+    u.value = a1;
+    u.extra = a2;
+    u.ip = kIpSyscall + 4 * unsigned(s);
+    return u;
+  }
+  static Uop access(UopKind k, uint64_t addr, uint8_t size, uint64_t value, uint64_t ip) {
+    Uop u;
+    u.kind = k;
+    u.addr = addr;
+    u.size = size;
+    u.value = value;
+    u.ip = ip;
+    return u;
+  }
+  void push(const Uop& u) { q_.push_back(u); }
+
+  bool have_budget() const { return main_ ? sh_.ops_left > 0 : budget_ > 0; }
+  void spend() {
+    if (main_) --sh_.ops_left;
+    else --budget_;
+    ++sh_.next_index;
+    if (sh_.ops) sh_.ops->inc();
+  }
+
+  // Emit the micro-ops of the next operation; false once the program has ended.
+  bool generate() {
+    if (done_) return false;
+    if (!have_budget()) {
+      if (!children_.empty()) {  // reap what is left, then exit
+        push(syscall(Sys::Wait, uint64_t(children_.back())));
+        children_.pop_back();
+        return true;
+      }
+      push(syscall(Sys::Exit, 0));
+      --sh_.live;
+      done_ = true;
+      return true;
+    }
+    for (unsigned attempt = 0; attempt < 10000; ++attempt) {
+      const Op op = draw(rng_);
+      Action ac = resolve(op, ref_, sh_.lim);
+      if (!ac.valid) continue;
+      const uint64_t index = sh_.next_index;
+      switch (op.kind) {
+        case OpKind::Mmap:
+          mmap_ = ac;
+          pending_ = Pending::Mmap;
+          push(syscall(Sys::Mmap, ac.len, kProtRead | kProtWrite, kMapPrivateAnon));
+          break;
+        case OpKind::Munmap:
+          apply(ref_, ac);
+          push(syscall(Sys::Munmap, ac.addr, ac.len));
+          break;
+        case OpKind::Mprotect:
+          apply(ref_, ac);
+          push(syscall(Sys::Mprotect, ac.addr, ac.len, uint64_t(ac.arg)));
+          break;
+        case OpKind::Madvise:
+          apply(ref_, ac);
+          push(syscall(Sys::Madvise, ac.addr, ac.len, uint64_t(ac.arg)));
+          break;
+        case OpKind::Store:
+          apply(ref_, ac);
+          push(access(UopKind::Store, ac.addr, ac.size, ac.value, kIpStore));
+          break;
+        case OpKind::Load: {
+          Uop u = access(UopKind::Load, ac.addr, ac.size, ac.value, kIpLoad);
+          u.flags |= kUopCheckValue;
+          u.extra = index;
+          push(u);
+          if (sh_.loads) sh_.loads->inc();
+          break;
+        }
+        case OpKind::Verify:
+          for (uint64_t v = ac.addr; v < ac.addr + ac.len; v += 64) {
+            Uop u = access(UopKind::Load, v, 8, ref_u64(ref_, v), kIpLoad + 4);
+            u.flags |= kUopCheckValue;
+            u.extra = index;
+            push(u);
+            if (sh_.loads) sh_.loads->inc();
+          }
+          break;
+        case OpKind::Touch:
+          apply(ref_, ac);
+          for (uint64_t v = ac.addr; v < ac.addr + ac.len; v += kPage)
+            push(access(UopKind::Store, v + touch_offset(ac.value, v), 8, touch_value(ac.value, v), kIpTouch));
+          break;
+        case OpKind::Fork: {
+          if (sh_.live >= sh_.lim.max_procs || sh_.ops_left < 2) continue;
+          uint64_t n = 1 + rng_.below(std::min<uint64_t>(sh_.ops_left - 1, 2 * sh_.child_mean));
+          sh_.ops_left -= n;
+          ++sh_.live;
+          if (sh_.procs) sh_.procs->inc();
+          sh_.forked.push_back(std::make_unique<RopsProgram>(sh_, ref_.fork_child(), rng_.next(), false, n));
+          wait_after_fork_ = rng_.below(2) == 0;
+          pending_ = Pending::Fork;
+          push(syscall(Sys::Fork));
+          break;
+        }
+        case OpKind::Wait:
+          if (children_.empty()) continue;
+          {
+            size_t i = op.a % children_.size();
+            push(syscall(Sys::Wait, uint64_t(children_[i])));
+            children_.erase(children_.begin() + long(i));
+          }
+          break;
+        case OpKind::Exit:
+          if (main_) continue;
+          budget_ = 1;  // this one: the child ends its sub-sequence early
+          spend();
+          return generate();
+      }
+      spend();
+      return true;
+    }
+    panic("random-ops: no applicable operation in 10000 draws (workload.max_mapped too small?)");
+  }
+
+  Shared& sh_;
+  RefProc ref_;
+  Rng rng_;
+  bool main_;
+  uint64_t budget_;
+  std::vector<Uop> q_;
+  size_t head_ = 0;
+  bool waiting_ = false, done_ = false;
+  Pending pending_ = Pending::None;
+  Action mmap_;
+  bool wait_after_fork_ = false;
+  std::vector<int64_t> children_;  // pids not yet waited for
+};
+
+class RandomOpsWorkload : public Workload {
+ public:
+  RandomOpsWorkload(const WorkloadParams& p, Stats* stats) : p_(p) {
+    sh_.lim.max_procs = p.processes;
+    sh_.lim.max_mapped = p.max_mapped;
+    sh_.ops_left = p.ops;
+    sh_.child_mean = std::clamp<uint64_t>(p.ops / 16, 20, 500);
+    if (stats) {
+      sh_.ops = &stats->counter("check.ops", "random-ops: operations executed (over every process)");
+      sh_.procs = &stats->counter("check.forks", "random-ops: child processes forked");
+      sh_.loads = &stats->counter("check.loads", "random-ops: loads whose bytes are checked against the reference model");
+    }
+  }
+  std::string name() const override { return "random-ops"; }
+  // 16K, 64K, 1M and 2M folios in madvise mode: MADV_HUGEPAGE ranges get the largest that fits.
+  ThpSetup thp_setup() const override {
+    ThpSetup s;
+    s.madvise_region = false;
+    for (unsigned o : {2u, 4u, 8u, 9u}) s.order_mode[o] = 1;
+    return s;
+  }
+  std::unique_ptr<Program> main_program() override {
+    return std::make_unique<RopsProgram>(sh_, RefProc{}, p_.seed ^ 0x72616e646f6d6f70ull, true, 0);
+  }
+  std::unique_ptr<Program> child_program(unsigned) override {
+    // The fork() that asks for it was the last micro-op its parent generated: the front.
+    if (sh_.forked.empty()) panic("random-ops: a fork() without a child program");
+    std::unique_ptr<RopsProgram> c = std::move(sh_.forked.front());
+    sh_.forked.pop_front();
+    return c;
+  }
+  uint64_t region_bytes() const override { return 0; }
+
+ private:
+  WorkloadParams p_;
+  Shared sh_;
+};
+
+}  // namespace
+
+std::unique_ptr<Workload> make_random_ops_workload(const WorkloadParams& p, Stats* stats) {
+  if (p.max_mapped < (8ull << 20))
+    fatal("workload.max_mapped = {} is too small for random-ops: at least 8M (its largest mmap is "
+          "4M and a bit)", format_size(p.max_mapped));
+  return std::make_unique<RandomOpsWorkload>(p, stats);
+}
+
+}  // namespace mmusim::wl
