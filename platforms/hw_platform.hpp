@@ -47,6 +47,8 @@ class HwPlatform : public Platform {
   void finish(double host_seconds) override;
   double progress() const override;
   uint64_t uops() const override;
+  System& system() { return sys_; }
+  hw::CoreModule& core(int cpu) { return *cores_.at(size_t(cpu)); }
 
  private:
   PlatformMmuHw mmu_;

@@ -193,7 +193,9 @@ class RopsProgram : public Program {
           break;
         case OpKind::Exit:
           if (main_) continue;
-          budget_ = 1;  // this one: the child ends its sub-sequence early
+          // The child ends its sub-sequence early; the rest of its share goes back to the pool.
+          sh_.ops_left += budget_ - 1;
+          budget_ = 1;
           spend();
           return generate();
       }

@@ -150,8 +150,8 @@ class ForkReuseProgram : public StepProgram {
     if (phase_ < Phase::Measure && p_.measure == WorkloadParams::Measure::pass) return 0;
     if (phase_ < Phase::Populate) return 0;
     if (phase_ > Phase::Measure) return 1;
-    uint64_t begin = iterations_ * thread_ / (fork_time_ ? 1 : p_.threads);
-    return i_end_ > begin ? double(i_ - begin) / double(i_end_ - begin) : 1;
+    if (i_end_ == 0) return 0;
+    return double(std::min(i_, i_end_)) / double(i_end_);
   }
 
  protected:
@@ -271,7 +271,7 @@ class ForkReuseProgram : public StepProgram {
       case Phase::Measure:
         if (i_ < i_end_) {
           emit_iteration(i_);
-          ++i_;
+          i_ += step_;
           return true;
         }
         phase_ = thread_ ? Phase::Exit : Phase::Join;
@@ -305,10 +305,18 @@ class ForkReuseProgram : public StepProgram {
       case Pattern::read_then_store: iterations_ = p_.size / (16 * kPage); break;
       default: iterations_ = npages_; break;
     }
-    // Each thread takes its share of the iterations (of the random order, for random-byte).
+    // Each thread takes its share of the iterations (of the random order, for random-byte): a
+    // block of them, or every n-th (interleave: the threads walk the region side by side).
     const unsigned n = fork_time_ ? 1 : p_.threads;
-    i_ = iterations_ * thread_ / n;
-    i_end_ = iterations_ * (thread_ + 1) / n;
+    step_ = 1;
+    if (p_.thread_split == WorkloadParams::ThreadSplit::interleave && n > 1) {
+      i_ = thread_;
+      i_end_ = iterations_;
+      step_ = n;
+    } else {
+      i_ = iterations_ * thread_ / n;
+      i_end_ = iterations_ * (thread_ + 1) / n;
+    }
     if (p_.pattern == Pattern::random_byte) {
       order_.resize(npages_);
       for (uint64_t k = 0; k < npages_; ++k) order_[k] = uint32_t(k);
@@ -388,7 +396,7 @@ class ForkReuseProgram : public StepProgram {
   Phase phase_ = Phase::MapRegion;
   uint64_t base_ = 0, results_ = 0;
   bool results_pending_ = false;
-  uint64_t i_ = 0, i_end_ = 0, iterations_ = 0;
+  uint64_t i_ = 0, i_end_ = 0, iterations_ = 0, step_ = 1;
   std::vector<uint32_t> order_;
   unsigned thread_ = 0;              // 0: the main thread
   std::vector<int64_t> tids_;        // the main thread's worker threads
@@ -515,6 +523,11 @@ void WorkloadParams::visit(Params& p) {
             "threads of the parent sharing the measured pass: thread i is pinned to CPU i mod "
             "platform.cores and takes the i-th share of the pass (of the random order for "
             "random-byte); they start together behind a barrier after the child has exited");
+  p.enumeration("workload.thread_split", thread_split, ThreadSplit::block,
+                {{"block", ThreadSplit::block}, {"interleave", ThreadSplit::interleave}},
+                "how the threads share the pass: thread i takes the i-th block of it, or every "
+                "n-th iteration from i (interleave: the threads walk the region side by side, "
+                "meeting in the same folios)");
   p.integer("workload.loop_uops", loop_uops, 2, 0, 64,
             "loop micro-ops per store besides the store (address add, fused cmp+jcc)");
   p.integer("workload.result_entry_bytes", result_entry_bytes, 4, 1, 8,

@@ -40,6 +40,7 @@ struct WorkloadParams {
   Pattern pattern = Pattern::seq_byte_clock;
   uint64_t stride = 0;
   unsigned threads = 1;
+  enum class ThreadSplit : uint8_t { block, interleave } thread_split = ThreadSplit::block;
   unsigned loop_uops = 0;          // ALU uops of the loop around each store (add, cmp+jcc)
   unsigned result_entry_bytes = 0; // seq-byte-clock: bytes per recorded latency
   uint64_t result_offset = 0;      // malloc's chunk header before the result array

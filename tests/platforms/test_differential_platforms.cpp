@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// Differential testing of memory contents on the platforms: the random-ops workload (random
+// mmap/munmap/mprotect/madvise/fork/exit/stores/loads over several processes, every load checked
+// against the workload's reference model by the driver: the functional driver's UserAccess load,
+// the core model's load at retirement through the translation it used) with the invariant
+// checker after every kernel entry (kernel.check_invariants; on the hardware platforms it also
+// checks the TLBs against the page tables), on functional, i7-12700kf and neoverse-n1.
+//
+// neoverse-n1 runs with kernel.arm64_spurious_flush = local: with `none` and the whole-folio reuse
+// the simulated hardware livelocks by design (configs/experiments/c4-hazard-spurious-none.cfg).
+//
+// MMUSIM_DIFF_PLATFORM_OPS=N runs N operations per run (default 4000) for a longer test.
+// Also: determinism of the random-ops workload on each platform (identical stats JSON and trace).
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int status;
+  std::string out;
+};
+
+Result mmusim(const std::string& args) {
+  std::string cmd = std::string(MMUSIM_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+struct TempDir {
+  fs::path dir;
+  TempDir() {
+    char tmpl[] = "/tmp/mmusim-diff-XXXXXX";
+    dir = mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(dir); }
+  std::string path(const std::string& name) const { return (dir / name).string(); }
+  std::string file(const std::string& name, const std::string& text) const {
+    std::ofstream(path(name)) << text;
+    return path(name);
+  }
+};
+
+std::string slurp(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A number of the flat stats JSON.
+double stat(const std::string& json, const std::string& key) {
+  auto k = json.find("\"" + key + "\": ");
+  if (k == std::string::npos) return -1;
+  return std::strtod(json.c_str() + k + key.size() + 4, nullptr);
+}
+
+uint64_t ops_per_run() {
+  const char* s = std::getenv("MMUSIM_DIFF_PLATFORM_OPS");
+  return s && *s ? std::strtoull(s, nullptr, 0) : 4000;
+}
+
+const char* kRandomOps =
+    "[workload]\nname = random-ops\nprocesses = 4\nmax_mapped = 16M\n"
+    "[kernel]\ncheck_invariants = true\n[output]\nhost_stats = false\n";
+
+std::string platform_args(const std::string& platform) {
+  std::string a = " --set platform.name=" + platform;
+  if (platform == "neoverse-n1") a += " --set kernel.arm64_spurious_flush=local";
+  return a;
+}
+
+void run_differential(const std::string& platform) {
+  TempDir t;
+  const std::string cfg = t.file("rops.cfg", kRandomOps);
+  const uint64_t ops = ops_per_run();
+  uint64_t total_ops = 0, bytes = 0, checks = 0;
+  // The baseline kernel and the whole-folio reuse (with its fork-copy variants), two seeds each.
+  for (const char* wp : {"off", "pagetable"}) {
+    for (const char* fc : {"per-pte", "batched"}) {
+      for (int seed : {11, 12}) {
+        INFO(platform << " wp_reuse=" << wp << " fork_copy=" << fc << " seed " << seed);
+        Result r = mmusim("run " + cfg + platform_args(platform) + " --set kernel.wp_reuse=" + wp +
+                          " --set kernel.fork_copy=" + fc + " --set workload.ops=" + std::to_string(ops) +
+                          " --seed " + std::to_string(seed) + " --stats " + t.path("s.json") + " --quiet");
+        INFO(r.out);
+        REQUIRE(r.status == 0);
+        const std::string js = slurp(t.path("s.json"));
+        CHECK(stat(js, "check.ops") == double(ops));
+        CHECK(stat(js, "check.bytes_compared") > 0);
+        CHECK(stat(js, "check.forks") > 0);
+        CHECK(stat(js, "kernel.invariant_checks") > 0);
+        total_ops += uint64_t(stat(js, "check.ops"));
+        bytes += uint64_t(stat(js, "check.bytes_compared"));
+        checks += uint64_t(stat(js, "kernel.invariant_checks"));
+      }
+    }
+  }
+  std::printf("differential on %s: ops %llu, bytes compared %llu, invariant checks %llu\n", platform.c_str(),
+              (unsigned long long)total_ops, (unsigned long long)bytes, (unsigned long long)checks);
+}
+
+void run_determinism(const std::string& platform) {
+  TempDir t;
+  const std::string cfg = t.file("rops.cfg", kRandomOps);
+  const std::string args = "run " + cfg + platform_args(platform) +
+                           " --set kernel.wp_reuse=pagetable --set workload.ops=1500 --seed 5";
+  REQUIRE(mmusim(args + " --stats " + t.path("a.json") + " --trace " + t.path("a.trace") + " --quiet").status == 0);
+  REQUIRE(mmusim(args + " --stats " + t.path("b.json") + " --trace " + t.path("b.trace") + " --quiet").status == 0);
+  const std::string ta = slurp(t.path("a.trace"));
+  CHECK(ta.find("page_fault_user") != std::string::npos);
+  CHECK(ta.find("fork") != std::string::npos);
+  CHECK(ta == slurp(t.path("b.trace")));
+  CHECK(slurp(t.path("a.json")) == slurp(t.path("b.json")));
+  // Another seed, another sequence.
+  REQUIRE(mmusim("run " + cfg + platform_args(platform) +
+                 " --set kernel.wp_reuse=pagetable --set workload.ops=1500 --seed 6 --trace " +
+                 t.path("c.trace") + " --quiet").status == 0);
+  CHECK(ta != slurp(t.path("c.trace")));
+}
+
+}  // namespace
+
+TEST_CASE("random-ops on the functional platform: every load checked, invariants on", "[differential]") {
+  run_differential("functional");
+}
+
+TEST_CASE("random-ops on the i7-12700kf: every load checked, invariants and TLBs on", "[differential]") {
+  run_differential("i7-12700kf");
+}
+
+TEST_CASE("random-ops on the neoverse-n1: every load checked, invariants and TLBs on", "[differential]") {
+  run_differential("neoverse-n1");
+}
+
+TEST_CASE("random-ops is deterministic on the functional platform", "[determinism]") {
+  run_determinism("functional");
+}
+
+TEST_CASE("random-ops is deterministic on the i7-12700kf", "[determinism]") {
+  run_determinism("i7-12700kf");
+}
+
+TEST_CASE("random-ops is deterministic on the neoverse-n1", "[determinism]") {
+  run_determinism("neoverse-n1");
+}
+
+TEST_CASE("random-ops: its parameters are checked", "[differential]") {
+  TempDir t;
+  const std::string cfg = t.file("rops.cfg", kRandomOps);
+  Result r = mmusim("run " + cfg + " --set workload.max_mapped=4M");
+  CHECK(r.status == 2);
+  CHECK(r.out.find("workload.max_mapped") != std::string::npos);
+  Result p = mmusim("run " + cfg + " --set workload.processes=0");
+  CHECK(p.status == 2);
+  CHECK(p.out.find("workload.processes") != std::string::npos);
+}

@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// Several cores: kernel locks as simulated resources (rwsem semantics), TLB shootdowns that reach
+// exactly the CPUs in mm_cpumask, two threads faulting one folio, determinism with 8 cores.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+
+#include "kernel_mm/arch/x86/x86.hpp"
+#include "platforms/common/lock_timing.hpp"
+#include "platforms/hw_platform.hpp"
+#include "platforms/platform.hpp"
+
+using namespace mmusim;
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs mmusim (a SystemC simulation elaborates once per process, so each run is its own process)
+// on the default experiment with `sets`; returns the stats JSON text (and the trace).
+std::string run(const std::vector<std::string>& sets, std::string* trace_out = nullptr) {
+  char dir[] = "/tmp/mmusim-mc-XXXXXX";
+  REQUIRE(mkdtemp(dir));
+  std::string cmd = std::string(MMUSIM_BINARY) + " run " + MMUSIM_SOURCE_DIR + "/configs/default.cfg --quiet";
+  for (auto& s : sets) cmd += " --set " + s;
+  cmd += std::string(" --stats ") + dir + "/s.json";
+  if (trace_out) cmd += std::string(" --trace ") + dir + "/t.txt";
+  int st = std::system(cmd.c_str());
+  REQUIRE(WIFEXITED(st));
+  REQUIRE(WEXITSTATUS(st) == 0);
+  std::string json = slurp(std::string(dir) + "/s.json");
+  if (trace_out) *trace_out = slurp(std::string(dir) + "/t.txt");
+  std::system((std::string("rm -rf ") + dir).c_str());
+  return json;
+}
+
+uint64_t stat(const std::string& json, const std::string& key) {
+  auto at = json.find("\"" + key + "\": ");
+  REQUIRE(at != std::string::npos);
+  return std::stoull(json.substr(at + key.size() + 4));
+}
+
+}  // namespace
+
+TEST_CASE("kernel locks in simulated time: rwsem semantics", "[multicore]") {
+  Stats stats;
+  LockTiming lt(stats, 1.0);  // 1 GHz: a cycle is a nanosecond
+  int rwsem;                  // any address identifies a lock
+  int ptl;
+  using LC = kmm::LockClass;
+
+  // CPU A takes the lock for reading at t=0 and holds it until 100.
+  lt.begin(0);
+  lt.acquire(&rwsem, LC::mmap_lock, false, 0);
+  lt.release(&rwsem, LC::mmap_lock, false, 100);
+  CHECK(lt.end() == 0);
+  // CPU B asks for writing at t=10: it waits for the reader (until 100), holds it 50.
+  lt.begin(10'000);
+  lt.acquire(&rwsem, LC::mmap_lock, true, 0);
+  lt.release(&rwsem, LC::mmap_lock, true, 50);
+  CHECK(lt.end() == Approx(90));
+  // CPU C asks for reading at t=20, behind the waiting writer: it waits until the writer has
+  // released (t=150) although only a reader held the lock when it arrived.
+  lt.begin(20'000);
+  lt.acquire(&rwsem, LC::mmap_lock, false, 0);
+  lt.release(&rwsem, LC::mmap_lock, false, 5);
+  CHECK(lt.end() == Approx(130));
+  // Readers share: CPU D reads at t=200 and E at t=210 while D holds it: no wait.
+  lt.begin(200'000);
+  lt.acquire(&rwsem, LC::mmap_lock, false, 0);
+  lt.release(&rwsem, LC::mmap_lock, false, 100);
+  CHECK(lt.end() == 0);
+  lt.begin(210'000);
+  lt.acquire(&rwsem, LC::mmap_lock, false, 0);
+  lt.release(&rwsem, LC::mmap_lock, false, 10);
+  CHECK(lt.end() == 0);
+  // An exclusive lock (a PTE lock): the second CPU waits for the first's release, and the wait
+  // delays its later events (its release comes later too).
+  lt.begin(1'000'000);
+  lt.acquire(&ptl, LC::ptl, true, 0);
+  lt.release(&ptl, LC::ptl, true, 40);
+  CHECK(lt.end() == 0);
+  lt.begin(1'010'000);
+  lt.acquire(&ptl, LC::ptl, true, 5);
+  lt.release(&ptl, LC::ptl, true, 15);
+  CHECK(lt.end() == Approx(25));
+  lt.begin(1'020'000);  // arrives at 1020 ns, the second holder releases at 1010+15+25 = 1050
+  lt.acquire(&ptl, LC::ptl, true, 0);
+  lt.release(&ptl, LC::ptl, true, 1);
+  CHECK(lt.end() == Approx(30));
+  CHECK(stats.total_value("kernel.lock.mmap_lock.contended") == 2);
+  CHECK(stats.total_value("kernel.lock.ptl.contended") == 2);
+  CHECK(stats.total_value("kernel.lock.mmap_lock.wait_ns") == 220);
+}
+
+TEST_CASE("an x86 TLB shootdown reaches exactly the CPUs in mm_cpumask", "[multicore]") {
+  Schema schema = build_schema();
+  Config cfg(schema);
+  cfg.set_override("platform.name=i7-12700kf");
+  cfg.set_override("platform.cores=3");
+  Stats stats;
+  Trace trace;
+  auto base = build_platform(cfg, stats, trace);
+  auto* p = dynamic_cast<HwPlatform*>(base.get());
+  REQUIRE(p);
+  kmm::Kernel& k = p->system().kernel();
+  kmm::task_struct* t = k.tasks().front().get();
+  kmm::mm_struct* mm = t->mm;
+  const uint64_t va = 0x7f0000123000ull;
+  const uint16_t asid = uint16_t(mm->id);
+  // CPUs 0 and 1 run the mm; CPU 2 does not (its entry is for the same ASID all the same, so that
+  // only mm_cpumask decides who is reached).
+  k.arch().switch_mm(0, mm);
+  k.arch().switch_mm(1, mm);
+  REQUIRE(mm->cpumask.count() == 2);
+  hw::TlbEntry e;
+  e.vbase = va;
+  e.pbase = 0x5000;
+  e.asid = asid;
+  e.writable = false;
+  e.user = true;
+  for (int c = 0; c < 3; ++c) {
+    p->core(c).l2()->fill(va, e);
+    p->core(c).l1_store().fill(va, e);
+    REQUIRE(p->core(c).l2()->probe(va, asid));
+  }
+  k.enter(t, 0, 0);
+  static_cast<kmm::X86Arch&>(k.arch()).flush_tlb_mm_range(mm, va, va + kmm::PAGE_SIZE, kmm::PAGE_SHIFT, false);
+  CHECK_FALSE(p->core(0).l2()->probe(va, asid));
+  CHECK_FALSE(p->core(0).l1_store().probe(va, asid));
+  CHECK_FALSE(p->core(1).l2()->probe(va, asid));
+  CHECK_FALSE(p->core(1).l1_store().probe(va, asid));
+  CHECK(p->core(2).l2()->probe(va, asid));  // not in mm_cpumask: not reached
+  CHECK(stats.total_value("kernel.tlb_shootdown_ipis") == 1);  // to CPU 1 only
+  CHECK(k.take_cost()[kmm::Cost::ipi] == 1);
+}
+
+TEST_CASE("two threads faulting one folio at once: one reuse, one spurious fault behind the PTE lock", "[multicore]") {
+  // Two threads on two cores walk a 2M region of 64K folios side by side (thread 0 page 0,
+  // thread 1 page 1, ...), an LFENCE after each store so that nothing runs ahead: each folio's
+  // first two stores fault at once. The first fault reuses the whole folio (patched) under the
+  // folio's PTE lock; the second waits for that lock, then finds its PTE writable: spurious.
+  std::string j = run({"platform.name=i7-12700kf", "platform.cores=2", "workload.threads=2",
+                       "workload.thread_split=interleave", "workload.size=2M", "workload.folio=64K",
+                       "workload.pattern=seq-byte-lfence", "kernel.wp_reuse=pagetable",
+                       "output.host_stats=false"});
+  CHECK(stat(j, "kernel.wp_reuse") == 32);
+  CHECK(stat(j, "faults.spurious") == 32);
+  CHECK(stat(j, "faults.region") == 64);
+  CHECK(stat(j, "kernel.wp_copy") == 0);
+  CHECK(stat(j, "kernel.lock.ptl.contended") == 32);
+}
+
+TEST_CASE("8 cores: the same config and seed give identical statistics and traces", "[multicore][determinism]") {
+  std::vector<std::string> sets = {"platform.name=i7-12700kf", "platform.cores=8", "workload.threads=8",
+                                   "workload.size=16M", "workload.pattern=random-byte",
+                                   "kernel.wp_reuse=pagetable", "sim.seed=3", "output.host_stats=false"};
+  std::string t1, t2;
+  std::string a = run(sets, &t1);
+  std::string b = run(sets, &t2);
+  CHECK(a == b);
+  CHECK(t1 == t2);
+  CHECK(t1.find("clone") != std::string::npos);
+  CHECK(stat(a, "faults.region") >= 256);
+}
