@@ -126,7 +126,7 @@ C3_LFENCE = (4100, 4.0)
 # folio (patched).
 C4_CONVERT = {"off": 512, "pagetable": 0}
 
-ALL_IDS = ["C1", "C2", "C3", "C4", "V1", "V3", "V4", "V5", "V6", "V7", "V11"]
+ALL_IDS = ["C1", "C2", "C3", "C4", "V1", "V2", "V3", "V4", "V5", "V6", "V7", "V11"]
 
 T_FAULTS = Metric("faults", "faults", "", 1.0, True)
 T_REGION = Metric("region", "faults in region", "", 1.0, True)
@@ -253,6 +253,13 @@ def v1():
                       v_cases("v1-memset.cfg", rows), case_header="folio size")
 
 
+def v2():
+    rows = [("64K mTHP", [("workload.folio", "64K")]), ("2M THP, PTE-mapped", [("workload.folio", "2M-pte")])]
+    return Experiment("V2", "8 threads, one byte per page, random order (8 cores)", "validation",
+                      256 * MB, [T_FAULTS, T_SPUR, T_TIME], v_cases("v2-threads8-random.cfg", rows),
+                      case_header="folio size")
+
+
 def v3():
     return Experiment("V3", "Read, then store (64K mTHP)", "validation", 256 * MB,
                       [T_FAULTS, T_SPUR, T_TIME],
@@ -326,7 +333,7 @@ def v11():
                       case_header="folio", variant_header="fork_copy")
 
 
-BUILDERS = {"C1": c1, "C2": c2, "C3": c3, "C4": c4, "V1": v1, "V3": v3, "V4": v4, "V5": v5,
+BUILDERS = {"C1": c1, "C2": c2, "C3": c3, "C4": c4, "V1": v1, "V2": v2, "V3": v3, "V4": v4, "V5": v5,
             "V6": v6, "V7": v7, "V11": v11}
 
 
