@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/error.hpp"
+#include "base/log.hpp"
 
 namespace mmusim::hw {
 
@@ -80,6 +81,7 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
       sb_mask_(sb_free_.size() - 1),
       lb_mask_(lb_free_.size() - 1),
       fb_mask_(0) {
+  log_ = log::get("core");
   uops_ = &stats.counter("core.uops", "micro-ops retired");
   cycles_ = &stats.counter("core.cycles", "core cycles");
   squashes_ = &stats.counter("core.squashes", "pipeline flushes at faults (younger micro-ops squashed)");
@@ -403,10 +405,11 @@ void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
   const uint64_t head = std::max(fis.done + 1, last_retire_);
   const uint64_t nuke = head + p_.fault_to_nuke;
 
+  uint64_t n_ahead = 0;
   if (p_.speculative_translation) {
     // The faulting micro-op keeps its ROB and buffer entries until the flush; the younger ones
     // run meanwhile (their state changes are logged and undone below; their TLB fills stay).
-    uint64_t n = 0;
+    uint64_t& n = n_ahead;
     logging_ = true;
     for (size_t j = 1; j < p_.rob; ++j) {
       if (!fetch(j + 1)) break;
@@ -425,6 +428,8 @@ void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
   restore(before);
 
   faults_taken_->inc();
+  MMUSIM_LOG_DEBUG(log_, "cpu {} fault at {:#x} (ip {:#x}, syndrome {:#x}) at cycle {}; {} younger micro-ops ran ahead",
+                   cpu_, f.addr, f.ip, fis.syndrome, nuke, n_ahead);
   if (p_.fault_invalidates) {
     // SDM Vol 3A §4.10.4.1: the TLB entries for the faulting page number (current PCID) and the
     // paging-structure-cache entries that would be used for the address.

@@ -32,6 +32,7 @@
 
 #include "base/error.hpp"
 #include "base/hwwalk.hpp"
+#include "base/log.hpp"
 #include "base/params.hpp"
 #include "base/physmem.hpp"
 #include "base/stats.hpp"
@@ -235,6 +236,7 @@ class OooCore {
   uint64_t counted_cycles_ = 0;
   double pending_interrupt_ = 0;
 
+  std::shared_ptr<spdlog::logger> log_;
   Counter* uops_;
   Counter* cycles_;
   Counter* squashes_;

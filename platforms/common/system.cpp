@@ -38,6 +38,11 @@ void PlatformParams::visit(Params& p) {
             "differ between two runs of the same config and seed)");
   p.integer("sim.max_uops", max_uops, 0, 0, int64_t(1) << 62,
             "stop with an error after this many micro-ops (0: no limit)");
+  p.size("sim.host_memory_budget", host_memory_budget, "16G", 64ull << 20, 1ull << 50,
+         "host memory a run may need: checked before the run starts against an estimate (8 bytes "
+         "per frame of memory.size, plus per simulated frame the workload touches 4 KiB of "
+         "contents and its struct page; random-ops also its reference model); a run that needs "
+         "more is refused");
   p.duration("platform.ipi_handler", ipi_handler, "1500cyc",
              "x86 multi-core: time a CPU spends on a TLB-shootdown IPI (interrupt entry, "
              "flush_tlb_func, return) [U]");
@@ -86,6 +91,7 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
               st->origin, spec->key);
   }
 
+  check_resources(cfg);
   kernel_ = std::make_unique<kmm::Kernel>(kp_, pp_.effective_isa(), hw, stats, &trace);
   workload_ = wl::make_workload(wp_, &stats);
   if (wp_.thp_from == wl::WorkloadParams::ThpFrom::folio) apply_thp_setup();
@@ -109,12 +115,67 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
     locks_ = std::make_unique<LockTiming>(stats, pp_.clock_ghz);
     kernel_->set_lock_timing(&cost_, pp_.clock_ghz, locks_.get());
   }
+  auto lg = log::get("system");
+  lg->info("platform {} ({}, {} core{}, {} GHz), kernel wp_reuse={} fork_copy={} large_folio_reuse={}",
+           cfg.get_string("platform.name"), pg::isa_name(pp_.effective_isa()), pp_.cores,
+           pp_.cores > 1 ? "s" : "", pp_.clock_ghz, cfg.get_string("kernel.wp_reuse"),
+           cfg.get_string("kernel.fork_copy"), kp_.large_folio_reuse);
+  lg->info("workload {}: {} of {} folios, pattern {}, {} thread{}", workload_->name(),
+           format_size(wp_.size), wl::folio_kind_name(wp_.folio), wl::pattern_name(wp_.pattern),
+           wp_.threads, wp_.threads > 1 ? "s" : "");
   kmm::task_struct* t = kernel_->create_process(workload_->name());
   SimTask* st = add_task(t, workload_->main_program(), 0);
   runq_[0].push_back(st);
 }
 
 System::~System() = default;
+
+// Resource limits, checked before any work: the simulated physical memory must hold what the
+// workload maps (with its page tables and the copies the kernel makes), and the host must hold
+// the simulated memory the run touches. Estimates, on the safe side; UserError (exit 2) naming the
+// keys and the numbers.
+void System::check_resources(const Config& cfg) {
+  constexpr uint64_t kFrame = 4096, kSlack = 16ull << 20;  // zero page, LRU batches, stacks
+  uint64_t mapped = 0;     // bytes of simulated memory the workload's data needs at most
+  std::string what;        // which keys that comes from
+  if (wp_.name == wl::WorkloadName::random_ops) {
+    mapped = uint64_t(wp_.processes) * wp_.max_mapped;
+    what = fmt::format("workload.processes = {} x workload.max_mapped = {}", wp_.processes,
+                       format_size(wp_.max_mapped));
+  } else {
+    // 6.12's wp_can_reuse_anon_folio (kernel.large_folio_reuse = false) copies every page of a
+    // once-shared large folio: the region twice.
+    const bool copies = !kp_.large_folio_reuse && wp_.folio != wl::FolioKind::k4K;
+    mapped = wp_.size * (copies ? 2 : 1);
+    what = fmt::format("workload.size = {}{}", format_size(wp_.size),
+                       copies ? " twice (kernel.large_folio_reuse = false copies it)" : "");
+  }
+  // Page tables: a PTE table per 2 MiB, for the parent and a fork child.
+  const uint64_t sim_need = mapped + 2 * (mapped / 512) + kSlack;
+  const std::string& origin =
+      cfg.setting(wp_.name == wl::WorkloadName::random_ops ? "workload.max_mapped" : "workload.size").origin;
+  if (sim_need > kp_.phys_mem)
+    fatal("{}: {} needs about {} of simulated physical memory (with page tables and the kernel's "
+          "own pages), more than memory.size = {}; raise memory.size or map less",
+          origin, what, format_size((sim_need + (1 << 20) - 1) & ~uint64_t((1 << 20) - 1)), format_size(kp_.phys_mem));
+
+  const uint64_t frames = kp_.phys_mem / kFrame;
+  const uint64_t per_frame = sizeof(kmm::page) + sizeof(void*);  // memmap entry + frame pointer
+  const uint64_t frame_table = frames * sizeof(void*);           // allocated up front
+  const uint64_t touched = sim_need / kFrame * (kFrame + per_frame);
+  const uint64_t reference = wp_.name == wl::WorkloadName::random_ops ? mapped : 0;
+  const uint64_t host = frame_table + touched + reference;
+  if (host > pp_.host_memory_budget) {
+    auto mib = [](uint64_t b) { return format_size((b + (1 << 20) - 1) & ~uint64_t((1 << 20) - 1)); };
+    fatal("{}: the run needs about {} of host memory, more than sim.host_memory_budget = {}: "
+          "{} ({} of simulated memory touched, {} bytes per 4K frame), the frame table of "
+          "memory.size = {} ({}){}; lower them, or raise sim.host_memory_budget if the host has "
+          "the memory",
+          origin, mib(host), format_size(pp_.host_memory_budget),
+          what, mib(sim_need), kFrame + per_frame, format_size(kp_.phys_mem), mib(frame_table),
+          reference ? fmt::format(", the reference model ({})", mib(reference)) : "");
+  }
+}
 
 // The workload's "echo madvise > /sys/kernel/mm/transparent_hugepage/hugepages-<size>kB/enabled".
 void System::apply_thp_setup() {
@@ -335,6 +396,7 @@ void System::marker(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps) {
       break;
     case wl::Mark::RegionEnd:
       if (!region_open_) panic("the workload ended a measured region it had not begun");
+      log::get("system")->info("measured region ends at {:.3f} us", double(now_ps) / 1e6);
       region_open_ = false;
       region_end_ps_ = now_ps;
       stats_.region_end();
@@ -348,6 +410,8 @@ void System::marker(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps) {
 }
 
 void System::begin_region(uint64_t start, uint64_t size, uint64_t now_ps) {
+  log::get("system")->info("measured region [{:#x}, {:#x}) begins at {:.3f} us", start, start + size,
+                           double(now_ps) / 1e6);
   region_seen_ = region_open_ = true;
   region_at_barrier_ = false;
   region_start_ = start;

@@ -34,6 +34,7 @@ struct PlatformParams {
   std::string log_level;
   bool host_stats = true;
   uint64_t max_uops = 0;  // safety stop (0: none)
+  uint64_t host_memory_budget = 0;  // bytes of host memory a run may need (checked before it starts)
   // Multi-core: what a TLB shootdown costs the CPUs it reaches.
   Duration ipi_handler;        // x86: the receiver's interrupt, flush_tlb_func and return
   Duration tlbi_contention;    // arm64: extra per other CPU broadcasting TLBIs at the same time
@@ -107,6 +108,7 @@ class System {
 
  private:
   void apply_thp_setup();
+  void check_resources(const Config& cfg);  // memory.size and sim.host_memory_budget
   SimTask* add_task(kmm::task_struct* t, std::unique_ptr<wl::Program> prog, int cpu);
   void trace_task_event(int cpu, const SimTask& t, uint64_t now_ps, const char* ev,
                         std::initializer_list<TraceField> f);
