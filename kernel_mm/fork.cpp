@@ -131,8 +131,7 @@ task_struct* Kernel::sys_fork(task_struct* parent) {
 // ------------------------------------------------------------------------------------------------
 // dup_mmap() (kernel/fork.c:641)
 
-namespace {
-// vm_area_dup() (kernel/fork.c): a copy with a fresh per-VMA lock.
+// vm_area_dup() (kernel/fork.c): a copy of the VMA with a fresh per-VMA lock (fork, split_vma).
 std::unique_ptr<vm_area_struct> vm_area_dup(const vm_area_struct* orig) {
   auto v = std::make_unique<vm_area_struct>();
   v->vm_start = orig->vm_start;
@@ -143,7 +142,6 @@ std::unique_ptr<vm_area_struct> vm_area_dup(const vm_area_struct* orig) {
   v->anon = orig->anon;
   return v;
 }
-}  // namespace
 
 // anon_vma_fork() (mm/rmap.c:340): the child VMA gets its own anon_vma whose root is the parent's
 // root (anon_vma_clone() of the chain is not modelled).

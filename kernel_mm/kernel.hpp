@@ -547,6 +547,9 @@ class Kernel {
   TlbEnumerator tlb_enum_;
 };
 
+// vm_area_dup() (kernel/fork.c): a copy of a VMA with a fresh per-VMA lock.
+std::unique_ptr<vm_area_struct> vm_area_dup(const vm_area_struct* orig);
+
 // Builds the arch layer for an ISA (arch/x86, arch/arm64).
 std::unique_ptr<Arch> make_arch(mmusim::pg::Isa isa, Kernel& k);
 

@@ -42,18 +42,6 @@ bool accountable_mapping(vm_flags_t vm_flags) {
   return (vm_flags & (VM_NORESERVE | VM_SHARED | VM_WRITE)) == VM_WRITE;
 }
 
-// vm_area_dup() (kernel/fork.c): a copy of the VMA with a fresh per-VMA lock.
-std::unique_ptr<vm_area_struct> vm_area_dup(const vm_area_struct* orig) {
-  auto v = std::make_unique<vm_area_struct>();
-  v->vm_start = orig->vm_start;
-  v->vm_end = orig->vm_end;
-  v->vm_mm = orig->vm_mm;
-  v->vm_flags = orig->vm_flags;
-  v->vm_pgoff = orig->vm_pgoff;
-  v->anon = orig->anon;
-  return v;
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------------------------------------

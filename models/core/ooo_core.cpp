@@ -35,6 +35,7 @@ void CoreParams::visit(Params& p) {
   p.boolean("core.fault_invalidates", fault_invalidates, fault_invalidates, "a page fault invalidates the TLB entries and paging-structure-cache entries of the faulting page (x86: SDM §4.10.4.1; arm64: no, D8.15)");
   p.integer("core.dirty_assist", dirty_assist, dirty_assist, 0, 10000, "x86: cycles of the microcode assist that sets the D flag for a store through a clean writable entry (TMA Avg_Assist_Cost 78 [UARCH A.2, M])");
   p.boolean("core.hafdbs", hafdbs, hafdbs, "arm64: hardware access-flag and dirty-state management (FEAT_HAFDBS, TCR_EL1.HA/HD)");
+  p.integer("core.watchdog_cycles", watchdog_cycles, watchdog_cycles, 1000, int64_t(1) << 50, "watchdog: no micro-op retired for this many cycles (outside the kernel: a fence, a full buffer or a latency that never clears) is an error, with a dump of the core's state");
   p.integer("core.fault_repeat_limit", fault_repeat_limit, fault_repeat_limit, 2, 1000000, "watchdog: a micro-op that faults this many times in a row without the PTE or TLB entry changing is an error (livelock)");
   p.integer("core.quantum", quantum, quantum, 100, 100000000, "cycles a core runs ahead of SystemC time before it synchronises (temporal decoupling)");
 }
@@ -383,6 +384,51 @@ void OooCore::check_load(const wl::Uop& u, uint64_t pa) {
         p_.fault_repeat_limit));
 }
 
+// The forward-progress watchdog: the head micro-op would not retire within core.watchdog_cycles.
+// The dump: the micro-op, how far it got and what holds it (fences, ROB, buffers), its pending
+// fault, the TLB entries and the PTE for its address.
+[[noreturn]] void OooCore::stall(const wl::Uop& u, const Issue& is) {
+  auto cyc = [&](uint64_t c) { return c >= kNever ? std::string("never") : fmt::format("{}", c); };
+  static const char* kinds[] = {"alu", "load", "store", "lfence", "rdtscp", "syscall", "marker"};
+  std::string state = is.issued
+      ? fmt::format("allocated at cycle {}, executes at {}, completes at {}", is.alloc, is.exec, cyc(is.done))
+      : std::string("cannot be allocated");
+  // (Once the micro-op has issued, its own ROB/buffer slots read `never`: shown only before.)
+  std::string held = is.issued
+      ? fmt::format("fences hold younger micro-ops until cycle {}; the last allocation was at {}",
+                    cyc(no_issue_before_), alloc_cycle_)
+      : fmt::format(
+      "what allocation waits for: fences (no issue before {}), allocation cycle {}, the ROB entry "
+      "{} older free at {}, store buffer free at {}, load buffer free at {}",
+      cyc(no_issue_before_), alloc_cycle_, p_.rob,
+      seq_ >= p_.rob ? cyc(rob_free_[(seq_ - p_.rob) & rob_mask_]) : std::string("0"),
+      st_ord_ >= p_.store_buffer ? cyc(sb_free_[(st_ord_ - p_.store_buffer) & sb_mask_]) : std::string("0"),
+      ld_ord_ >= p_.load_buffer ? cyc(lb_free_[(ld_ord_ - p_.load_buffer) & lb_mask_]) : std::string("0"));
+  std::string mem;
+  if (u.kind == wl::UopKind::Load || u.kind == wl::UopKind::Store) {
+    pg::Walk w = pg::walk(isa_, mem_, ctx_.root_pa, u.addr);
+    std::string tlb;
+    const bool one_l1 = &l1_store_ == &l1_load_;
+    for (Tlb* t : {&l1_load_, one_l1 ? nullptr : &l1_store_, l2_})
+      if (t)
+        if (const TlbEntry* e = t->probe(u.addr, ctx_.asid))
+          tlb += fmt::format("{}{}: va {:#x} pa {:#x} size {} {}", tlb.empty() ? "" : "; ", t->name(),
+                             e->vbase, e->pbase, page_size_name(e->size), e->writable ? "rw" : "ro");
+    mem = fmt::format(" Pending fault: {}. The PTE is {:#x} ({}); the TLB holds {}.",
+                      is.fault ? fmt::format("yes (syndrome {:#x})", is.syndrome) : std::string("none"),
+                      w.nsteps ? w.steps[w.nsteps - 1].entry : 0,
+                      w.result == pg::Walk::Ok ? (w.writable ? "writable" : "read-only") : "not present",
+                      tlb.empty() ? "nothing for it" : tlb);
+  }
+  throw SimulatedSystemError(fmt::format(
+      "watchdog: cpu {} task {}: no micro-op retired for more than {} cycles (core.watchdog_cycles) "
+      "since cycle {}. The head micro-op #{} is a {} at address {:#x} (ip {:#x}, {} bytes): {}; "
+      "{}.{}",
+      cpu_, ctx_.task.pid, p_.watchdog_cycles, last_retire_, seq_,
+      unsigned(u.kind) < 7 ? kinds[unsigned(u.kind)] : "?", u.addr, u.ip, unsigned(u.size), state,
+      held, mem));
+}
+
 // The micro-op at the head faulted: let the younger ones run until the flush, squash them, take
 // the exception into the kernel, restart at the faulting micro-op.
 void OooCore::restore(const Snapshot& b) {
@@ -449,14 +495,19 @@ void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
   }
   if (of.in_region && pending_fault_kind_ < 0) pending_fault_kind_ = of.kind;
 
-  // Pipeline empty; restart at the faulting micro-op.
-  last_retire_ = resume;
+  restart(resume);  // at the faulting micro-op
+}
+
+// The pipeline is empty at `cycle` (back from the kernel): allocation resumes after the front end
+// has refilled.
+void OooCore::restart(uint64_t cycle) {
+  last_retire_ = cycle;
   retire_in_cycle_ = 0;
-  alloc_cycle_ = resume + p_.restart_delay;
+  alloc_cycle_ = cycle + p_.restart_delay;
   alloc_in_cycle_ = 0;
   no_issue_before_ = alloc_cycle_;
   prev_done_ = older_done_max_ = alloc_cycle_;
-  advance_cycles(resume);
+  advance_cycles(cycle);
 }
 
 void OooCore::do_syscall(const wl::Uop& u) {
@@ -468,13 +519,7 @@ void OooCore::do_syscall(const wl::Uop& u) {
   OsCall c = os_.syscall(cpu_, u, ps(t));
   uint64_t end = t + uint64_t(c.cycles + 0.5);
   rob_free_[seq_ & rob_mask_] = end;
-  last_retire_ = end;
-  retire_in_cycle_ = 0;
-  alloc_cycle_ = end + p_.restart_delay;
-  alloc_in_cycle_ = 0;
-  no_issue_before_ = alloc_cycle_;
-  prev_done_ = older_done_max_ = alloc_cycle_;
-  advance_cycles(end);
+  restart(end);
   uops_->inc();
   fetched_.pop_front();
   ++seq_;
@@ -524,6 +569,9 @@ OooCore::Run OooCore::run_until(uint64_t cycle_limit) {
     }
     const Snapshot before = snapshot(seq_);
     Issue is = issue(u, seq_, kNever, false);
+    // Forward progress: the head micro-op can never allocate, or completes (and so retires, or
+    // takes its fault) core.watchdog_cycles after the last retirement.
+    if (!is.issued || is.done > last_retire_ + p_.watchdog_cycles) stall(u, is);
     if (is.fault) {
       take_fault(is, before);
       continue;

@@ -72,6 +72,7 @@ struct CoreParams {
   unsigned dirty_assist = 78;
   bool hafdbs = true;
   unsigned fault_repeat_limit = 64;
+  uint64_t watchdog_cycles = 1000000;  // no retirement for this long: an error
   uint64_t quantum = 100000;
 
   void visit(Params& p);  // the values held are the defaults (start from a preset)
@@ -157,6 +158,7 @@ class OooCore {
   Translation translate(uint64_t va, bool write, uint64_t t, uint64_t limit, bool spec);
   void retire(const wl::Uop& u, uint64_t seq, const Issue& is);
   void do_syscall(const wl::Uop& u);
+  void restart(uint64_t cycle);
   void write_store(const wl::Uop& u, uint64_t pa, uint64_t retire_cycle);
   // The state changes of speculative micro-ops are logged so that a fault can put the pipeline
   // back as it was before the faulting micro-op issued; the faulting micro-op's own are in the
@@ -186,6 +188,7 @@ class OooCore {
   void advance_cycles(uint64_t to);
   [[noreturn]] void watchdog(const wl::Uop& u, uint64_t syndrome);
   void check_load(const wl::Uop& u, uint64_t pa);  // wl::kUopCheckValue
+  [[noreturn]] void stall(const wl::Uop& u, const Issue& is);  // core.watchdog_cycles
 
   int cpu_;
   CoreParams p_;
