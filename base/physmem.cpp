@@ -33,11 +33,19 @@ uint8_t* PhysMem::back(pfn_t pfn) {
       // An anonymous mapping: zeroed by the host lazily, as it is touched, in 2 MiB host pages
       // where the host allows (one host fault per 512 simulated frames instead of one each).
       // Fresh buffers are therefore zero; recycled ones are cleared above.
-      void* mem = mmap(nullptr, kChunkFrames * PAGE_SIZE, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (mem == MAP_FAILED) panic("out of host memory for simulated page frames");
+      // Map 2 MiB more and use the 2 MiB-aligned part, so that host huge pages cover it all.
+      constexpr size_t kHuge = size_t(2) << 20;
+      const size_t bytes = kChunkFrames * PAGE_SIZE;
+      void* raw = mmap(nullptr, bytes + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (raw == MAP_FAILED) panic("out of host memory for simulated page frames");
+      uintptr_t a = (reinterpret_cast<uintptr_t>(raw) + kHuge - 1) & ~uintptr_t(kHuge - 1);
+      // Give back the unaligned head and the tail beyond the chunk.
+      if (a > reinterpret_cast<uintptr_t>(raw)) munmap(raw, a - reinterpret_cast<uintptr_t>(raw));
+      uintptr_t end = reinterpret_cast<uintptr_t>(raw) + bytes + kHuge;
+      if (end > a + bytes) munmap(reinterpret_cast<void*>(a + bytes), end - (a + bytes));
+      void* mem = reinterpret_cast<void*>(a);
 #ifdef MADV_HUGEPAGE
-      madvise(mem, kChunkFrames * PAGE_SIZE, MADV_HUGEPAGE);
+      madvise(mem, bytes, MADV_HUGEPAGE);
 #endif
       chunks_.emplace_back(static_cast<uint8_t*>(mem));
       uint8_t* base = chunks_.back().get();

@@ -280,13 +280,12 @@ uint64_t parse_size(const char* s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // PhysMem (base/physmem.cpp) takes host memory in 16 MiB chunks from std::aligned_alloc and
-  // assumes a fresh chunk reads as zeroes. That holds only while glibc serves them by mmap: once
-  // a freed block raises glibc's dynamic mmap threshold above the chunk size, chunks come from
-  // recycled heap memory and simulated frames start with garbage (a base bug, reported). A fixed
-  // threshold (which also turns the dynamic one off) keeps every chunk a fresh mmap, as in a
-  // one-kernel mmusim run. Every kernel here first-touches its host memory again (setups are not
-  // timed; the passes that allocate frames warm them first, see World::warm_host).
+  // PhysMem (base/physmem.cpp) used to take its 16 MiB chunks from std::aligned_alloc and assume
+  // they read as zero, which fails once a freed block raises glibc's dynamic mmap threshold
+  // (fixed in 6b97d6c: chunks are anonymous mappings). A fixed threshold keeps every large
+  // allocation an mmap anyway, as in a one-kernel mmusim run. Every kernel here first-touches its
+  // host memory again (setups are not timed; the passes that allocate frames warm them first,
+  // see World::warm_host).
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
   Options o;
   for (int i = 1; i < argc; ++i) {

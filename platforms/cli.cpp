@@ -78,7 +78,7 @@ void print_list(const Schema& schema, std::ostream& out, bool ini) {
            "               DTLBs, STLB, page-miss handler with paging-structure caches, caches\n"
            "  neoverse-n1  arm64, Neoverse N1 (Ampere Altra): contiguous-bit TLB, contpte costs\n"
            "  functional   no hardware timing: micro-ops in program order, no speculation, no TLB\n"
-           "\nWorkloads (workload.name): fork-reuse, fork-time\n"
+           "\nWorkloads (workload.name): fork-reuse, fork-time, random-ops\n"
            "\nKernel variants:\n"
            "  kernel.wp_reuse            off | block16 | pagetable | pagetable+flush\n"
            "  kernel.fork_copy           per-pte | batched\n"

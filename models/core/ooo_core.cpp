@@ -217,7 +217,12 @@ OooCore::Issue OooCore::issue(const wl::Uop& u, uint64_t seq, uint64_t limit, bo
     case wl::UopKind::Store: {
       if (spec && e >= limit) return Issue{};
       Translation t = translate(u.addr, is_store, e, limit, spec);
-      if (!t.ok) return Issue{};
+      if (!t.ok) {
+        // Still translating (or waiting for a walker) when the flush comes: it keeps its entries
+        // in flight, and the younger micro-ops go on executing and starting their own walks.
+        is.done = kNever;
+        break;
+      }
       is.pa = t.pa;
       is.fault = t.fault;
       is.syndrome = t.syndrome;
@@ -562,7 +567,7 @@ OooCore::Run OooCore::run_until(uint64_t cycle_limit) {
     }
     if (!fetch(1)) panic("task {} ended its program without exit()", ctx_.task.pid);
     const wl::Uop& u = fetched_.front();
-    if (trace_) trace_->time_ps = ps(now_);
+    if (trace_ && trace_->on()) trace_->time_ps = ps(now_);
     if (u.kind == wl::UopKind::Syscall) {
       do_syscall(u);
       continue;

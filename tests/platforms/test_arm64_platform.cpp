@@ -17,6 +17,8 @@
 // case with one in-process run elaborates once; cases that compare runs use the mmusim binary.
 #include <catch2/catch.hpp>
 
+#include "platforms/run_mmusim.hpp"
+
 #include <systemc>
 
 #include <array>
@@ -84,48 +86,11 @@ struct Run {
   uint64_t n(const std::string& key) const { return stats.region_value(key); }
 };
 
-// The mmusim binary, for cases that compare two runs.
-struct Result {
-  int status;
-  std::string out;
-};
-
-Result run_mmusim(const std::string& args) {
-  std::string cmd = std::string(MMUSIM_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t k;
-  while ((k = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), k);
-  int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
-
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    char tmpl[] = "/tmp/mmusim-n1-XXXXXX";
-    dir = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(dir); }
-  std::string path(const std::string& name) const { return (dir / name).string(); }
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// A number of the flat stats JSON ("key": value).
-double json_number(const std::string& json, const std::string& key) {
-  std::smatch m;
-  std::regex re("\"" + std::regex_replace(key, std::regex(R"([.+])"), R"(\$&)") + R"(\"\s*:\s*([-0-9.eE+]+))");
-  if (!std::regex_search(json, m, re)) FAIL("no key " << key << " in the stats JSON");
-  return std::stod(m[1].str());
-}
+using mmusim_test::json_number;
+using mmusim_test::Result;
+using mmusim_test::run_mmusim;
+using mmusim_test::slurp;
+using mmusim_test::TempDir;
 
 // The region's start address, from the workload's region_begin trace event.
 uint64_t region_start(const std::string& trace) {

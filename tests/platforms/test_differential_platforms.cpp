@@ -171,3 +171,50 @@ TEST_CASE("random-ops: its parameters are checked", "[differential]") {
   CHECK(p.status == 2);
   CHECK(p.out.find("workload.processes") != std::string::npos);
 }
+
+// ---- resource limits and the forward-progress watchdog ----------------------------------------
+
+TEST_CASE("a run that needs more memory than allowed is refused before it starts", "[limits]") {
+  TempDir t;
+  const std::string cfg = t.file("big.cfg", "[platform]\nname = functional\n[workload]\nsize = 8G\n");
+  // The region does not fit the simulated physical memory (memory.size = 4G by default).
+  Result r = mmusim("run " + cfg + " --quiet");
+  CHECK(r.status == 2);
+  CHECK(r.out.find("workload.size = 8G needs about") != std::string::npos);
+  CHECK(r.out.find("memory.size = 4G") != std::string::npos);
+  // It fits memory.size, but not the host budget.
+  Result h = mmusim("run " + cfg + " --set memory.size=32G --set sim.host_memory_budget=4G --quiet");
+  CHECK(h.status == 2);
+  CHECK(h.out.find("sim.host_memory_budget = 4G") != std::string::npos);
+  CHECK(h.out.find("workload.size = 8G") != std::string::npos);
+  // random-ops: processes x max_mapped.
+  Result o = mmusim("run " + t.file("r.cfg", kRandomOps) +
+                    " --set workload.processes=64 --set workload.max_mapped=1G --set memory.size=128G --quiet");
+  CHECK(o.status == 2);
+  CHECK(o.out.find("workload.processes = 64 x workload.max_mapped = 1G") != std::string::npos);
+  CHECK(o.out.find("sim.host_memory_budget") != std::string::npos);
+}
+
+TEST_CASE("the core's forward-progress watchdog: no retirement for core.watchdog_cycles", "[watchdog]") {
+  TempDir t;
+  const std::string cfg = t.file("w.cfg",
+      "[platform]\nname = i7-12700kf\n[workload]\nsize = 4M\npattern = seq-byte-clock\n");
+  // A crafted stall: an RDTSCP whose latency (block-younger: nothing younger allocates until it
+  // has executed) is longer than the watchdog allows.
+  Result r = mmusim("run " + cfg + " --set core.rdtscp_latency=10000 --set core.watchdog_cycles=5000 --quiet");
+  CHECK(r.status == 1);
+  CHECK(r.out.find("watchdog: cpu 0") != std::string::npos);
+  CHECK(r.out.find("no micro-op retired for more than 5000 cycles (core.watchdog_cycles)") != std::string::npos);
+  CHECK(r.out.find("is a rdtscp") != std::string::npos);
+  CHECK(r.out.find("fences hold younger micro-ops") != std::string::npos);
+  // A memory access that never completes in time, on the arm64 core: the dump has the fault the
+  // store would take, its PTE and the TLBs.
+  Result m = mmusim("run " + cfg + " --set platform.name=neoverse-n1 --set memory.latency=1ms "
+                    "--set core.watchdog_cycles=100000 --set workload.pattern=seq-byte --quiet");
+  CHECK(m.status == 1);
+  CHECK(m.out.find("no micro-op retired for more than 100000 cycles") != std::string::npos);
+  CHECK(m.out.find("is a store") != std::string::npos);
+  CHECK(m.out.find("The PTE is") != std::string::npos);
+  // The default allows every real run.
+  CHECK(mmusim("run " + cfg + " --quiet").status == 0);
+}

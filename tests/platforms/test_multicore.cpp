@@ -12,17 +12,13 @@
 #include "platforms/common/lock_timing.hpp"
 #include "platforms/hw_platform.hpp"
 #include "platforms/platform.hpp"
+#include "platforms/run_mmusim.hpp"
 
 using namespace mmusim;
 
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using mmusim_test::slurp;
 
 // Runs mmusim (a SystemC simulation elaborates once per process, so each run is its own process)
 // on the default experiment with `sets`; returns the stats JSON text (and the trace).
