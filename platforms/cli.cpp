@@ -246,6 +246,12 @@ int cli_main(int argc, char* argv[], std::ostream& out, std::ostream& err) {
     out << version_string() << "\n";
     return 0;
   }
+  // `mmusim run --help` and the like: the usage, not an "unrecognised option" error.
+  for (const std::string& a : rest)
+    if (a == "--help" || a == "-h") {
+      out << kUsage;
+      return 0;
+    }
   if (cmd == "run") return cmd_run(rest, out, err);
   if (cmd == "list") {
     std::string format = "text";
