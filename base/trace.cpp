@@ -95,6 +95,31 @@ void Trace::flush() {
   buf_.clear();
 }
 
+void Trace::set_events(const std::string& list) {
+  wanted_.clear();
+  filtered_ = false;
+  if (list.empty() || list == "all") return;
+  std::string allowed;
+  for (std::string_view e : kTraceEvents) allowed += (allowed.empty() ? "" : ", ") + std::string(e);
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    size_t comma = list.find(',', pos);
+    if (comma == std::string::npos) comma = list.size();
+    std::string name = list.substr(pos, comma - pos);
+    while (!name.empty() && name.front() == ' ') name.erase(name.begin());
+    while (!name.empty() && name.back() == ' ') name.pop_back();
+    const std::string_view* hit = nullptr;
+    for (const std::string_view& e : kTraceEvents)
+      if (e == name) hit = &e;
+    if (!hit)
+      throw UserError(fmt::format("--trace-events: unknown event '{}'; allowed: all, or a comma-separated list of: {}",
+                                  name, allowed));
+    wanted_.push_back(*hit);
+    pos = comma + 1;
+  }
+  filtered_ = true;
+}
+
 void Trace::close() {
   if (!on_) return;
   format_->end(buf_);

@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <initializer_list>
+#include <vector>
 
 namespace mmusim {
 
@@ -53,6 +54,11 @@ std::unique_ptr<TraceFormat> make_ftrace_format();
 // pass as slices, the other events as instants.
 std::unique_ptr<TraceFormat> make_perfetto_format();
 
+// Every event the simulator emits (the README's "Event trace" table), for --trace-events.
+inline constexpr std::string_view kTraceEvents[] = {
+    "page_fault_user", "mm_fault_done", "tlb_fill",     "tlb_invalidate", "contpte_convert", "fork",
+    "clone",           "exit",          "sched_switch", "region_begin",   "region_end"};
+
 class Trace {
  public:
   Trace();
@@ -68,9 +74,14 @@ class Trace {
 
   bool on() const { return on_; }
 
+  // Only these events are written (like ftrace's set_event); "" or "all": every event. A comma-
+  // separated list of names of kTraceEvents; anything else is a UserError naming what is allowed.
+  void set_events(const std::string& list);
+
   void event(uint64_t time_ps, int cpu, const TraceTask& task, std::string_view name,
              std::initializer_list<TraceField> fields) {
     if (!on_) return;
+    if (filtered_ && !wanted(name)) return;
     format_->event(buf_, time_ps, cpu, task, name, fields);
     ++events_;
     if (buf_.size() >= kFlushBytes) flush();
@@ -80,6 +91,14 @@ class Trace {
  private:
   static constexpr size_t kFlushBytes = 1 << 20;
   void flush();
+  bool wanted(std::string_view name) const {
+    for (std::string_view w : wanted_)
+      if (w == name) return true;
+    return false;
+  }
+
+  bool filtered_ = false;
+  std::vector<std::string_view> wanted_;  // views of kTraceEvents
 
   bool on_ = false;
   std::unique_ptr<TraceFormat> format_;

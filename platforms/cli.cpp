@@ -28,15 +28,17 @@ const char* kUsage =
     "\n"
     "usage:\n"
     "  mmusim run CONFIG [CONFIG...] [--set SECTION.KEY=VALUE]... [--stats FILE.json]\n"
-    "             [--trace FILE] [--trace-format ftrace|perfetto] [--seed N] [--progress]\n"
-    "             [--quiet | --verbose]\n"
+    "             [--trace FILE] [--trace-format ftrace|perfetto] [--trace-events E1,E2,...]\n"
+    "             [--seed N] [--progress] [--quiet | --verbose]\n"
     "  mmusim list [--format text|ini]   platforms, workloads, kernel variants, every parameter\n"
     "  mmusim describe CONFIG... [--set SECTION.KEY=VALUE]...\n"
     "                                    the effective configuration after includes and --set\n"
     "  mmusim --help | --version\n"
     "\n"
     "Later CONFIG files and then --set override earlier values. Exit status: 0 success,\n"
-    "2 a user error (the message names file:line, key and what is allowed), 1 an internal error.\n";
+    "2 a user error (the message names file:line, key and what is allowed), 1 an internal error.\n"
+    "--trace-events keeps only the named events (page_fault_user, mm_fault_done, tlb_fill,\n"
+    "tlb_invalidate, contpte_convert, fork, clone, exit, sched_switch, region_begin, region_end).\n";
 
 std::string version_string() {
   return fmt::format("mmusim {} ({})", MMUSIM_VERSION, MMUSIM_GIT_REV);
@@ -175,7 +177,7 @@ void run_with_progress(Platform& platform, const std::string& what, std::chrono:
 
 int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ConfigArgs a;
-  std::string stats_path, trace_path, trace_format = "ftrace";
+  std::string stats_path, trace_path, trace_format = "ftrace", trace_events = "all";
   long long seed = -1;
   bool progress = false, quiet = false, verbose = false;
   po::options_description desc("mmusim run options");
@@ -184,6 +186,7 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       ("stats", po::value(&stats_path), "write the statistics as JSON to FILE")
       ("trace", po::value(&trace_path), "write the event trace to FILE (- for stdout)")
       ("trace-format", po::value(&trace_format), "ftrace (default) or perfetto")
+      ("trace-events", po::value(&trace_events), "only these events (comma-separated; default all)")
       ("seed", po::value(&seed), "seed for every random choice (sets sim.seed)")
       ("progress", po::bool_switch(&progress), "a progress line on stderr")
       ("quiet", po::bool_switch(&quiet), "no table, errors only")
@@ -208,6 +211,9 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   }
   Stats stats;
   Trace trace;
+  trace.set_events(trace_events);
+  if (trace_events != "all" && trace_path.empty())
+    throw UserError("mmusim run: --trace-events without --trace: there is no trace to filter");
   if (!trace_path.empty())
     trace.open(trace_path, trace_format == "perfetto" ? make_perfetto_format() : make_ftrace_format());
 

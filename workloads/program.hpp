@@ -7,6 +7,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "base/error.hpp"
 
 #include "workloads/uop.hpp"
 
@@ -21,5 +24,60 @@ class Program {
   // Share of the measured pass done, in [0, 1] (for --progress).
   virtual double progress() const { return 0; }
 };
+
+// A program built from steps; each step emits micro-ops into a queue when the queue is empty.
+// A system call holds the program until its result arrives (syscall_return()).
+class StepProgram : public Program {
+ public:
+  StepProgram() { q_.reserve(256); }
+  bool next(Uop& u) override {
+    while (q_head_ == q_.size()) {
+      if (waiting_) mmusim::panic("workload program asked for a uop while waiting for a syscall");
+      q_.clear();
+      q_head_ = 0;
+      if (!step()) return false;
+    }
+    u = q_[q_head_++];
+    if (u.kind == UopKind::Syscall) waiting_ = true;
+    return true;
+  }
+  void syscall_return(int64_t ret) override {
+    waiting_ = false;
+    last_ret_ = ret;
+  }
+
+ protected:
+  // Emits the next micro-ops (push()); false when the program has finished.
+  virtual bool step() = 0;
+  void push(const Uop& u) { q_.push_back(u); }
+  int64_t last_ret_ = 0;
+
+ private:
+  std::vector<Uop> q_;
+  size_t q_head_ = 0;
+  bool waiting_ = false;
+};
+
+// Micro-op builders.
+inline Uop syscall_uop(uint64_t ip, Sys s, uint64_t a0 = 0, uint64_t a1 = 0, uint64_t a2 = 0) {
+  Uop u;
+  u.kind = UopKind::Syscall;
+  u.sys = s;
+  u.addr = a0;
+  u.value = a1;
+  u.extra = a2;
+  u.ip = ip;
+  return u;
+}
+// A load or a store (`value`: what a store writes, or what a checked load expects).
+inline Uop access_uop(UopKind k, uint64_t addr, uint8_t size, uint64_t value, uint64_t ip) {
+  Uop u;
+  u.kind = k;
+  u.addr = addr;
+  u.size = size;
+  u.value = value;
+  u.ip = ip;
+  return u;
+}
 
 }  // namespace mmusim::wl

@@ -41,25 +41,13 @@ struct Shared {
   Counter* loads = nullptr;
 };
 
-class RopsProgram : public Program {
+class RopsProgram : public StepProgram {
  public:
   RopsProgram(Shared& sh, RefProc ref, uint64_t seed, bool main, uint64_t budget)
       : sh_(sh), ref_(std::move(ref)), rng_{seed}, main_(main), budget_(budget) {}
 
-  bool next(Uop& u) override {
-    while (head_ == q_.size()) {
-      if (waiting_) panic("random-ops: a micro-op was asked for while a system call is pending");
-      q_.clear();
-      head_ = 0;
-      if (!generate()) return false;
-    }
-    u = q_[head_++];
-    if (u.kind == UopKind::Syscall) waiting_ = true;
-    return true;
-  }
-
   void syscall_return(int64_t ret) override {
-    waiting_ = false;
+    StepProgram::syscall_return(ret);
     if (pending_ == Pending::Mmap) {
       if (ret <= 0) panic("random-ops: mmap of {} bytes returned {}", mmap_.len, ret);
       apply(ref_, mmap_, uint64_t(ret));
@@ -80,25 +68,11 @@ class RopsProgram : public Program {
   enum class Pending { None, Mmap, Fork };
 
   static Uop syscall(Sys s, uint64_t a0 = 0, uint64_t a1 = 0, uint64_t a2 = 0) {
-    Uop u;
-    u.kind = UopKind::Syscall;
-    u.sys = s;
-    u.addr = a0;
-    u.value = a1;
-    u.extra = a2;
-    u.ip = kIpSyscall + 4 * unsigned(s);
-    return u;
+    return syscall_uop(kIpSyscall + 4 * unsigned(s), s, a0, a1, a2);
   }
   static Uop access(UopKind k, uint64_t addr, uint8_t size, uint64_t value, uint64_t ip) {
-    Uop u;
-    u.kind = k;
-    u.addr = addr;
-    u.size = size;
-    u.value = value;
-    u.ip = ip;
-    return u;
+    return access_uop(k, addr, size, value, ip);
   }
-  void push(const Uop& u) { q_.push_back(u); }
 
   bool have_budget() const { return main_ ? sh_.ops_left > 0 : budget_ > 0; }
   void spend() {
@@ -109,7 +83,7 @@ class RopsProgram : public Program {
   }
 
   // Emit the micro-ops of the next operation; false once the program has ended.
-  bool generate() {
+  bool step() override {
     if (done_) return false;
     if (!have_budget()) {
       if (!children_.empty()) {  // reap what is left, then exit
@@ -197,7 +171,7 @@ class RopsProgram : public Program {
           sh_.ops_left += budget_ - 1;
           budget_ = 1;
           spend();
-          return generate();
+          return step();
       }
       spend();
       return true;
@@ -210,9 +184,7 @@ class RopsProgram : public Program {
   Rng rng_;
   bool main_;
   uint64_t budget_;
-  std::vector<Uop> q_;
-  size_t head_ = 0;
-  bool waiting_ = false, done_ = false;
+  bool done_ = false;
   Pending pending_ = Pending::None;
   Action mmap_;
   bool wait_after_fork_ = false;

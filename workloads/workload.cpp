@@ -39,32 +39,12 @@ constexpr uint64_t kIpVdso = 0x7fff00000900;  // the vDSO text
 constexpr uint64_t kIpSyscall = 0x401200;
 
 Uop syscall(Sys s, uint64_t a0 = 0, uint64_t a1 = 0, uint64_t a2 = 0) {
-  Uop u;
-  u.kind = UopKind::Syscall;
-  u.sys = s;
-  u.addr = a0;
-  u.value = a1;
-  u.extra = a2;
-  u.ip = kIpSyscall;
-  return u;
+  return syscall_uop(kIpSyscall, s, a0, a1, a2);
 }
 Uop store(uint64_t addr, uint8_t size, uint64_t value, uint64_t ip) {
-  Uop u;
-  u.kind = UopKind::Store;
-  u.size = size;
-  u.addr = addr;
-  u.value = value;
-  u.ip = ip;
-  return u;
+  return access_uop(UopKind::Store, addr, size, value, ip);
 }
-Uop load(uint64_t addr, uint8_t size, uint64_t ip) {
-  Uop u;
-  u.kind = UopKind::Load;
-  u.size = size;
-  u.addr = addr;
-  u.ip = ip;
-  return u;
-}
+Uop load(uint64_t addr, uint8_t size, uint64_t ip) { return access_uop(UopKind::Load, addr, size, 0, ip); }
 Uop alu(uint64_t ip, uint16_t lat = 1) {
   Uop u;
   u.kind = UopKind::Alu;
@@ -84,41 +64,6 @@ Uop marker(Mark m, uint64_t a0 = 0, uint64_t a1 = 0) {
   u.value = a1;
   return u;
 }
-
-// A program built from steps; each step emits uops into a small queue when the queue is empty.
-// A system call holds the program until its result arrives.
-class StepProgram : public Program {
- public:
-  bool next(Uop& u) override {
-    while (q_head_ == q_n_) {
-      if (waiting_) mmusim::panic("workload program asked for a uop while waiting for a syscall");
-      q_n_ = q_head_ = 0;
-      if (!step()) return false;
-    }
-    u = q_[q_head_++];
-    if (u.kind == UopKind::Syscall) waiting_ = true;
-    return true;
-  }
-  void syscall_return(int64_t ret) override {
-    waiting_ = false;
-    last_ret_ = ret;
-  }
-
- protected:
-  // Emits the next uops into q_ (push()); false when the program has finished.
-  virtual bool step() = 0;
-  void push(const Uop& u) {
-    if (q_n_ == kQueue) mmusim::panic("a workload step emitted more than {} micro-ops", kQueue);
-    q_[q_n_++] = u;
-  }
-  int64_t last_ret_ = 0;
-
- private:
-  static constexpr unsigned kQueue = 256;
-  Uop q_[kQueue];
-  unsigned q_n_ = 0, q_head_ = 0;
-  bool waiting_ = false;
-};
 
 class ExitProgram : public StepProgram {
  protected:

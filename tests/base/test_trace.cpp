@@ -299,3 +299,33 @@ TEST_CASE("trace: an unwritable path is a UserError naming it", "[trace]") {
   REQUIRE_THROWS_AS(t.open(dir.path.string(), make_ftrace_format()), UserError);
   CHECK_FALSE(t.on());
 }
+
+TEST_CASE("trace: --trace-events keeps only the named events", "[trace]") {
+  std::string out;
+  Trace t;
+  t.set_events("mm_fault_done, fork");
+  t.open_buffer(&out, make_ftrace_format());
+  t.event(1000, 0, {"a", 1}, "page_fault_user", {TraceField::hex("address", 0x1000)});
+  t.event(2000, 0, {"a", 1}, "mm_fault_done", {TraceField::str("result", "reuse")});
+  t.event(3000, 0, {"a", 1}, "tlb_fill", {});
+  t.event(4000, 0, {"a", 1}, "fork", {});
+  t.close();
+  CHECK(t.events() == 2);
+  CHECK(out.find("page_fault_user") == std::string::npos);
+  CHECK(out.find("tlb_fill") == std::string::npos);
+  CHECK(out.find("mm_fault_done: result=reuse") != std::string::npos);
+  CHECK(out.find("fork:") != std::string::npos);
+
+  Trace all;
+  all.set_events("all");
+  std::string out2;
+  all.open_buffer(&out2, make_ftrace_format());
+  all.event(3000, 0, {"a", 1}, "tlb_fill", {});
+  all.close();
+  CHECK(all.events() == 1);
+
+  Trace bad;
+  CHECK_THROWS_WITH(bad.set_events("mm_fault_done,page_fault"),
+                    Catch::Contains("unknown event 'page_fault'") && Catch::Contains("page_fault_user"));
+  CHECK_THROWS_AS(bad.set_events("fork,"), UserError);  // an empty name is not an event
+}

@@ -156,3 +156,28 @@ TEST_CASE("the same config and seed give byte-identical stats and traces", "[cli
     CHECK(ta != slurp(t.path("c.trace")));
   }
 }
+
+TEST_CASE("--trace-events writes only the named events", "[cli]") {
+  TempDir t;
+  std::string cfg = t.file("small.cfg", kSmall);
+  REQUIRE(mmusim("run " + cfg + " --set platform.name=i7-12700kf --trace " + t.path("all.trace") + " --quiet").status == 0);
+  REQUIRE(mmusim("run " + cfg + " --set platform.name=i7-12700kf --trace " + t.path("f.trace") +
+                 " --trace-events page_fault_user,mm_fault_done --quiet").status == 0);
+  const std::string all = slurp(t.path("all.trace")), f = slurp(t.path("f.trace"));
+  CHECK(all.find("tlb_fill") != std::string::npos);
+  CHECK(f.find("tlb_fill") == std::string::npos);
+  CHECK(f.find("fork:") == std::string::npos);
+  // The kept events are the same lines as in the full trace, in the same order.
+  std::string kept;
+  std::istringstream in(all);
+  for (std::string line; std::getline(in, line);)
+    if (line[0] == '#' || line.find(": page_fault_user:") != std::string::npos ||
+        line.find(": mm_fault_done:") != std::string::npos)
+      kept += line + "\n";
+  CHECK(f == kept);
+  Result bad = mmusim("run " + cfg + " --trace " + t.path("x") + " --trace-events page_fault");
+  CHECK(bad.status == 2);
+  CHECK(bad.out.find("unknown event 'page_fault'") != std::string::npos);
+  Result nofile = mmusim("run " + cfg + " --trace-events fork");
+  CHECK(nofile.status == 2);
+}

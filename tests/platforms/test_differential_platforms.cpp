@@ -13,63 +13,22 @@
 // Also: determinism of the random-ops workload on each platform (identical stats JSON and trace).
 #include <catch2/catch.hpp>
 
-#include <array>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
-#include <sys/wait.h>
 
-namespace fs = std::filesystem;
+#include "run_mmusim.hpp"
+
+using mmusim_test::Result;
+using mmusim_test::slurp;
+using mmusim_test::TempDir;
 
 namespace {
 
-struct Result {
-  int status;
-  std::string out;
-};
-
-Result mmusim(const std::string& args) {
-  std::string cmd = std::string(MMUSIM_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
-
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    char tmpl[] = "/tmp/mmusim-diff-XXXXXX";
-    dir = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(dir); }
-  std::string path(const std::string& name) const { return (dir / name).string(); }
-  std::string file(const std::string& name, const std::string& text) const {
-    std::ofstream(path(name)) << text;
-    return path(name);
-  }
-};
-
-std::string slurp(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+Result mmusim(const std::string& args) { return mmusim_test::run_mmusim(args); }
 
 // A number of the flat stats JSON.
-double stat(const std::string& json, const std::string& key) {
-  auto k = json.find("\"" + key + "\": ");
-  if (k == std::string::npos) return -1;
-  return std::strtod(json.c_str() + k + key.size() + 4, nullptr);
-}
+double stat(const std::string& json, const std::string& key) { return mmusim_test::json_number(json, key); }
 
 uint64_t ops_per_run() {
   const char* s = std::getenv("MMUSIM_DIFF_PLATFORM_OPS");
