@@ -167,3 +167,15 @@ TEST_CASE("8 cores: the same config and seed give identical statistics and trace
   CHECK(t1.find("clone") != std::string::npos);
   CHECK(stat(a, "faults.region") >= 256);
 }
+
+TEST_CASE("several cores: sim.uops_per_host_second counts each retired micro-op once", "[multicore]") {
+  std::vector<std::string> sets = {"platform.name=i7-12700kf", "platform.cores=4", "workload.threads=4",
+                                   "workload.size=8M", "kernel.wp_reuse=pagetable"};
+  std::string js = run(sets);
+  const double uops = mmusim_test::json_number(js, "total.core.uops");
+  const double rate = mmusim_test::json_number(js, "sim.uops_per_host_second");
+  const double host = mmusim_test::json_number(js, "sim.host_seconds");
+  REQUIRE(uops > 0);
+  REQUIRE(host > 0);
+  CHECK(rate * host == Approx(uops).epsilon(1e-6));
+}
