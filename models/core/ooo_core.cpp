@@ -138,6 +138,7 @@ OooCore::Translation OooCore::translate(uint64_t va, bool write, uint64_t t, uin
     if (spec && start >= limit) return r;
     WalkOutcome wo = walker_.walk(va, asid, ctx_.root_pa, when, spec);
     when = wo.done;
+    if (trace_ && trace_->on()) trace_walk(va, wo);
     if (spec) spec_translations_->inc();
     if (wo.walk.result != pg::Walk::Ok || !wo.walk.user) {
       // Not present (or an access-flag fault without HA): never cached.
@@ -175,6 +176,23 @@ OooCore::Translation OooCore::translate(uint64_t va, bool write, uint64_t t, uin
     r.need_dirty = true;
   }
   return r;
+}
+
+// page_walk_start at the cycle a walker took the walk, page_walk_done when its result is known
+// (a pair: Perfetto shows it as an async slice; walks of several walkers overlap).
+void OooCore::trace_walk(uint64_t va, const WalkOutcome& wo) {
+  static const char* const kResult[] = {"ok", "not_present", "access_flag"};
+  std::string_view from = "root";
+  if (wo.psc_level >= 0) {
+    if (psc_level_names_.empty()) psc_level_names_ = WalkerParams::level_names(isa_);
+    from = psc_level_names_.at(size_t(wo.psc_level));
+  }
+  trace_->trace->event(ps(wo.start), trace_->cpu, trace_->task, "page_walk_start",
+                       {TraceField::hex("address", va), TraceField::dec("spec", wo.speculative),
+                        TraceField::str("from", from)});
+  trace_->trace->event(ps(wo.done), trace_->cpu, trace_->task, "page_walk_done",
+                       {TraceField::hex("address", va), TraceField::str("result", kResult[wo.walk.result]),
+                        TraceField::dec("reads", wo.mem_reads)});
 }
 
 OooCore::Issue OooCore::issue(const wl::Uop& u, uint64_t seq, uint64_t limit, bool spec) {

@@ -184,6 +184,8 @@ class OooCore {
   }
   void restore(const Snapshot& s);
   void take_fault(const Issue& is, const Snapshot& before);
+  void trace_walk(uint64_t va, const WalkOutcome& wo);
+  std::vector<std::string> psc_level_names_;  // for trace_walk
   uint64_t ps(uint64_t cycle) const { return uint64_t(double(cycle) * 1000.0 / ghz_ + 0.5); }
   void advance_cycles(uint64_t to);
   [[noreturn]] void watchdog(const wl::Uop& u, uint64_t syndrome);

@@ -3,6 +3,8 @@
 // of every class of error, the stats JSON schema, and determinism of stats and traces.
 #include <catch2/catch.hpp>
 
+#include <regex>
+#include <sstream>
 #include <string>
 
 #include "platforms/run_mmusim.hpp"
@@ -157,7 +159,7 @@ TEST_CASE("the same config and seed give byte-identical stats and traces", "[cli
   }
 }
 
-TEST_CASE("--trace-events writes only the named events", "[cli]") {
+TEST_CASE("mmusim run --trace-events writes only the named events", "[cli]") {
   TempDir t;
   std::string cfg = t.file("small.cfg", kSmall);
   REQUIRE(mmusim("run " + cfg + " --set platform.name=i7-12700kf --trace " + t.path("all.trace") + " --quiet").status == 0);
@@ -180,4 +182,46 @@ TEST_CASE("--trace-events writes only the named events", "[cli]") {
   CHECK(bad.out.find("unknown event 'page_fault'") != std::string::npos);
   Result nofile = mmusim("run " + cfg + " --trace-events fork");
   CHECK(nofile.status == 2);
+}
+
+TEST_CASE("page walks are traced as start/done pairs, a slice each in the Perfetto trace", "[cli]") {
+  TempDir t;
+  std::string cfg = t.file("small.cfg", kSmall);
+  REQUIRE(mmusim("run " + cfg + " --set platform.name=i7-12700kf --trace " + t.path("w.trace") +
+                 " --trace-events page_walk_start,page_walk_done --quiet").status == 0);
+  std::istringstream in(slurp(t.path("w.trace")));
+  std::regex start_re(R"(\s([0-9]+)\.([0-9]{9}): page_walk_start: address=(0x[0-9a-f]+) spec=[01] from=(root|pde|pdpte|pml4e)$)");
+  std::regex done_re(R"(\s([0-9]+)\.([0-9]{9}): page_walk_done: address=(0x[0-9a-f]+) result=(ok|not_present|access_flag) reads=[0-4]$)");
+  size_t pairs = 0, ok = 0, from_psc = 0;
+  std::string line, open_addr;
+  uint64_t open_ns = 0;
+  while (std::getline(in, line)) {
+    if (line[0] == '#') continue;
+    std::smatch m;
+    if (std::regex_search(line, m, start_re)) {
+      REQUIRE(open_addr.empty());
+      open_addr = m[3];
+      open_ns = std::stoull(m[1]) * 1000000000ull + std::stoull(m[2]);
+      if (m[4] != "root") ++from_psc;
+    } else {
+      INFO(line);
+      REQUIRE(std::regex_search(line, m, done_re));
+      CHECK(m[3] == open_addr);  // each start is followed by its own done
+      CHECK(std::stoull(m[1]) * 1000000000ull + std::stoull(m[2]) > open_ns);  // a walk takes time
+      if (m[4] == "ok") ++ok;
+      open_addr.clear();
+      ++pairs;
+    }
+  }
+  CHECK(pairs >= 64);   // at least one walk per folio of the 4 MiB pass
+  CHECK(ok > 0);
+  CHECK(from_psc > 0);  // most walks start from a paging-structure-cache entry
+  REQUIRE(mmusim("run " + cfg + " --set platform.name=i7-12700kf --trace " + t.path("w.json") +
+                 " --trace-format perfetto --trace-events page_walk_start,page_walk_done --quiet").status == 0);
+  const std::string js = slurp(t.path("w.json"));
+  size_t b = 0, e = 0;
+  for (size_t at = 0; (at = js.find("\"ph\":\"b\",\"name\":\"page_walk\"", at)) != std::string::npos; ++at) ++b;
+  for (size_t at = 0; (at = js.find("\"ph\":\"e\",\"name\":\"page_walk\"", at)) != std::string::npos; ++at) ++e;
+  CHECK(b == pairs);
+  CHECK(e == pairs);
 }
