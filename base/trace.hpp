@@ -56,9 +56,9 @@ std::unique_ptr<TraceFormat> make_perfetto_format();
 
 // Every event the simulator emits (the README's "Event trace" table), for --trace-events.
 inline constexpr std::string_view kTraceEvents[] = {
-    "page_fault_user", "mm_fault_done", "tlb_fill",     "tlb_invalidate", "page_walk_start", "page_walk_done",
-    "contpte_convert", "fork",          "clone",        "exit",           "sched_switch",    "region_begin",
-    "region_end"};
+    "page_fault_user", "mm_fault_done", "tlb_fill",     "tlb_invalidate", "page_walk_start",
+    "page_walk_done",  "tlb_shootdown", "contpte_convert", "fork",        "clone",
+    "exit",            "sched_switch",  "region_begin",    "region_end"};
 
 class Trace {
  public:

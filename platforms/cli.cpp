@@ -38,8 +38,8 @@ const char* kUsage =
     "Later CONFIG files and then --set override earlier values. Exit status: 0 success,\n"
     "2 a user error (the message names file:line, key and what is allowed), 1 an internal error.\n"
     "--trace-events keeps only the named events (page_fault_user, mm_fault_done, tlb_fill,\n"
-    "tlb_invalidate, page_walk_start, page_walk_done, contpte_convert, fork, clone, exit,\n"
-    "sched_switch, region_begin, region_end).\n";
+    "tlb_invalidate, page_walk_start, page_walk_done, tlb_shootdown, contpte_convert, fork,\n"
+    "clone, exit, sched_switch, region_begin, region_end).\n";
 
 std::string version_string() {
   return fmt::format("mmusim {} ({})", MMUSIM_VERSION, MMUSIM_GIT_REV);

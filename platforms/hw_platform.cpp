@@ -31,12 +31,24 @@ double PlatformMmuHw::arm64_tlbi(int cpu, kmm::TlbiOp op, uint16_t asid, uint64_
     if (int(i) != cpu && t != ~uint64_t(0) && (t > now ? t - now : now - t) <= tlbi_window_ps) ++others;
   }
   if (others && tlbi_contended) tlbi_contended->inc();
-  return double(others) * tlbi_contention_cycles;
+  const double extra = double(others) * tlbi_contention_cycles;
+  hw::TraceContext& tc = cores[size_t(cpu)]->trace_context();
+  if (tc.on())
+    tc.trace->event(now, cpu, tc.task, "tlb_shootdown",
+                    {TraceField::str("kind", "tlbi_broadcast"), TraceField::dec("from", unsigned(cpu)),
+                     TraceField::str("to", "all"), TraceField::dec("contending", others),
+                     TraceField::dec("extra_cycles", uint64_t(extra + 0.5))});
+  return extra;
 }
 
 void PlatformMmuHw::x86_ipi(int from, int to) {
   if (ipis) ipis->inc();
   cores.at(size_t(to))->core().interrupt(ipi_handler_cycles);
+  hw::TraceContext& tc = cores.at(size_t(from))->trace_context();
+  if (tc.on())
+    tc.trace->event(kernel ? kernel->now_ps() : tc.time_ps, from, tc.task, "tlb_shootdown",
+                    {TraceField::str("kind", "ipi"), TraceField::dec("from", unsigned(from)),
+                     TraceField::dec("to", unsigned(to))});
 }
 
 void PlatformMmuHw::kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool write) {

@@ -44,6 +44,8 @@ class CoreModule : public sc_core::sc_module {
   // What each TLB-maintenance operation does to this core's TLBs and paging-structure caches.
   TranslationCaches& maintenance() { return *maint_; }
   bool done() const { return done_; }
+  // Where this core's trace events go, and the task and time they are attributed to.
+  TraceContext& trace_context() { return tctx_; }
   // A task became runnable on this core (it may be idle, waiting for one).
   void wake() { work_.notify(sc_core::SC_ZERO_TIME); }
   // Called from this core's thread before it touches shared kernel state (multi-core): wait until

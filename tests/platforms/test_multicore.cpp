@@ -179,3 +179,25 @@ TEST_CASE("several cores: sim.uops_per_host_second counts each retired micro-op 
   REQUIRE(host > 0);
   CHECK(rate * host == Approx(uops).epsilon(1e-6));
 }
+
+TEST_CASE("TLB shootdowns are traced: one tlb_shootdown event per IPI or broadcast TLBI", "[multicore]") {
+  for (const char* platform : {"i7-12700kf", "neoverse-n1"}) {
+    INFO(platform);
+    std::vector<std::string> sets = {std::string("platform.name=") + platform, "platform.cores=4",
+                                     "workload.threads=4", "workload.size=8M", "kernel.wp_reuse=off",
+                                     "kernel.arm64_spurious_flush=local", "output.host_stats=false"};
+    std::string trace;
+    std::string js = run(sets, &trace);
+    const bool x86 = std::string(platform) == "i7-12700kf";
+    const uint64_t n = stat(js, x86 ? "total.kernel.tlb_shootdown_ipis" : "total.kernel.tlbi_broadcasts");
+    CHECK(n > 0);
+    size_t events = 0;
+    std::istringstream in(trace);
+    for (std::string line; std::getline(in, line);) {
+      if (line.find(": tlb_shootdown: ") == std::string::npos) continue;
+      ++events;
+      CHECK(line.find(x86 ? "kind=ipi from=" : "kind=tlbi_broadcast from=") != std::string::npos);
+    }
+    CHECK(events == n);
+  }
+}
