@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/error.hpp"
+#include "git_rev.hpp"  // generated at build time: MMUSIM_GIT_REV
 #include "base/log.hpp"
 #include "platforms/platform.hpp"
 
