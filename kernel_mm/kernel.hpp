@@ -149,6 +149,12 @@ class LockObserver {
   virtual ~LockObserver() = default;
   virtual void acquire(const void* lock, LockClass cls, bool write, double cycles_so_far) = 0;
   virtual void release(const void* lock, LockClass cls, bool write, double cycles_so_far) = 0;
+  // Page-table entries about to be written (their old values still in memory), at this point of
+  // the entry; and the kernel's lockless read of a PTE (handle_pte_fault's ptep_get_lockless):
+  // the value it saw at this point of the entry in simulated time, which is an older one if
+  // another CPU's entry, overlapping this one in simulated time, wrote the entry later.
+  virtual void pte_write(const uint64_t* entry, unsigned n, double cycles_so_far) {}
+  virtual uint64_t lockless_read(const uint64_t* entry, uint64_t value, double cycles_so_far) { return value; }
 };
 
 class Kernel {
@@ -209,6 +215,16 @@ class Kernel {
     double t = cycles_so_far_ + cost_.extra_cycles;
     if (acquire) lock_obs_->acquire(lock, cls, write, t);
     else lock_obs_->release(lock, cls, write, t);
+  }
+  // `nr` PTEs from `ptep` are about to be written (every PTE store of the port calls this first).
+  void pte_changing(const pte_t* ptep, unsigned nr = 1) {
+    if (lock_obs_) lock_obs_->pte_write(&ptep->val, nr, cycles_so_far_ + cost_.extra_cycles);
+  }
+  // The value a lockless read of `*ptep` returns at this point of the entry (see LockObserver).
+  pte_t pte_seen_lockless(const pte_t* ptep, pte_t value) const {
+    if (!lock_obs_) return value;
+    const uint64_t v = lock_obs_->lockless_read(&ptep->val, ptep->val, cycles_so_far_ + cost_.extra_cycles);
+    return v == ptep->val ? value : pte_t{v};
   }
   // The kernel read or wrote page-table entries (or other memory) through a host pointer into
   // simulated memory: the platform's caches see the lines (so the walker finds them warm).

@@ -179,6 +179,9 @@ vm_fault_t Kernel::handle_pte_fault(vm_fault* vmf) {
     if (!vmf->pte) return 0;
     pt_touch(vmf->pte, sizeof(pte_t), false);
     vmf->orig_pte = arch_->ptep_get_lockless(vmf->pte);  // NO PTL yet
+    // Several cores: what the read saw at this point in simulated time (another CPU's fault may
+    // have changed the PTE since; pte_same() under the PTL then fails, as in the kernel).
+    vmf->orig_pte = pte_seen_lockless(vmf->pte, vmf->orig_pte);
     vmf->flags |= FAULT_FLAG_ORIG_PTE_VALID;
     if (pte_none(vmf->orig_pte)) vmf->pte = nullptr;  // pte_unmap()
   }

@@ -179,6 +179,7 @@ pfn_t Kernel::pgtable_trans_huge_withdraw(mm_struct* mm, pmd_t* pmdp) {
 
 void Arch::set_ptes(mm_struct* mm, uint64_t addr, pte_t* ptep, pte_t pte, unsigned nr) {
   k_.pt_touch(ptep, nr * sizeof(pte_t), true);
+  k_.pte_changing(ptep, nr);
   for (;;) {
     *ptep = pte;
     k_.charge(Cost::pte_write);
@@ -191,6 +192,7 @@ void Arch::set_ptes(mm_struct* mm, uint64_t addr, pte_t* ptep, pte_t pte, unsign
 pte_t Arch::ptep_get_and_clear(mm_struct* mm, uint64_t addr, pte_t* ptep) {
   k_.pt_touch(ptep, sizeof(pte_t), true);
   pte_t pte = *ptep;
+  k_.pte_changing(ptep);
   *ptep = pte_t{0};
   k_.charge(Cost::pte_write);
   return pte;

@@ -14,31 +14,63 @@ LockTiming::LockTiming(Stats& stats, double ghz) : ghz_(ghz) {
   }
 }
 
-double LockTiming::end() {
-  double delay = 0;  // cycles this entry has waited so far
-  for (const Ev& e : evs_) {
-    const uint64_t t = start_ps_ + ps(e.cycles + delay);
-    State& st = state_[e.lock];
-    ClassCounters& c = ctr_[size_t(e.cls)];
-    if (e.acquire) {
-      c.acquisitions->inc();
-      // A writer waits for every holder; a reader for a writer that arrived before it (a waiting
-      // writer blocks new readers) until that writer has released.
-      uint64_t avail = e.write ? std::max(st.write_free, st.readers_free)
-                               : (st.writer_arrival <= t ? st.write_free : 0);
-      if (avail > t) {
-        c.contended->inc();
-        c.wait_ns->inc((avail - t) / 1000);
-        delay += double(avail - t) * ghz_ / 1000.0;
-      }
-      if (e.write) st.writer_arrival = t;
-    } else {
-      if (e.write) st.write_free = t;
-      else st.readers_free = std::max(st.readers_free, t);
+void LockTiming::event(const void* lock, kmm::LockClass cls, bool write, bool acquire, double cycles) {
+  const uint64_t t = start_ps_ + ps(cycles + delay_);
+  State& st = state_[lock];
+  ClassCounters& c = ctr_[size_t(cls)];
+  if (acquire) {
+    c.acquisitions->inc();
+    // A writer waits for every holder; a reader for a writer that arrived before it (a waiting
+    // writer blocks new readers) until that writer has released.
+    uint64_t avail = write ? std::max(st.write_free, st.readers_free)
+                           : (st.writer_arrival <= t ? st.write_free : 0);
+    if (avail > t) {
+      c.contended->inc();
+      c.wait_ns->inc((avail - t) / 1000);
+      delay_ += double(avail - t) * ghz_ / 1000.0;
     }
+    if (write) st.writer_arrival = t;
+  } else {
+    if (write) st.write_free = t;
+    else st.readers_free = std::max(st.readers_free, t);
   }
-  evs_.clear();
-  return delay;
+}
+
+void LockTiming::pte_write(const uint64_t* entry, unsigned n, double cycles) {
+  const uint64_t t = start_ps_ + ps(cycles + delay_);
+  for (unsigned i = 0; i < n; ++i) {
+    std::vector<PteWrite>& w = pte_log_[entry + i];
+    const size_t before = w.size();  // forget what no entry can see any more
+    w.erase(std::remove_if(w.begin(), w.end(), [&](const PteWrite& x) { return x.t_ps <= start_ps_; }), w.end());
+    pte_log_n_ -= before - w.size();
+    w.push_back({t, entry[i]});
+    ++pte_log_n_;
+  }
+  if (pte_log_n_ >= prune_at_) prune();
+}
+
+uint64_t LockTiming::lockless_read(const uint64_t* entry, uint64_t value, double cycles) {
+  auto it = pte_log_.find(entry);
+  if (it == pte_log_.end()) return value;
+  const uint64_t t = start_ps_ + ps(cycles + delay_);
+  // The value at time t: the old value of the earliest write after t (the entry's own writes
+  // before this read are all earlier than t).
+  const PteWrite* first = nullptr;
+  for (const PteWrite& w : it->second)
+    if (w.t_ps > t && (!first || w.t_ps < first->t_ps)) first = &w;
+  return first ? first->old : value;
+}
+
+void LockTiming::prune() {
+  for (auto it = pte_log_.begin(); it != pte_log_.end();) {
+    std::vector<PteWrite>& w = it->second;
+    const size_t before = w.size();
+    w.erase(std::remove_if(w.begin(), w.end(), [&](const PteWrite& x) { return x.t_ps <= start_ps_; }), w.end());
+    pte_log_n_ -= before - w.size();
+    if (w.empty()) it = pte_log_.erase(it);
+    else ++it;
+  }
+  prune_at_ = std::max<size_t>(1u << 16, 2 * pte_log_n_);
 }
 
 }  // namespace mmusim

@@ -132,6 +132,7 @@ T_FAULTS = Metric("faults", "faults", "", 1.0, True)
 T_REGION = Metric("region", "faults in region", "", 1.0, True)
 T_SPUR = Metric("spurious", "spurious faults", "", 1.0, True)
 T_TIME = Metric("time", "time", "ms", 1e-6, True, 2)
+T_RACE = Metric("race", "pte_same races", "", 1.0, True)
 
 
 def folio_sets(folio, wp):
@@ -255,9 +256,11 @@ def v1():
 
 def v2():
     rows = [("64K mTHP", [("workload.folio", "64K")]), ("2M THP, PTE-mapped", [("workload.folio", "2M-pte")])]
+    stats = {"faults": "faults.total", "spurious": "faults.spurious", "race": "kernel.fault_race",
+             "time": "region.time_ns"}
     return Experiment("V2", "8 threads, one byte per page, random order (8 cores)", "validation",
-                      256 * MB, [T_FAULTS, T_SPUR, T_TIME], v_cases("v2-threads8-random.cfg", rows),
-                      case_header="folio size")
+                      256 * MB, [T_FAULTS, T_SPUR, T_RACE, T_TIME],
+                      v_cases("v2-threads8-random.cfg", rows, stats=stats), case_header="folio size")
 
 
 def v3():

@@ -139,20 +139,65 @@ TEST_CASE("an x86 TLB shootdown reaches exactly the CPUs in mm_cpumask", "[multi
   CHECK(k.take_cost()[kmm::Cost::ipi] == 1);
 }
 
-TEST_CASE("two threads faulting one folio at once: one reuse, one spurious fault behind the PTE lock", "[multicore]") {
+TEST_CASE("two threads faulting one folio at once: one reuse, one pte_same failure behind the PTE lock", "[multicore]") {
   // Two threads on two cores walk a 2M region of 64K folios side by side (thread 0 page 0,
   // thread 1 page 1, ...), an LFENCE after each store so that nothing runs ahead: each folio's
-  // first two stores fault at once. The first fault reuses the whole folio (patched) under the
-  // folio's PTE lock; the second waits for that lock, then finds its PTE writable: spurious.
+  // first two stores fault within a few ns of each other. The first fault reuses the whole folio
+  // (patched) under the folio's PTE lock; the second read its PTE (lockless) before that, then
+  // waits for the lock and finds the PTE changed: pte_same() fails, the kernel returns (the
+  // "race" result) and the store, whose TLB entry the #PF removed, retries without a fault.
+  std::string trace;
   std::string j = run({"platform.name=i7-12700kf", "platform.cores=2", "workload.threads=2",
                        "workload.thread_split=interleave", "workload.size=2M", "workload.folio=64K",
                        "workload.pattern=seq-byte-lfence", "kernel.wp_reuse=pagetable",
-                       "output.host_stats=false"});
+                       "output.host_stats=false"}, &trace);
   CHECK(stat(j, "kernel.wp_reuse") == 32);
-  CHECK(stat(j, "faults.spurious") == 32);
+  CHECK(stat(j, "kernel.fault_race") == 32);
+  CHECK(stat(j, "faults.spurious") == 0);
   CHECK(stat(j, "faults.region") == 64);
   CHECK(stat(j, "kernel.wp_copy") == 0);
   CHECK(stat(j, "kernel.lock.ptl.contended") == 32);
+  // The first folio: CPU 0's reuse of all 16 PTEs, CPU 1's race for page 1 ends when the lock
+  // is released (at the same time), with nothing changed.
+  CHECK(trace.find("[001] .....     0.000177931: page_fault_user: address=0x7effffc01000") != std::string::npos);
+  CHECK(trace.find("[000] .....     0.000178585: mm_fault_done: address=0x7effffc00000 result=reuse ptes=16") != std::string::npos);
+  CHECK(trace.find("[001] .....     0.000178585: mm_fault_done: address=0x7effffc01000 result=race ptes=0") != std::string::npos);
+}
+
+TEST_CASE("lockless PTE reads see the value at their own simulated time", "[multicore]") {
+  Stats stats;
+  LockTiming lt(stats, 1.0);  // 1 GHz: a cycle is 1000 ps
+  uint64_t pte = 0x1000 | 0x5;  // read-only
+  // CPU A's entry starts at 100 ns and upgrades the PTE 500 cycles in (at 600 ns).
+  lt.begin(100000);
+  lt.pte_write(&pte, 1, 500);
+  pte = 0x1000 | 0x7;
+  lt.end();
+  // CPU B's entry starts at 300 ns: a read 100 cycles in (400 ns) sees the old value, one 400
+  // cycles in (700 ns) the new one.
+  lt.begin(300000);
+  CHECK(lt.lockless_read(&pte, pte, 100) == (0x1000 | 0x5));
+  CHECK(lt.lockless_read(&pte, pte, 400) == (0x1000 | 0x7));
+  uint64_t other = 0x2000;
+  CHECK(lt.lockless_read(&other, other, 100) == 0x2000);  // never written: as it is
+  // Waiting for a lock moves the entry's time: B waits for a lock A held until 650 ns.
+  const int lock = 0;
+  lt.end();
+  lt.begin(100000);
+  lt.acquire(&lock, kmm::LockClass::ptl, true, 0);
+  lt.release(&lock, kmm::LockClass::ptl, true, 550);  // held until 650 ns
+  lt.end();
+  lt.begin(300000);
+  lt.acquire(&lock, kmm::LockClass::ptl, true, 10);  // at 310 ns: waits until 650 ns
+  CHECK(lt.lockless_read(&pte, pte, 10) == (0x1000 | 0x7));  // 650 ns: after A's write at 600 ns
+  CHECK(lt.end() == Approx(340.0));
+  // An entry starting after the write forgets it.
+  lt.begin(700000);
+  CHECK(lt.lockless_read(&pte, pte, 0) == (0x1000 | 0x7));
+  CHECK(lt.pte_log_size() == 1);
+  lt.pte_write(&pte, 1, 50);  // writing it again drops the record no entry can see any more
+  CHECK(lt.pte_log_size() == 1);
+  CHECK(lt.lockless_read(&pte, pte, 10) == (0x1000 | 0x7));  // at 710 ns, before this write
 }
 
 TEST_CASE("8 cores: the same config and seed give identical statistics and traces", "[multicore][determinism]") {

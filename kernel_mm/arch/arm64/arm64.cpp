@@ -149,6 +149,7 @@ pfn_t Arm64Arch::table_pfn(uint64_t e) const { return (e & PTE_ADDR_LOW) >> PAGE
 
 // __set_pte() (pgtable.h:351): the DSB ISHST + ISB only for valid kernel PTEs, never here.
 void Arm64Arch::__set_pte(pte_t* ptep, pte_t pte) {
+  k_.pte_changing(ptep);
   *ptep = pte;  // WRITE_ONCE
   k_.charge(Cost::pte_write);
 }
@@ -166,6 +167,7 @@ void Arm64Arch::__set_ptes(mm_struct*, uint64_t, pte_t* ptep, pte_t pte, unsigne
 // __ptep_get_and_clear() (pgtable.h:1297): xchg with 0.
 pte_t Arm64Arch::__ptep_get_and_clear(mm_struct*, uint64_t, pte_t* ptep) {
   pte_t pte = *ptep;
+  k_.pte_changing(ptep);
   *ptep = pte_t{0};
   k_.charge(Cost::pte_write);
   return pte;
@@ -196,6 +198,7 @@ pte_t Arm64Arch::__get_and_clear_full_ptes(mm_struct* mm, uint64_t addr, pte_t* 
 
 // ___ptep_set_wrprotect() (pgtable.h:1349): cmpxchg loop with pte_wrprotect().
 void Arm64Arch::___ptep_set_wrprotect(mm_struct*, uint64_t, pte_t* ptep, pte_t pte) {
+  k_.pte_changing(ptep);
   *ptep = pte_wrprotect(pte);
   k_.charge(Cost::pte_write);
 }
@@ -213,6 +216,7 @@ void Arm64Arch::__wrprotect_ptes(mm_struct* mm, uint64_t addr, pte_t* ptep, unsi
 // __ptep_test_and_clear_young() (pgtable.h:1252)
 int Arm64Arch::__ptep_test_and_clear_young(vm_area_struct*, uint64_t, pte_t* ptep) {
   pte_t pte = *ptep;
+  k_.pte_changing(ptep);
   *ptep = pte_mkold(pte);
   k_.charge(Cost::pte_write);
   return pte_young(pte);

@@ -36,6 +36,7 @@ int Arm64Arch::__ptep_set_access_flags(vm_area_struct* vma, uint64_t address, pt
   pteval ^= PTE_RDONLY;
   pteval |= entry.val;
   pteval ^= PTE_RDONLY;
+  k_.pte_changing(ptep);
   *ptep = pte_t{pteval};
   k_.charge(Cost::pte_write);
 

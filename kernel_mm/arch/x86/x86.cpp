@@ -125,6 +125,7 @@ pfn_t X86Arch::table_pfn(uint64_t e) const { return (e & x::PFN_MASK) >> PAGE_SH
 // ptep_set_wrprotect() (asm/pgtable.h:1345): cmpxchg loop with pte_wrprotect().
 void X86Arch::ptep_set_wrprotect(mm_struct*, uint64_t, pte_t* ptep) {
   k_.pt_touch(ptep, sizeof(pte_t), true);
+  k_.pte_changing(ptep);
   *ptep = pte_wrprotect(*ptep);
   k_.charge(Cost::pte_write);
 }
@@ -136,6 +137,7 @@ int X86Arch::ptep_set_access_flags(vm_area_struct*, uint64_t, pte_t* ptep, pte_t
   int changed = !pte_same(*ptep, entry);
   if (changed && dirty) {
     k_.pt_touch(ptep, sizeof(pte_t), true);
+    k_.pte_changing(ptep);
     *ptep = entry;  // set_pte()
     k_.charge(Cost::pte_write);
   }
