@@ -2,4 +2,4 @@
 // libsystemc refers to sc_main (its own main() calls it); Catch2 provides main() here and the
 // model tests never elaborate a simulation. With the sanitizers, gcc keeps libsystemc linked
 // (--no-as-needed) and the loader needs the symbol.
-int sc_main(int, char*[]) { return 0; }
+extern "C" int sc_main(int, char*[]) { return 0; }  // as declared in sysc/kernel/sc_externs.h
