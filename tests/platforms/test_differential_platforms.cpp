@@ -9,7 +9,7 @@
 // neoverse-n1 runs with kernel.arm64_spurious_flush = local: with `none` and the whole-folio reuse
 // the simulated hardware livelocks by design (configs/experiments/c4-hazard-spurious-none.cfg).
 //
-// MMUSIM_DIFF_PLATFORM_OPS=N runs N operations per run (default 4000) for a longer test.
+// MMUSIM_DIFF_PLATFORM_OPS=N runs N operations per run (default 12,500: 8 runs, 100,000 operations per platform per CI run).
 // Also: determinism of the random-ops workload on each platform (identical stats JSON and trace).
 #include <catch2/catch.hpp>
 
@@ -32,7 +32,7 @@ double stat(const std::string& json, const std::string& key) { return mmusim_tes
 
 uint64_t ops_per_run() {
   const char* s = std::getenv("MMUSIM_DIFF_PLATFORM_OPS");
-  return s && *s ? std::strtoull(s, nullptr, 0) : 4000;
+  return s && *s ? std::strtoull(s, nullptr, 0) : 12500;
 }
 
 const char* kRandomOps =
