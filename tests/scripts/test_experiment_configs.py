@@ -1,0 +1,90 @@
+"""Every config in configs/experiments/ runs to completion at a reduced size (8M; the threads of
+V2 and V7 on as many cores as the config says), on the platform it names: exit status 0, the
+measured region seen, faults counted, the configuration recorded in the stats JSON as the file
+set it. The one config that shows a hazard (c4-hazard-spurious-none.cfg) must instead stop with
+the watchdog's exit status 1. A new config in the folder is picked up by this test."""
+
+import glob
+import json
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+SOURCE = os.environ.get("MMUSIM_SOURCE_DIR") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", ".."))
+MMUSIM = os.environ.get("MMUSIM_BINARY", "")
+CONFIGS = sorted(glob.glob(os.path.join(SOURCE, "configs", "experiments", "*.cfg")))
+# Stops by design: the patch on arm64 with 6.12's empty spurious-fault hook livelocks.
+HAZARD = "c4-hazard-spurious-none.cfg"
+# Under the sanitizers (.ci/sanitize), a simulation stopped by an error on a core's coroutine
+# stack meets ASan's false positive described there: the hazard run is left to the normal build.
+UNDER_ASAN = bool(os.environ.get("MMUSIM_UNDER_SANITIZER"))
+
+
+def as_json(value):
+    """A config file's value as the stats JSON records it: sizes in bytes, integers, booleans."""
+    m = re.fullmatch(r"(\d+)([KMGT]?)", value)
+    if m:
+        return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[m.group(2)]
+    if value in ("true", "false"):
+        return value == "true"
+    return value
+
+
+def settings(path):
+    """The section.key = value lines of one config file (not its includes)."""
+    out, section = {}, ""
+    with open(path) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            m = re.match(r"^\[(.+)\]$", line)
+            if m:
+                section = m.group(1)
+            elif "=" in line and section:
+                k, v = (x.strip() for x in line.split("=", 1))
+                out[f"{section}.{k}"] = v
+    return out
+
+
+@unittest.skipUnless(MMUSIM and os.path.exists(MMUSIM), "MMUSIM_BINARY (the built mmusim) is not set")
+class ExperimentConfigsTest(unittest.TestCase):
+    def test_there_is_a_config_per_experiment(self):
+        names = {os.path.basename(c).split("-")[0] for c in CONFIGS}
+        for e in ["c1", "c2", "c3", "c4", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v11"]:
+            self.assertIn(e, names)
+
+    def test_every_config_runs_at_a_reduced_size(self):
+        self.assertGreaterEqual(len(CONFIGS), 25)
+        with tempfile.TemporaryDirectory(prefix="mmusim-configs-") as tmp:
+            for cfg in CONFIGS:
+                name = os.path.basename(cfg)
+                if name == HAZARD and UNDER_ASAN:
+                    continue
+                with self.subTest(config=name):
+                    js = os.path.join(tmp, name + ".json")
+                    p = subprocess.run([MMUSIM, "run", cfg, "--set", "workload.size=8M", "--quiet",
+                                        "--stats", js], capture_output=True, text=True, timeout=300)
+                    if name == HAZARD:
+                        self.assertEqual(p.returncode, 1, p.stderr)
+                        self.assertIn("watchdog", p.stderr)
+                        continue
+                    self.assertEqual(p.returncode, 0, p.stderr)
+                    with open(js) as f:
+                        stats = json.load(f)
+                    self.assertGreater(stats["total.faults.total"], 0)
+                    self.assertGreater(stats["sim.simulated_ns"], 0)
+                    self.assertIn("region.time_ns", stats)
+                    config = stats["config"]
+                    self.assertEqual(config["workload.size"], 8 << 20)
+                    for key, value in settings(cfg).items():
+                        if key == "workload.size":
+                            continue
+                        self.assertIn(key, config)
+                        got = config[key]
+                        self.assertEqual(got, value if isinstance(got, str) else as_json(value), key)
+
+
+if __name__ == "__main__":
+    unittest.main()
