@@ -97,8 +97,7 @@ void Trace::flush() {
 
 void Trace::set_events(const std::string& list) {
   wanted_.clear();
-  filtered_ = false;
-  if (list.empty() || list == "all") return;
+  if (list == "all") return;
   std::string allowed;
   for (std::string_view e : kTraceEvents) allowed += (allowed.empty() ? "" : ", ") + std::string(e);
   size_t pos = 0;
@@ -117,7 +116,6 @@ void Trace::set_events(const std::string& list) {
     wanted_.push_back(*hit);
     pos = comma + 1;
   }
-  filtered_ = true;
 }
 
 void Trace::close() {

@@ -75,14 +75,14 @@ class Trace {
 
   bool on() const { return on_; }
 
-  // Only these events are written (like ftrace's set_event); "" or "all": every event. A comma-
+  // Only these events are written (like ftrace's set_event); "all": every event. A comma-
   // separated list of names of kTraceEvents; anything else is a UserError naming what is allowed.
   void set_events(const std::string& list);
 
   void event(uint64_t time_ps, int cpu, const TraceTask& task, std::string_view name,
              std::initializer_list<TraceField> fields) {
     if (!on_) return;
-    if (filtered_ && !wanted(name)) return;
+    if (!wanted_.empty() && !wanted(name)) return;
     format_->event(buf_, time_ps, cpu, task, name, fields);
     ++events_;
     if (buf_.size() >= kFlushBytes) flush();
@@ -98,8 +98,7 @@ class Trace {
     return false;
   }
 
-  bool filtered_ = false;
-  std::vector<std::string_view> wanted_;  // views of kTraceEvents
+  std::vector<std::string_view> wanted_;  // views of kTraceEvents; empty: every event
 
   bool on_ = false;
   std::unique_ptr<TraceFormat> format_;

@@ -37,10 +37,22 @@ const char* kUsage =
     "  mmusim --help | --version\n"
     "\n"
     "Later CONFIG files and then --set override earlier values. Exit status: 0 success,\n"
-    "2 a user error (the message names file:line, key and what is allowed), 1 an internal error.\n"
-    "--trace-events keeps only the named events (page_fault_user, mm_fault_done, tlb_fill,\n"
-    "tlb_invalidate, page_walk_start, page_walk_done, tlb_shootdown, contpte_convert, fork,\n"
-    "clone, exit, sched_switch, region_begin, region_end).\n";
+    "2 a user error (the message names file:line, key and what is allowed), 1 an internal error.\n";
+
+// The usage, with the trace events of kTraceEvents (the one list).
+void print_usage(std::ostream& os) {
+  std::string text, line = "--trace-events keeps only the named events:";
+  for (const std::string_view& e : kTraceEvents) {
+    const bool first = &e == &kTraceEvents[0];
+    if (line.size() + e.size() + 2 > 96) {
+      text += line + (first ? "\n" : ",\n");
+      line = std::string(e);
+    } else {
+      line += (first ? " " : ", ") + std::string(e);
+    }
+  }
+  os << kUsage << text << line << ".\n";
+}
 
 std::string version_string() {
   return fmt::format("mmusim {} ({})", MMUSIM_VERSION, MMUSIM_GIT_REV);
@@ -241,13 +253,13 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 int cli_main(int argc, char* argv[], std::ostream& out, std::ostream& err) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) {
-    err << kUsage;
+    print_usage(err);
     return 2;
   }
   const std::string cmd = args.front();
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
-    out << kUsage;
+    print_usage(out);
     return 0;
   }
   if (cmd == "--version") {
@@ -257,7 +269,7 @@ int cli_main(int argc, char* argv[], std::ostream& out, std::ostream& err) {
   // `mmusim run --help` and the like: the usage, not an "unrecognised option" error.
   for (const std::string& a : rest)
     if (a == "--help" || a == "-h") {
-      out << kUsage;
+      print_usage(out);
       return 0;
     }
   if (cmd == "run") return cmd_run(rest, out, err);

@@ -31,7 +31,11 @@
 #include <utility>
 #include <vector>
 
+#include "workloads/rng.hpp"
+
 namespace mmusim::wl::rops {
+
+using mmusim::wl::Rng;  // workloads/rng.hpp
 
 inline constexpr uint64_t kPage = 4096;
 // mmap/mprotect/madvise constants (include/uapi/asm-generic/mman*.h)
@@ -39,18 +43,6 @@ inline constexpr int kProtRead = 1, kProtWrite = 2;
 inline constexpr int kMapPrivateAnon = 0x02 | 0x20;
 inline constexpr int kMadvDontneed = 4, kMadvDontfork = 10, kMadvDofork = 11, kMadvHugepage = 14,
                      kMadvNohugepage = 15, kMadvWipeonfork = 18, kMadvKeeponfork = 19;
-
-// splitmix64 (Steele, Lea, Flood 2014): fully specified, the same on every host and library.
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  uint64_t below(uint64_t n) { return n ? next() % n : 0; }
-};
 
 // Verify: load and check every 64th 8 bytes of a few pages (the kernel-level harness compares
 // them whole).

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "workloads/rng.hpp"
 
 namespace mmusim::wl {
 
@@ -15,18 +16,6 @@ constexpr uint64_t kMapPrivateAnon = 0x02 | 0x20;
 constexpr uint64_t kMadvHugepage = 14;
 constexpr uint64_t kPage = 4096;
 constexpr uint64_t kPmd = 2ull << 20;
-
-// splitmix64: a small, fully specified generator (std::shuffle's algorithm is not portable).
-struct SplitMix {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  uint64_t below(uint64_t n) { return next() % n; }
-};
 
 // Instruction addresses of the benchmark's loop, for traces and fault reports.
 constexpr uint64_t kIpPopulate = 0x401000;
@@ -265,7 +254,7 @@ class ForkReuseProgram : public StepProgram {
     if (p_.pattern == Pattern::random_byte) {
       order_.resize(npages_);
       for (uint64_t k = 0; k < npages_; ++k) order_[k] = uint32_t(k);
-      SplitMix rng{p_.seed ^ 0x6d6d7573696dull};
+      Rng rng{p_.seed ^ 0x6d6d7573696dull};
       for (uint64_t k = npages_; k > 1; --k) std::swap(order_[k - 1], order_[rng.below(k)]);
     }
   }

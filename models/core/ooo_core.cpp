@@ -63,6 +63,7 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
     : cpu_(cpu),
       p_(p),
       isa_(isa),
+      psc_level_names_(WalkerParams::level_names(isa)),
       os_(os),
       mem_(mem),
       l1_load_(l1_load),
@@ -184,7 +185,6 @@ void OooCore::trace_walk(uint64_t va, const WalkOutcome& wo) {
   static const char* const kResult[] = {"ok", "not_present", "access_flag"};
   std::string_view from = "root";
   if (wo.psc_level >= 0) {
-    if (psc_level_names_.empty()) psc_level_names_ = WalkerParams::level_names(isa_);
     from = psc_level_names_.at(size_t(wo.psc_level));
   }
   trace_->trace->event(ps(wo.start), trace_->cpu, trace_->task, "page_walk_start",

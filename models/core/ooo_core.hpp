@@ -185,7 +185,6 @@ class OooCore {
   void restore(const Snapshot& s);
   void take_fault(const Issue& is, const Snapshot& before);
   void trace_walk(uint64_t va, const WalkOutcome& wo);
-  std::vector<std::string> psc_level_names_;  // for trace_walk
   uint64_t ps(uint64_t cycle) const { return uint64_t(double(cycle) * 1000.0 / ghz_ + 0.5); }
   void advance_cycles(uint64_t to);
   [[noreturn]] void watchdog(const wl::Uop& u, uint64_t syndrome);
@@ -195,6 +194,7 @@ class OooCore {
   int cpu_;
   CoreParams p_;
   pg::Isa isa_;
+  std::vector<std::string> psc_level_names_;  // for trace_walk (WalkerParams::level_names)
   Os& os_;
   PhysMem& mem_;
   Tlb& l1_load_;

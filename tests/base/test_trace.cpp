@@ -328,4 +328,5 @@ TEST_CASE("trace: --trace-events keeps only the named events", "[trace]") {
   CHECK_THROWS_WITH(bad.set_events("mm_fault_done,page_fault"),
                     Catch::Contains("unknown event 'page_fault'") && Catch::Contains("page_fault_user"));
   CHECK_THROWS_AS(bad.set_events("fork,"), UserError);  // an empty name is not an event
+  CHECK_THROWS_AS(bad.set_events(""), UserError);       // nor is an empty list
 }

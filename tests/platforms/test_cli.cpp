@@ -29,6 +29,7 @@ TEST_CASE("mmusim --help, --version and no arguments", "[cli]") {
   Result rh = mmusim("run --help");
   CHECK(rh.status == 0);
   CHECK(rh.out.find("mmusim run CONFIG") != std::string::npos);
+  CHECK(rh.out.find("page_walk_done") != std::string::npos);  // the trace events, from kTraceEvents
   Result v = mmusim("--version");
   CHECK(v.status == 0);
   CHECK(v.out.rfind("mmusim ", 0) == 0);
