@@ -203,8 +203,17 @@ OooCore::Issue OooCore::issue(const wl::Uop& u, uint64_t seq, uint64_t limit, bo
   if (seq >= p_.rob) a = std::max(a, rob_free_[(seq - p_.rob) & rob_mask_] + 1);
   const bool is_store = u.kind == wl::UopKind::Store;
   const bool is_load = u.kind == wl::UopKind::Load;
-  if (is_store && st_ord_ >= p_.store_buffer) a = std::max(a, sb_free_[(st_ord_ - p_.store_buffer) & sb_mask_]);
-  if (is_load && ld_ord_ >= p_.load_buffer) a = std::max(a, lb_free_[(ld_ord_ - p_.load_buffer) & lb_mask_] + 1);
+  // A run-ahead micro-op writes no ring slot: a slot of a younger speculative store or load (an
+  // ordinal at or after spec_st_base_ / spec_ld_base_) reads as never free; the older slots are
+  // untouched (the rings are at least the buffer's size, so no speculative ordinal aliases them).
+  if (is_store && st_ord_ >= p_.store_buffer) {
+    const uint64_t i = st_ord_ - p_.store_buffer;
+    a = std::max(a, spec && i >= spec_st_base_ ? kNever : sb_free_[i & sb_mask_]);
+  }
+  if (is_load && ld_ord_ >= p_.load_buffer) {
+    const uint64_t i = ld_ord_ - p_.load_buffer;
+    a = std::max(a, spec && i >= spec_ld_base_ ? kNever : lb_free_[i & lb_mask_] + 1);
+  }
   if (a >= limit) return is;
   if (a > alloc_cycle_) {
     alloc_cycle_ = a;
@@ -223,13 +232,13 @@ OooCore::Issue OooCore::issue(const wl::Uop& u, uint64_t seq, uint64_t limit, bo
     case wl::UopKind::Lfence:
       // Does not execute until all prior instructions have completed locally.
       is.done = std::max(e, older_done_max_) + p_.lfence_latency;
-      set_slot(&no_issue_before_, kNever);  // lifted at retirement
+      no_issue_before_ = kNever;  // lifted at retirement
       break;
     case wl::UopKind::Rdtscp:
       if (p_.rdtscp_rule != RdtscpRule::none) e = std::max(e, older_done_max_);
       is.done = e + p_.rdtscp_latency;
       if (p_.rdtscp_rule == RdtscpRule::block_younger)
-        set_slot(&no_issue_before_, std::max(no_issue_before_, is.done));
+        no_issue_before_ = std::max(no_issue_before_, is.done);
       break;
     case wl::UopKind::Load:
     case wl::UopKind::Store: {
@@ -256,15 +265,19 @@ OooCore::Issue OooCore::issue(const wl::Uop& u, uint64_t seq, uint64_t limit, bo
   is.issued = true;
   prev_done_ = is.done;
   older_done_max_ = std::max(older_done_max_, is.done);
+  // The micro-op holds its entries until it retires (stores: until they drain). A run-ahead micro-op
+  // is squashed before any younger one could read its ROB slot (the run-ahead is shorter than the
+  // ROB) and its buffer slots read as never free (above): it writes none, so a squash restores
+  // only the scalars of the Snapshot.
   if (is_store) {
-    set_slot(&sb_free_[st_ord_ & sb_mask_], kNever);  // until it drains
+    if (!spec) sb_free_[st_ord_ & sb_mask_] = kNever;
     ++st_ord_;
   }
   if (is_load) {
-    set_slot(&lb_free_[ld_ord_ & lb_mask_], kNever);
+    if (!spec) lb_free_[ld_ord_ & lb_mask_] = kNever;
     ++ld_ord_;
   }
-  set_slot(&rob_free_[seq & rob_mask_], kNever);
+  if (!spec) rob_free_[seq & rob_mask_] = kNever;
   return is;
 }
 
@@ -455,8 +468,6 @@ void OooCore::check_load(const wl::Uop& u, uint64_t pa) {
 // The micro-op at the head faulted: let the younger ones run until the flush, squash them, take
 // the exception into the kernel, restart at the faulting micro-op.
 void OooCore::restore(const Snapshot& b) {
-  for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) *it->slot = it->old;
-  undo_.clear();
   rob_free_[seq_ & rob_mask_] = b.rob_slot;
   sb_free_[b.st_ord & sb_mask_] = b.sb_slot;
   lb_free_[b.ld_ord & lb_mask_] = b.lb_slot;
@@ -477,18 +488,18 @@ void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
   uint64_t n_ahead = 0;
   if (p_.speculative_translation) {
     // The faulting micro-op keeps its ROB and buffer entries until the flush; the younger ones
-    // run meanwhile (their state changes are logged and undone below; their TLB fills stay).
+    // run meanwhile (their pipeline state is put back below; their TLB fills stay).
     uint64_t& n = n_ahead;
-    logging_ = true;
+    spec_st_base_ = st_ord_;
+    spec_ld_base_ = ld_ord_;
     for (size_t j = 1; j < p_.rob; ++j) {
-      if (!fetch(j + 1)) break;
+      if (j >= fetched_.size() && !fetch(j + 1)) break;
       const wl::Uop& y = fetched_[j];
       if (y.kind == wl::UopKind::Syscall || y.kind == wl::UopKind::Marker) break;
       Issue yi = issue(y, seq_ + j, nuke, true);
       if (!yi.issued) break;
       ++n;
     }
-    logging_ = false;
     if (n) {
       squashes_->inc();
       squashed_uops_->inc(n);

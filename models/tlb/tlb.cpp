@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "models/tlb/tlb.hpp"
 
+#include <algorithm>
 #include <cctype>
 
 #include <fmt/format.h>
@@ -229,6 +230,7 @@ Tlb::Tlb(const TlbParams& p, Stats& stats, TraceContext* trace)
     a.sets = ap.entries / ap.ways;
     a.set_mask = (a.sets & (a.sets - 1)) == 0 ? a.sets - 1 : 0;
     if (a.sets == 1) a.set_mask = 0;  // vpn % 1 == 0 either way; keep the modulo path exact
+    if ((a.sets & (a.sets - 1)) == 0) a.sets_shift = __builtin_ctz(a.sets);
     a.first = first;
     a.mask = ap.mask;
     first += ap.entries;
@@ -244,6 +246,18 @@ Tlb::Tlb(const TlbParams& p, Stats& stats, TraceContext* trace)
   for (unsigned si = kNumPageSizes; si-- > 0;)
     if (held_ & (1u << si)) smallest_ = PageSize(si);
   slots_.resize(first);
+  tags_.assign(first, 0);
+  if (fully_associative_) {
+    size_t buckets = 16;
+    while (buckets < 4 * size_t(first)) buckets <<= 1;  // a load of at most 1/4
+    index_.assign(buckets, kNone);
+    index_mask_ = uint32_t(buckets - 1);
+    index_shift_ = 64 - unsigned(__builtin_ctzll(buckets));
+    prev_.assign(first, kNone);
+    next_.assign(first, kNone);
+    home_.assign(first, 0);
+    pos_.assign(first, 0);
+  }
   StatGroup g(stats, "tlb." + name_);
   hits_ = &g.counter("hits", "Lookups that found a translation", "lookups");
   misses_ = &g.counter("misses", "Lookups that found none", "lookups");
@@ -259,8 +273,63 @@ Tlb::Tlb(const TlbParams& p, Stats& stats, TraceContext* trace)
 
 size_t Tlb::occupancy() const {
   size_t n = 0;
-  for (const Slot& s : slots_) n += s.valid;
+  for (uint64_t t : tags_) n += t != 0;
   return n;
+}
+
+void Tlb::lru_unlink(uint32_t i) {
+  const uint32_t p = prev_[i], n = next_[i];
+  (p == kNone ? lru_ : next_[p]) = n;
+  (n == kNone ? mru_ : prev_[n]) = p;
+  prev_[i] = next_[i] = kNone;
+}
+
+void Tlb::lru_push_mru(uint32_t i) {
+  prev_[i] = mru_;
+  next_[i] = kNone;
+  (mru_ == kNone ? lru_ : next_[mru_]) = i;
+  mru_ = i;
+}
+
+void Tlb::fa_insert(uint32_t i) {
+  uint32_t p = home_[i] = fa_home(tags_[i], slots_[i].e.asid);
+  while (index_[p] != kNone) p = (p + 1) & index_mask_;
+  index_[p] = i;
+  pos_[i] = p;
+  lru_push_mru(i);
+  ++n_valid_;
+}
+
+void Tlb::fa_remove(uint32_t i) {
+  uint32_t p = pos_[i];
+  // Backward-shift deletion: move up every later entry of the cluster whose home does not lie
+  // cyclically in (p, j].
+  for (uint32_t j = (p + 1) & index_mask_; index_[j] != kNone; j = (j + 1) & index_mask_) {
+    const uint32_t k = index_[j];
+    const uint32_t home = home_[k];
+    const bool home_in_p_j = p <= j ? (home > p && home <= j) : (home > p || home <= j);
+    if (!home_in_p_j) {
+      index_[p] = k;
+      pos_[k] = p;
+      p = j;
+    }
+  }
+  index_[p] = kNone;
+  lru_unlink(i);
+  --n_valid_;
+}
+
+void Tlb::fa_rebuild() {
+  std::fill(index_.begin(), index_.end(), kNone);
+  std::fill(prev_.begin(), prev_.end(), kNone);
+  std::fill(next_.begin(), next_.end(), kNone);
+  lru_ = mru_ = kNone;
+  n_valid_ = 0;
+  std::vector<uint32_t> valid;
+  for (uint32_t i = 0; i < slots_.size(); ++i)
+    if (tags_[i]) valid.push_back(i);
+  std::sort(valid.begin(), valid.end(), [&](uint32_t a, uint32_t b) { return slots_[a].lru < slots_[b].lru; });
+  for (uint32_t i : valid) fa_insert(i);
 }
 
 std::optional<PageSize> Tlb::placement(const TlbEntry& t) const {
@@ -284,23 +353,54 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
   // contiguous block: the block's output address is aligned to its size, Arm ARM D8.7.1).
   e.pbase = (t.pbase + (e.vbase - t.vbase)) & page_size_mask(s);
 
-  uint32_t ways = 0;
-  Slot* set = set_for(s, va, &ways);
-  Slot* victim = nullptr;
-  for (uint32_t w = 0; w < ways; ++w) {
-    Slot& slot = set[w];
-    if (slot.valid && slot.e.vbase == e.vbase && slot.e.size == s && slot.e.asid == e.asid) {
-      victim = &slot;  // same page: refresh in place, no duplicate
-      break;
+  const uint64_t tag = tag_of(e.vbase, s);
+  uint32_t v = kNone;
+  bool same_page = false;
+  if (fully_associative_) {
+    v = fa_find(tag, e.asid);
+    same_page = v != kNone;
+    if (same_page) {
+      lru_unlink(v);  // refreshed in place: becomes the most recently used below
+      --n_valid_;
+    } else if (n_valid_ < slots_.size()) {
+      v = 0;
+      while (tags_[v]) ++v;  // the first invalid slot
+    } else {
+      v = lru_;
+      fa_remove(v);
     }
-    if (!victim || (victim->valid && (!slot.valid || slot.lru < victim->lru))) victim = &slot;
+  } else {
+    uint32_t ways = 0;
+    const uint32_t set = set_for(s, va, &ways);
+    for (uint32_t w = 0; w < ways; ++w) {
+      const uint32_t i = set + w;
+      if (tags_[i] == tag && slots_[i].e.asid == e.asid) {
+        v = i;  // same page: refresh in place, no duplicate
+        same_page = true;
+        break;
+      }
+      if (v == kNone || (tags_[v] && (!tags_[i] || slots_[i].lru < slots_[v].lru))) v = i;
+    }
   }
-  if (victim->valid && !(victim->e.vbase == e.vbase && victim->e.size == s &&
-                         victim->e.asid == e.asid))
-    evictions_->inc();
+  if (!same_page) {
+    if (tags_[v]) {
+      evictions_->inc();
+      --n_of_size_[unsigned(slots_[v].e.size)];
+    }
+    ++n_of_size_[unsigned(s)];
+  }
+  Slot* victim = &slots_[v];
   victim->e = e;
-  victim->valid = true;
   victim->lru = ++clock_;
+  tags_[v] = tag;
+  if (fully_associative_) {
+    if (same_page) {
+      lru_push_mru(v);
+      ++n_valid_;
+    } else {
+      fa_insert(v);
+    }
+  }
   fills_->inc();
   if (!e.writable) fills_readonly_->inc();
   if (trace_ && trace_->on())
@@ -316,18 +416,24 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
 unsigned Tlb::invalidate_page(uint64_t va, uint16_t asid, const char* reason) {
   unsigned removed = 0;
   for (unsigned si = 0; si < kNumPageSizes; ++si) {
-    if (!(held_ & (1u << si))) continue;
+    if (!n_of_size_[si]) continue;
     PageSize s = PageSize(si);
-    uint32_t ways = 0;
-    Slot* set = set_for(s, va, &ways);
-    uint64_t vbase = va & page_size_mask(s);
-    for (uint32_t w = 0; w < ways; ++w) {
-      Slot& slot = set[w];
-      if (slot.valid && slot.e.vbase == vbase && slot.e.size == s && slot.e.asid == asid) {
-        slot.valid = false;
+    const uint64_t tag = tag_of(va & page_size_mask(s), s);
+    if (fully_associative_) {
+      if (uint32_t i = fa_find(tag, asid); i != kNone) {
+        fa_remove(i);
+        clear_slot(i);
         ++removed;
       }
+      continue;
     }
+    uint32_t ways = 0;
+    const uint32_t set = set_for(s, va, &ways);
+    for (uint32_t w = 0; w < ways; ++w)
+      if (tags_[set + w] == tag && slots_[set + w].e.asid == asid) {
+        clear_slot(set + w);
+        ++removed;
+      }
   }
   invalidations_->inc(removed);
   trace_invalidate(nullptr, va, asid, reason, removed);
@@ -336,11 +442,12 @@ unsigned Tlb::invalidate_page(uint64_t va, uint16_t asid, const char* reason) {
 
 unsigned Tlb::invalidate_asid(uint16_t asid, const char* reason) {
   unsigned removed = 0;
-  for (Slot& slot : slots_)
-    if (slot.valid && slot.e.asid == asid) {
-      slot.valid = false;
+  for (uint32_t i = 0; i < slots_.size(); ++i)
+    if (tags_[i] && slots_[i].e.asid == asid) {
+      clear_slot(i);
       ++removed;
     }
+  if (fully_associative_ && removed) fa_rebuild();
   invalidations_->inc(removed);
   trace_invalidate("all", 0, asid, reason, removed);
   return removed;
@@ -348,10 +455,11 @@ unsigned Tlb::invalidate_asid(uint16_t asid, const char* reason) {
 
 unsigned Tlb::invalidate_all(const char* reason) {
   unsigned removed = 0;
-  for (Slot& slot : slots_) {
-    removed += slot.valid;
-    slot.valid = false;
+  for (uint32_t i = 0; i < slots_.size(); ++i) {
+    removed += tags_[i] != 0;
+    clear_slot(i);
   }
+  if (fully_associative_ && removed) fa_rebuild();
   invalidations_->inc(removed);
   trace_invalidate("all", 0, -1, reason, removed);
   return removed;

@@ -128,7 +128,8 @@ class Tlb {
 
   // Caches translation `t` (at its own size, from a walk or another TLB) for an access to `va`,
   // after the placement rules above. Replaces an entry for the same page if there is one, else
-  // the set's LRU victim. Returns the entry stored, or null if no array can hold it.
+  // the set's first invalid slot, else its LRU victim. Returns the entry stored, or null if no
+  // array can hold it.
   const TlbEntry* fill(uint64_t va, const TlbEntry& t);
   // The size fill() would store `t` as, or nullopt.
   std::optional<PageSize> placement(const TlbEntry& t) const;
@@ -144,20 +145,21 @@ class Tlb {
   // Every valid entry, in array/set/way order (the invariant checker).
   template <typename F>
   void for_each(F&& fn) const {
-    for (const Slot& s : slots_)
-      if (s.valid) fn(s.e);
+    for (size_t i = 0; i < slots_.size(); ++i)
+      if (tags_[i]) fn(slots_[i].e);
   }
 
  private:
+  static constexpr uint32_t kNone = ~uint32_t(0);
   struct Slot {
     TlbEntry e;
-    uint64_t lru = 0;
-    bool valid = false;
+    uint64_t lru = 0;  // the clock at its last fill or hit (LRU order within a set)
   };
   struct Array {
     uint32_t sets = 1;
     uint32_t ways = 1;
     uint32_t set_mask = 0;  // sets - 1 if a power of two, else 0 (modulo indexing)
+    int sets_shift = -1;    // log2(sets) if a power of two
     uint32_t first = 0;     // index of its first slot in slots_
     PageSizeMask mask = 0;
     uint32_t set_of(uint64_t vpn) const {
@@ -170,47 +172,83 @@ class Tlb {
     uint8_t arr[kMaxArrays] = {};
   };
 
-  // The first slot of the set an entry of size `s` for `va` lives in (null if no array holds s).
-  Slot* set_for(PageSize s, uint64_t va, uint32_t* ways) {
+  // A valid slot's key: the virtual base (aligned, so its low 12 bits are free), the size and a
+  // valid bit; an invalid slot's tag is 0. The tags sit apart from the entries so that a set's
+  // ways are compared within one or two cache lines.
+  static uint64_t tag_of(uint64_t vbase, PageSize s) { return vbase | (uint64_t(s) << 1) | 1; }
+
+  // The first slot of the set an entry of size `s` for `va` lives in (kNone if no array holds s).
+  uint32_t set_for(PageSize s, uint64_t va, uint32_t* ways) const {
     const Route& r = route_[unsigned(s)];
-    if (r.n == 0) return nullptr;
+    if (r.n == 0) return kNone;
     uint64_t vpn = va >> page_size_shift(s);
     const Array* a = &arrays_[r.arr[0]];
-    if (r.n > 1) a = &arrays_[r.arr[(vpn / a->sets) % r.n]];
+    if (r.n > 1) {
+      const uint64_t above = a->sets_shift >= 0 ? vpn >> a->sets_shift : vpn / a->sets;
+      a = &arrays_[r.arr[above % r.n]];
+    }
     *ways = a->ways;
-    return &slots_[a->first + size_t(a->set_of(vpn)) * a->ways];
+    return a->first + a->set_of(vpn) * a->ways;
   }
   const TlbEntry* find(uint64_t va, uint16_t asid, bool touch) {
-    if (fully_associative_) {
-      // One pass over every entry instead of one per size (the 48-entry N1 L1 DTLB, the 16-entry
-      // Golden Cove store DTLB); the smallest covering size still wins.
-      Slot* best = nullptr;
-      for (Slot& slot : slots_) {
-        if (slot.valid && slot.e.asid == asid && slot.e.covers(va) &&
-            (!best || slot.e.size < best->e.size)) {
-          best = &slot;
-          if (best->e.size == smallest_) break;
-        }
-      }
-      if (best && touch) best->lru = ++clock_;
-      return best ? &best->e : nullptr;
-    }
+    // Sizes from the smallest up: the first match is the smallest covering entry.
     for (unsigned si = 0; si < kNumPageSizes; ++si) {
-      if (!(held_ & (1u << si))) continue;
-      PageSize s = PageSize(si);
-      uint32_t ways = 0;
-      Slot* set = set_for(s, va, &ways);
-      uint64_t vbase = va & page_size_mask(s);
-      for (uint32_t w = 0; w < ways; ++w) {
-        Slot& slot = set[w];
-        if (slot.valid && slot.e.vbase == vbase && slot.e.size == s && slot.e.asid == asid) {
-          if (touch) slot.lru = ++clock_;
-          return &slot.e;
-        }
+      if (!n_of_size_[si]) continue;  // no entry of this size (or a size not held)
+      const PageSize s = PageSize(si);
+      const uint64_t want = tag_of(va & page_size_mask(s), s);
+      uint32_t i = kNone;
+      if (fully_associative_) {
+        i = fa_find(want, asid);
+      } else {
+        uint32_t ways = 0;
+        const uint32_t set = set_for(s, va, &ways);
+        for (uint32_t w = 0; w < ways; ++w)
+          if (tags_[set + w] == want && slots_[set + w].e.asid == asid) {
+            i = set + w;
+            break;
+          }
       }
+      if (i == kNone) continue;
+      if (touch) {
+        slots_[i].lru = ++clock_;
+        if (fully_associative_) lru_to_mru(i);
+      }
+      return &slots_[i].e;
     }
     return nullptr;
   }
+
+  // Fully associative TLBs (one set: the 16-entry Golden Cove store DTLB, the 48-entry N1 L1
+  // DTLB) keep an index from (tag, ASID) to slot, open addressing with linear probing, and their
+  // valid slots in a list in LRU order, so that a lookup, a fill and its victim cost the same
+  // whatever the capacity. The result is the scan's: the same page's slot, else the first invalid
+  // slot, else the least recently used.
+  uint32_t fa_home(uint64_t tag, uint16_t asid) const {
+    return uint32_t(((tag ^ (uint64_t(asid) << 48)) * 0x9E3779B97F4A7C15ull) >> index_shift_);
+  }
+  uint32_t fa_find(uint64_t tag, uint16_t asid) const {
+    for (uint32_t p = fa_home(tag, asid);; p = (p + 1) & index_mask_) {
+      const uint32_t i = index_[p];
+      if (i == kNone) return kNone;
+      if (tags_[i] == tag && slots_[i].e.asid == asid) return i;
+    }
+  }
+  void fa_insert(uint32_t i);  // slot i's tag is set: index it, make it the most recently used
+  void fa_remove(uint32_t i);  // before slot i's tag is cleared
+  void fa_rebuild();           // after a bulk invalidation
+  void lru_unlink(uint32_t i);
+  void lru_push_mru(uint32_t i);
+  void lru_to_mru(uint32_t i) {
+    if (mru_ == i) return;
+    lru_unlink(i);
+    lru_push_mru(i);
+  }
+  // Slot `i` now holds nothing (the index and list already updated for a fully associative TLB).
+  void clear_slot(uint32_t i) {
+    if (tags_[i]) --n_of_size_[unsigned(slots_[i].e.size)];
+    tags_[i] = 0;
+  }
+
   // `all`: "all" for the whole-TLB/ASID forms, null for a page; `asid` < 0: every ASID.
   void trace_invalidate(const char* all, uint64_t va, int asid, const char* reason,
                         unsigned removed);
@@ -224,7 +262,18 @@ class Tlb {
   bool fully_associative_ = true;      // every array has one set
   std::vector<Array> arrays_;
   std::vector<Slot> slots_;
+  std::vector<uint64_t> tags_;  // per slot (tag_of, 0 = invalid)
+  uint32_t n_of_size_[kNumPageSizes] = {};  // valid entries of each size (lookups skip the absent)
   Route route_[kNumPageSizes];
+  // Fully associative only: the index (kNone = empty bucket), the LRU list (prev/next by slot,
+  // lru_ the least and mru_ the most recently used) and the number of valid slots.
+  std::vector<uint32_t> index_;
+  uint32_t index_mask_ = 0;
+  unsigned index_shift_ = 64;
+  std::vector<uint32_t> prev_, next_;
+  std::vector<uint32_t> home_, pos_;  // per valid slot: its home bucket and the bucket it is in
+  uint32_t lru_ = kNone, mru_ = kNone;
+  uint32_t n_valid_ = 0;
   uint64_t clock_ = 0;
   TraceContext* trace_;
   Counter* hits_;

@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // TLBs: placement over arrays, LRU, permissions as cached, invalidation, splintering, the arm64
 // contiguous 64K entry, exact hit latencies, parameters and trace.
+#include <algorithm>
+#include <functional>
+#include <tuple>
+#include <vector>
+
 #include <catch2/catch.hpp>
 
 #include "base/error.hpp"
@@ -427,5 +432,203 @@ TEST_CASE("tlb: overlapping entries of two sizes: the smallest wins, in FA and s
     CHECK(t.lookup(va, 1)->size == PageSize::k4K);
     CHECK(t.lookup(0x4030'1000, 1) == nullptr);
     CHECK(t.lookup(va, 2) == nullptr);
+  }
+}
+
+namespace {
+
+// The reference: every slot scanned, as the TLB was first written (a set's ways in order: the
+// same page's slot, else the first invalid slot, else the least recently used; lookups smallest
+// size first). The Tlb under test indexes fully associative TLBs and keeps them in LRU order.
+class RefTlb {
+ public:
+  explicit RefTlb(const TlbParams& p) : p_(p) {
+    uint32_t first = 0;
+    for (const TlbArrayParams& a : p.arrays) {
+      arrays_.push_back({a.entries / a.ways, a.ways, first, a.mask});
+      first += a.entries;
+    }
+    slots_.resize(first);
+    for (const auto& a : arrays_) held_ |= a.mask;
+  }
+  const TlbEntry* lookup(uint64_t va, uint16_t asid, bool touch) {
+    for (unsigned si = 0; si < kNumPageSizes; ++si) {
+      if (!(held_ & (1u << si))) continue;
+      uint32_t ways;
+      Slot* set = set_for(PageSize(si), va, &ways);
+      for (uint32_t w = 0; w < ways; ++w)
+        if (set[w].valid && set[w].e.size == PageSize(si) && set[w].e.asid == asid &&
+            set[w].e.vbase == (va & page_size_mask(PageSize(si)))) {
+          if (touch) set[w].lru = ++clock_;
+          return &set[w].e;
+        }
+    }
+    return nullptr;
+  }
+  // `placed`: the entry as the Tlb under test stored it (placement is not what is compared here).
+  bool fill(const TlbEntry& placed) {
+    uint32_t ways;
+    Slot* set = set_for(placed.size, placed.vbase, &ways);
+    Slot* v = nullptr;
+    bool evicted = false;
+    for (uint32_t w = 0; w < ways; ++w) {
+      Slot& s = set[w];
+      if (s.valid && s.e.vbase == placed.vbase && s.e.size == placed.size && s.e.asid == placed.asid) {
+        v = &s;
+        break;
+      }
+      if (!v || (v->valid && (!s.valid || s.lru < v->lru))) v = &s;
+    }
+    evicted = v->valid && !(v->e.vbase == placed.vbase && v->e.size == placed.size && v->e.asid == placed.asid);
+    v->e = placed;
+    v->valid = true;
+    v->lru = ++clock_;
+    return evicted;
+  }
+  unsigned invalidate(const std::function<bool(const TlbEntry&)>& match) {
+    unsigned n = 0;
+    for (Slot& s : slots_)
+      if (s.valid && match(s.e)) {
+        s.valid = false;
+        ++n;
+      }
+    return n;
+  }
+  std::vector<std::tuple<uint64_t, int, uint16_t, uint64_t, bool>> contents() const {
+    std::vector<std::tuple<uint64_t, int, uint16_t, uint64_t, bool>> v;
+    for (const Slot& s : slots_)
+      if (s.valid) v.emplace_back(s.e.vbase, int(s.e.size), s.e.asid, s.e.pbase, s.e.writable);
+    std::sort(v.begin(), v.end());
+    return v;
+  }
+
+ private:
+  struct Slot {
+    TlbEntry e;
+    uint64_t lru = 0;
+    bool valid = false;
+  };
+  struct Arr {
+    uint32_t sets, ways, first;
+    PageSizeMask mask;
+  };
+  Slot* set_for(PageSize s, uint64_t va, uint32_t* ways) {
+    std::vector<const Arr*> r;
+    for (const Arr& a : arrays_)
+      if (a.mask & (1u << unsigned(s))) r.push_back(&a);
+    uint64_t vpn = va >> page_size_shift(s);
+    const Arr* a = r[0];
+    if (r.size() > 1) a = r[(vpn / a->sets) % r.size()];
+    *ways = a->ways;
+    return &slots_[a->first + (vpn % a->sets) * a->ways];
+  }
+  TlbParams p_;
+  std::vector<Arr> arrays_;
+  std::vector<Slot> slots_;
+  PageSizeMask held_ = 0;
+  uint64_t clock_ = 0;
+};
+
+void differential_tlb(const TlbParams& params, uint64_t seed, int ops) {
+  Stats stats;
+  Tlb tlb(params, stats);
+  RefTlb ref(params);
+  uint64_t x = seed;
+  auto rnd = [&](uint64_t n) {
+    x += 0x9E3779B97F4A7C15ull;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (z ^ (z >> 31)) % n;
+  };
+  const PageSize sizes[] = {PageSize::k4K, PageSize::k64K, PageSize::k2M, PageSize::k1G};
+  uint64_t evictions = 0, removed = 0;
+  for (int op = 0; op < ops; ++op) {
+    // A small address space (two 1G regions, a few 2M blocks, many 4K pages) so that sets
+    // collide, sizes overlap and the same pages come back.
+    const uint64_t va = (rnd(2) << 30) | (rnd(4) << 21) | (rnd(96) << 12) | rnd(4096);
+    const uint16_t asid = uint16_t(1 + rnd(3));
+    INFO("op " << op << " va " << std::hex << va << std::dec << " asid " << asid);
+    switch (rnd(10)) {
+      case 0: case 1: case 2: case 3: {  // fill
+        TlbEntry t = tr(va, 0x40000000 + rnd(1 << 20) * 4096, sizes[rnd(4)], rnd(2), asid, rnd(4) == 0);
+        const TlbEntry* placed = tlb.fill(va, t);
+        if (!placed) break;
+        evictions += ref.fill(*placed);
+        break;
+      }
+      case 4: case 5: case 6: {  // lookup (with LRU update)
+        const TlbEntry* a = tlb.lookup(va, asid);
+        const TlbEntry* b = ref.lookup(va, asid, true);
+        REQUIRE(bool(a) == bool(b));
+        if (a) {
+          REQUIRE(a->vbase == b->vbase);
+          REQUIRE(a->size == b->size);
+          REQUIRE(a->pbase == b->pbase);
+          REQUIRE(a->writable == b->writable);
+        }
+        break;
+      }
+      case 7: {  // probe (no LRU update)
+        const TlbEntry* a = tlb.probe(va, asid);
+        const TlbEntry* b = ref.lookup(va, asid, false);
+        REQUIRE(bool(a) == bool(b));
+        if (a) REQUIRE(a->pbase == b->pbase);
+        break;
+      }
+      case 8: {  // INVLPG / TLBI VAE1
+        unsigned n = tlb.invalidate_page(va, asid, "test");
+        REQUIRE(n == ref.invalidate([&](const TlbEntry& e) { return e.asid == asid && e.covers(va); }));
+        removed += n;
+        break;
+      }
+      default: {
+        if (rnd(20) == 0) {
+          unsigned n = tlb.invalidate_all("test");
+          REQUIRE(n == ref.invalidate([](const TlbEntry&) { return true; }));
+          removed += n;
+        } else if (rnd(10) == 0) {
+          unsigned n = tlb.invalidate_asid(asid, "test");
+          REQUIRE(n == ref.invalidate([&](const TlbEntry& e) { return e.asid == asid; }));
+          removed += n;
+        }
+        break;
+      }
+    }
+    if (op % 64 == 0) {
+      std::vector<std::tuple<uint64_t, int, uint16_t, uint64_t, bool>> got;
+      tlb.for_each([&](const TlbEntry& e) { got.emplace_back(e.vbase, int(e.size), e.asid, e.pbase, e.writable); });
+      std::sort(got.begin(), got.end());
+      REQUIRE(got == ref.contents());
+      REQUIRE(tlb.occupancy() == got.size());
+    }
+  }
+  REQUIRE(count(stats, "tlb." + params.name + ".evictions") == evictions);
+  REQUIRE(count(stats, "tlb." + params.name + ".invalidations") == removed);
+}
+
+}  // namespace
+
+TEST_CASE("tlb: every geometry agrees with a plain scan of its slots over random fills, lookups and invalidations",
+          "[tlb][differential]") {
+  // Fully associative (indexed, LRU list) and set-associative ones, one or several arrays.
+  TlbParams small_fa;
+  small_fa.name = "small_fa";
+  small_fa.arrays = {{"", 4, 4, "4K+2M", 0}};
+  small_fa.validate();
+  TlbParams odd_sets;
+  odd_sets.name = "odd_sets";
+  odd_sets.arrays = {{"", 24, 4, "4K", 0}, {"big", 12, 3, "2M+1G", 0}};
+  odd_sets.validate();
+  const TlbParams geometries[] = {
+      TlbParams::golden_cove_dtlb_store(), TlbParams::golden_cove_dtlb_load(),
+      TlbParams::golden_cove_stlb(),       TlbParams::neoverse_n1_l1_dtlb(),
+      TlbParams::neoverse_n1_l2_tlb(),     small_fa,
+      odd_sets};
+  for (const TlbParams& p : geometries) {
+    for (uint64_t seed : {1, 2, 3}) {
+      INFO("TLB " << p.name << " seed " << seed);
+      differential_tlb(p, seed, 20000);
+    }
   }
 }
