@@ -480,31 +480,35 @@ void OooCore::restore(const Snapshot& b) {
   no_issue_before_ = b.no_issue_before;
 }
 
+// The faulting micro-op keeps its ROB and buffer entries until the flush at `nuke`; the younger
+// ones run meanwhile: allocated and executed as the limits allow, their translations filling the
+// TLBs. Returns how many issued. Their pipeline state is put back by the caller (restore); their
+// TLB fills stay.
+uint64_t OooCore::run_ahead(uint64_t nuke) {
+  uint64_t n = 0;
+  spec_st_base_ = st_ord_;
+  spec_ld_base_ = ld_ord_;
+  for (size_t j = 1; j < p_.rob; ++j) {
+    if (j >= fetched_.size() && !fetch(j + 1)) break;
+    const wl::Uop& y = fetched_[j];
+    if (y.kind == wl::UopKind::Syscall || y.kind == wl::UopKind::Marker) break;
+    Issue yi = issue(y, seq_ + j, nuke, true);
+    if (!yi.issued) break;
+    ++n;
+  }
+  if (n) {
+    squashes_->inc();
+    squashed_uops_->inc(n);
+  }
+  return n;
+}
+
 void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
   const wl::Uop f = fetched_.front();
   const uint64_t head = std::max(fis.done + 1, last_retire_);
   const uint64_t nuke = head + p_.fault_to_nuke;
 
-  uint64_t n_ahead = 0;
-  if (p_.speculative_translation) {
-    // The faulting micro-op keeps its ROB and buffer entries until the flush; the younger ones
-    // run meanwhile (their pipeline state is put back below; their TLB fills stay).
-    uint64_t& n = n_ahead;
-    spec_st_base_ = st_ord_;
-    spec_ld_base_ = ld_ord_;
-    for (size_t j = 1; j < p_.rob; ++j) {
-      if (j >= fetched_.size() && !fetch(j + 1)) break;
-      const wl::Uop& y = fetched_[j];
-      if (y.kind == wl::UopKind::Syscall || y.kind == wl::UopKind::Marker) break;
-      Issue yi = issue(y, seq_ + j, nuke, true);
-      if (!yi.issued) break;
-      ++n;
-    }
-    if (n) {
-      squashes_->inc();
-      squashed_uops_->inc(n);
-    }
-  }
+  [[maybe_unused]] const uint64_t n_ahead = p_.speculative_translation ? run_ahead(nuke) : 0;
   restore(before);
 
   faults_taken_->inc();

@@ -178,6 +178,7 @@ class OooCore {
   }
   void restore(const Snapshot& s);
   void take_fault(const Issue& is, const Snapshot& before);
+  __attribute__((noinline)) uint64_t run_ahead(uint64_t nuke);  // a call of its own: profiles show it
   void trace_walk(uint64_t va, const WalkOutcome& wo);
   uint64_t ps(uint64_t cycle) const { return uint64_t(double(cycle) * 1000.0 / ghz_ + 0.5); }
   void advance_cycles(uint64_t to);
