@@ -30,7 +30,7 @@ inline constexpr uint16_t kUopAtBarrier = 1u << 2;     // a RegionBegin that tak
 // A load whose bytes are checked (differential testing, workload random-ops): `value` holds the
 // expected bytes (little-endian, `size` <= 8), `extra` the operation number for the message. The
 // drivers throw InternalError("data integrity: ...") on a mismatch.
-inline constexpr uint16_t kUopCheckValue = 1u << 2;
+inline constexpr uint16_t kUopCheckValue = 1u << 3;
 
 struct Uop {
   UopKind kind = UopKind::Alu;
