@@ -38,6 +38,7 @@ void CoreParams::visit(Params& p) {
   p.integer("core.watchdog_cycles", watchdog_cycles, watchdog_cycles, 1000, int64_t(1) << 50, "watchdog: no micro-op retired for this many cycles (outside the kernel: a fence, a full buffer or a latency that never clears) is an error, with a dump of the core's state");
   p.integer("core.fault_repeat_limit", fault_repeat_limit, fault_repeat_limit, 2, 1000000, "watchdog: a micro-op that faults this many times in a row without the PTE or TLB entry changing is an error (livelock)");
   p.integer("core.quantum", quantum, quantum, 100, 100000000, "cycles a core runs ahead of SystemC time before it synchronises (temporal decoupling)");
+  p.boolean("core.runahead_reuse", runahead_reuse, runahead_reuse, "simulator speed, not hardware: a fault's run-ahead replays the part it shares with the previous fault's (same micro-ops at the same times relative to the flush, every dependence checked) instead of simulating each micro-op again; the results are identical either way (tested), so this only exists to compare. Off while tracing");
 }
 
 CoreParams CoreParams::golden_cove() { return CoreParams{}; }
@@ -84,6 +85,7 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
       lb_mask_(lb_free_.size() - 1),
       fb_mask_(0) {
   log_ = log::get("core");
+  slot_hint_.resize(rob_free_.size());
   uops_ = &stats.counter("core.uops", "micro-ops retired");
   cycles_ = &stats.counter("core.cycles", "core cycles");
   squashes_ = &stats.counter("core.squashes", "pipeline flushes at faults (younger micro-ops squashed)");
@@ -93,6 +95,7 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
   dirty_assists_ = &stats.counter("core.dirty_assists", "x86 D-flag assists");
   lfences_ = &stats.counter("core.lfences", "LFENCEs retired");
   bytes_compared_ = &stats.counter("check.bytes_compared", "bytes loaded and compared with the expected value (random-ops)");
+  reused_uops_ = &stats.counter("core.replayed_uops", "squashed micro-ops replayed from the previous fault's run-ahead instead of simulated again (core.runahead_reuse; host speed only, included in core.squashed_uops)");
 }
 
 bool OooCore::fetch(size_t n) {
@@ -122,14 +125,23 @@ OooCore::Translation OooCore::translate(uint64_t va, bool write, uint64_t t, uin
   // QEMU's softmmu refills on a write miss (tlb_fill) before it raises the fault.
   auto usable = [&](const TlbEntry* x) { return x && (p_.cache_faulting_entries || !write || x->writable); };
   const TlbEntry* e = l1.lookup(va, asid);
+  const bool l1_missed = !e;
+  tr_cls_ = kPosOther;
   if (!usable(e)) e = nullptr;
   if (!e && l2_) {
     when += l2_->latency();
-    if (spec && when >= limit) return r;
+    if (spec && when >= limit) {
+      if (l1_missed) tr_cls_ = kPosStoreLate;
+      return r;
+    }
     if (const TlbEntry* e2 = l2_->lookup(va, asid); usable(e2)) {
       TlbEntry copy = *e2;
       copy.speculative = spec;
       e = l1.fill(va, copy);
+      if (e && l1_missed && e->size == copy.size) {
+        tr_cls_ = kPosStoreL2;
+        tr_slot_ = l2_->slot_of(e2);
+      }
       if (!e) e = e2;
     }
   }
@@ -200,6 +212,7 @@ OooCore::Issue OooCore::issue(const wl::Uop& u, uint64_t seq, uint64_t limit, bo
   // Allocation: width, fences, a free ROB entry, a store- or load-buffer entry.
   uint64_t a = alloc_in_cycle_ >= p_.alloc_width ? alloc_cycle_ + 1 : alloc_cycle_;
   a = std::max(a, no_issue_before_);
+  const uint64_t a_unbound = a;
   if (seq >= p_.rob) a = std::max(a, rob_free_[(seq - p_.rob) & rob_mask_] + 1);
   const bool is_store = u.kind == wl::UopKind::Store;
   const bool is_load = u.kind == wl::UopKind::Load;
@@ -215,6 +228,7 @@ OooCore::Issue OooCore::issue(const wl::Uop& u, uint64_t seq, uint64_t limit, bo
     a = std::max(a, spec && i >= spec_ld_base_ ? kNever : lb_free_[i & lb_mask_] + 1);
   }
   if (a >= limit) return is;
+  ring_bound_ = a != a_unbound;
   if (a > alloc_cycle_) {
     alloc_cycle_ = a;
     alloc_in_cycle_ = 1;
@@ -485,15 +499,31 @@ void OooCore::restore(const Snapshot& b) {
 // TLBs. Returns how many issued. Their pipeline state is put back by the caller (restore); their
 // TLB fills stay.
 uint64_t OooCore::run_ahead(uint64_t nuke) {
-  uint64_t n = 0;
   spec_st_base_ = st_ord_;
   spec_ld_base_ = ld_ord_;
-  for (size_t j = 1; j < p_.rob; ++j) {
+  const bool record = ahead_reuse_possible();
+  size_t j = 1;
+  uint64_t n = 0;
+  bool ended = false;
+  if (record) {
+    // The record keeps the positions done (replayed ones as they were, relative to the flush).
+    const Reused ru = reuse_run_ahead(nuke);
+    ahead_.resize(ru.positions);
+    ahead_.head_seq = seq_;
+    ahead_.nuke = nuke;
+    j += ru.positions;
+    n += ru.positions;
+    ended = ru.ended;
+    reused_uops_->inc(ru.replayed);
+  } else {
+    ahead_.resize(0);
+    ahead_.periodic_upto = 0;
+  }
+  for (; !ended && j < p_.rob; ++j) {
     if (j >= fetched_.size() && !fetch(j + 1)) break;
     const wl::Uop& y = fetched_[j];
     if (y.kind == wl::UopKind::Syscall || y.kind == wl::UopKind::Marker) break;
-    Issue yi = issue(y, seq_ + j, nuke, true);
-    if (!yi.issued) break;
+    if (!ahead_issue(j, nuke, record)) break;
     ++n;
   }
   if (n) {
@@ -501,6 +531,175 @@ uint64_t OooCore::run_ahead(uint64_t nuke) {
     squashed_uops_->inc(n);
   }
   return n;
+}
+
+// Window position j (run-ahead position j - 1) simulated, and recorded.
+bool OooCore::ahead_issue(size_t j, uint64_t nuke, bool record) {
+  const wl::Uop& y = fetched_[j];
+  AheadState st;
+  if (record) st = ahead_state(nuke);
+  Issue yi = issue(y, seq_ + j, nuke, true);
+  if (!yi.issued) return false;
+  if (record) {
+    const uint8_t cls = ring_bound_ ? uint8_t(kPosOther)
+                      : y.kind == wl::UopKind::Alu ? uint8_t(kPosAlu)
+                      : y.kind == wl::UopKind::Store ? tr_cls_ : uint8_t(kPosOther);
+    if (cls == kPosStoreL2) slot_hint_[(seq_ + j) & rob_mask_] = {seq_ + j, tr_slot_};
+    const size_t i = j - 1;
+    if (i >= ahead_.size()) ahead_.resize(i + 1);
+    if (y.kind == wl::UopKind::Store && (ahead_.stores.empty() || ahead_.stores.back() < i))
+      ahead_.stores.push_back(uint32_t(i));
+    ahead_.shape[i] = uop_shape(y);
+    ahead_.alloc[i] = rel(yi.alloc, nuke);
+    ahead_.cls[i] = cls;
+    ahead_.state[i] = st;
+  }
+  return true;
+}
+
+bool OooCore::ahead_reuse_possible() const {
+  return p_.runahead_reuse && l2_ && p_.cache_faulting_entries && !(trace_ && trace_->on());
+}
+
+OooCore::AheadState OooCore::ahead_state(uint64_t nuke) const {
+  return {rel(alloc_cycle_, nuke), rel(prev_done_, nuke), rel(older_done_max_, nuke),
+          rel(no_issue_before_, nuke), alloc_in_cycle_, uint32_t(st_ord_ - spec_st_base_),
+          uint32_t(ld_ord_ - spec_ld_base_)};
+}
+
+// The previous run-ahead R (head at R.head_seq) and this one (head at seq_, delta micro-ops
+// later) share micro-ops: this one's positions [0, P), P = |R| - delta, hold the micro-ops R ran
+// at [delta, |R|) (the window keeps them; a new task's window drops the record). If the pipeline
+// before a position is as R had it before the same position, relative to the flush, the
+// micro-op there has R's shape (kind, flags, latency), nothing holds it back that did not in R,
+// and its translation does what R's did at that position, then it issues at R's time and does the
+// same. Positions where R's micro-op did an L1 miss and an L2 hit (or an L1 miss too late for the
+// L2), and ALU positions, are replayed a segment at a time (replay_segment); a position where R's
+// did anything else (the walk at the frontier of what the L2 TLB holds, a wait for a ROB or buffer
+// slot) is simulated, and the replay goes on after it if the pipeline is then again as R had it.
+OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke) {
+  Reused ru;
+  AheadRecord& r = ahead_;
+  if (r.size() == 0 || seq_ <= r.head_seq) return ru;
+  const uint64_t delta = seq_ - r.head_seq;
+  if (delta >= r.size()) return ru;
+  size_t P = r.size() - delta;
+  if (fetched_.size() < P + 1) return ru;
+  // The micro-op at position i is the one R had at i + delta: R recorded its shape. (What an
+  // earlier replay with the same delta checked still holds: see AheadRecord::periodic_upto.)
+  for (size_t i = r.period == delta ? r.periodic_upto : 0; i < P; ++i)
+    if (r.shape[i] != r.shape[i + delta]) {
+      P = i;
+      break;
+    }
+  if (P == 0 || !(ahead_state(nuke) == r.state[0])) return ru;
+  // Positions [0, P) keep R's record (the same shapes; the same times and outcomes if replayed);
+  // so shape[i] == shape[i + delta] holds below P - delta for this run-ahead's record too.
+  r.period = delta;
+  r.periodic_upto = P - std::min<size_t>(P, delta);
+  size_t i = 0, st = 0;
+  while (i < P) {
+    const uint8_t* other = static_cast<const uint8_t*>(std::memchr(r.cls.data() + i, kPosOther, P - i));
+    const size_t e = other ? size_t(other - r.cls.data()) : P;
+    if (e > i) {
+      if (!replay_segment(i, e, &st, nuke)) return ru;  // the pipeline is as before position i
+      ru.replayed += e - i;
+      ru.positions = i = e;
+      if (i >= P) break;
+    }
+    // Position i: simulated (and recorded in place).
+    if (!ahead_issue(i + 1, nuke, true)) {
+      ru.ended = true;
+      return ru;
+    }
+    ru.positions = ++i;
+    while (st < r.stores.size() && r.stores[st] < i) ++st;
+    if (i >= P || !(ahead_state(nuke) == r.state[i])) return ru;
+  }
+  return ru;
+}
+
+// Positions [from, to) of the record, ALU micro-ops and stores that missed the L1 and hit the L2
+// (or missed the L1 too late for the L2), with the pipeline as the record had it before `from`
+// and the shapes checked. Checks that each does the same now; if so makes their TLB lookups and
+// fills, leaves the pipeline as the record had it before `to` and returns true; else changes
+// nothing. The L1 misses are proved, not assumed: the L1 is full and fully associative, the
+// stores' pages strictly increase and the fills are 4K entries (no store can find an earlier fill
+// of the segment), and no store before the capacity-th fill finds an entry the L1 holds now (those
+// after it cannot: every such entry has been evicted by then).
+bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke) {
+  const AheadRecord& r = ahead_;
+  Tlb& l1 = l1_store_;
+  if (!l1.full_fully_associative()) return false;
+  // The ROB slots the positions wait for: those of micro-ops older than the head (the run-ahead
+  // is shorter than the ROB), retired, free at their retirement cycles, which grow with the
+  // sequence number, as allocation cycles do. If the youngest of them is free before the first
+  // position allocates, none holds any position back; else each is checked.
+  {
+    const uint64_t last = seq_ + to;  // the sequence number of position to - 1
+    const uint64_t a0 = unrel(r.alloc[from], nuke);
+    if (last >= p_.rob && rob_free_[(last - p_.rob) & rob_mask_] + 1 > a0) {
+      for (size_t i = from; i < to; ++i) {
+        const uint64_t seq = seq_ + 1 + i;
+        if (seq >= p_.rob && rob_free_[(seq - p_.rob) & rob_mask_] + 1 > unrel(r.alloc[i], nuke))
+          return false;
+      }
+    }
+  }
+  const uint16_t asid = ctx_.asid;
+  ahead_slots_.clear();
+  const size_t cap = l1.capacity();
+  const uint64_t held_end = (l1.max_end() + 4095) >> 12;  // pages at or above: in no L1 entry
+  uint64_t l1_misses = 0, st = st_ord_, next_page = 0;
+  size_t k = *stp;
+  const uint32_t* stores = r.stores.data();
+  const size_t n_stores = r.stores.size();
+  const uint8_t* cls_of = r.cls.data();
+  const int64_t* alloc_of = r.alloc.data();
+  for (; k < n_stores && stores[k] < to; ++k) {
+    const size_t i = stores[k];
+    const uint8_t cls = cls_of[i];
+    // A store (kPosStoreL2 or kPosStoreLate): its store-buffer slot.
+    if (st >= p_.store_buffer) {
+      const uint64_t q = st - p_.store_buffer;
+      if (q >= spec_st_base_ || sb_free_[q & sb_mask_] > unrel(alloc_of[i], nuke)) return false;
+    }
+    ++st;
+    const wl::Uop& u = fetched_[i + 1];
+    const uint64_t page = u.addr >> 12;
+    if (page < next_page) return false;
+    next_page = page + 1;
+    // An entry the L1 holds now is evicted by the capacity-th fill of the segment at the latest.
+    if (page < held_end && ahead_slots_.size() < cap && l1.probe(u.addr, asid)) return false;
+    ++l1_misses;
+    if (cls == kPosStoreLate) continue;
+    const uint64_t seq = seq_ + 1 + i;
+    SlotHint& h = slot_hint_[seq & rob_mask_];
+    uint32_t slot = h.seq == seq ? h.slot : ~uint32_t(0);
+    if (!l2_->slot_translates(slot, u.addr, asid)) {
+      const TlbEntry* e = l2_->probe(u.addr, asid);
+      if (!e) return false;
+      slot = l2_->slot_of(e);
+      h = {seq, slot};
+    }
+    // 4K entries only: a larger one would cover later stores' pages (hits the replay cannot see).
+    const TlbEntry& te = l2_->slot_entry(slot);
+    if (te.size != PageSize::k4K || !l1.places_4k_as_is(te)) return false;
+    ahead_slots_.push_back(slot);
+  }
+  l2_->hit_slots(ahead_slots_.data(), ahead_slots_.size());
+  l1.count_misses(l1_misses);
+  l1.fill_sequence_evicting(*l2_, ahead_slots_.data(), ahead_slots_.size(), true);
+  const AheadState& at = r.state[to];
+  alloc_cycle_ = unrel(at.alloc_cycle, nuke);
+  prev_done_ = unrel(at.prev_done, nuke);
+  older_done_max_ = unrel(at.older_done_max, nuke);
+  no_issue_before_ = unrel(at.no_issue_before, nuke);
+  alloc_in_cycle_ = at.alloc_in_cycle;
+  st_ord_ = spec_st_base_ + at.stores;
+  ld_ord_ = spec_ld_base_ + at.loads;
+  *stp = k;
+  return true;
 }
 
 void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
@@ -564,6 +763,7 @@ void OooCore::do_syscall(const wl::Uop& u) {
   if (c.reschedule) {
     have_task_ = false;
     fetched_.clear();
+    ahead_.resize(0);  // the record's micro-ops are gone
   }
 }
 
@@ -583,6 +783,8 @@ OooCore::Run OooCore::run_until(uint64_t cycle_limit) {
       have_task_ = true;
       program_done_ = false;
       fetched_.clear();
+      ahead_.resize(0);
+    ahead_.resize(0);  // the record's micro-ops are gone
       if (trace_) trace_->task = ctx_.task;
       uint64_t t = now_ + uint64_t(sw + 0.5);
       advance_cycles(t);

@@ -74,6 +74,7 @@ struct CoreParams {
   unsigned fault_repeat_limit = 64;
   uint64_t watchdog_cycles = 1000000;  // no retirement for this long: an error
   uint64_t quantum = 100000;
+  bool runahead_reuse = true;  // a host-speed option: the results are the same either way
 
   void visit(Params& p);  // the values held are the defaults (start from a preset)
   static CoreParams golden_cove();
@@ -179,6 +180,86 @@ class OooCore {
   void restore(const Snapshot& s);
   void take_fault(const Issue& is, const Snapshot& before);
   __attribute__((noinline)) uint64_t run_ahead(uint64_t nuke);  // a call of its own: profiles show it
+
+  // Run-ahead reuse. In a fault storm (C3: a fault per loop iteration, each with ~330 micro-ops of
+  // run-ahead) consecutive run-aheads cover almost the same micro-ops at the same times relative
+  // to their flush. The last run-ahead is recorded per position (the micro-op's shape, its
+  // allocation cycle and the pipeline state before it, relative to the flush, and what its
+  // translation did); the next one replays the part it shares with it without simulating each
+  // micro-op, after checking everything the replayed part depends on, and simulates the rest.
+  // The result is the same as simulating every micro-op (tests compare the two): a check that
+  // fails means a normal run-ahead. Not used while tracing (the replay emits no events).
+  enum : uint8_t { kPosAlu = 0, kPosStoreL2 /* L1 miss, L2 hit, L1 fill */, kPosStoreLate /* L1 miss, no L2 lookup before the flush */, kPosOther };
+  // The pipeline before a position issued, relative to the flush.
+  struct AheadState {
+    int64_t alloc_cycle, prev_done, older_done_max, no_issue_before;
+    uint32_t alloc_in_cycle;
+    uint32_t stores, loads;  // issued before it in this run-ahead
+    bool operator==(const AheadState& o) const {
+      return alloc_cycle == o.alloc_cycle && prev_done == o.prev_done &&
+             older_done_max == o.older_done_max && no_issue_before == o.no_issue_before &&
+             alloc_in_cycle == o.alloc_in_cycle && stores == o.stores && loads == o.loads;
+    }
+  };
+  // The last run-ahead, per position (arrays: the checks run down them).
+  struct AheadRecord {
+    uint64_t head_seq = 0, nuke = 0;
+    std::vector<uint64_t> shape;    // kind, flags, latency: what the micro-op's timing depends on
+    std::vector<int64_t> alloc;     // its allocation cycle
+    std::vector<uint8_t> cls;
+    std::vector<AheadState> state;  // before it issued
+    std::vector<uint32_t> stores;   // the positions of stores, ascending
+    // shape[i] == shape[i + period] for every i < periodic_upto (what a replay with delta ==
+    // period has already checked).
+    uint64_t period = 0;
+    size_t periodic_upto = 0;
+    size_t size() const { return shape.size(); }
+    void resize(size_t n) {
+      shape.resize(n);
+      alloc.resize(n);
+      cls.resize(n);
+      state.resize(n);
+      while (!stores.empty() && stores.back() >= n) stores.pop_back();
+      if (periodic_upto > n) periodic_upto = n;
+    }
+  };
+  struct SlotHint {  // per micro-op (a ring by sequence number): the L2 TLB slot that translated it
+    uint64_t seq = ~uint64_t(0);
+    uint32_t slot = 0;
+  };
+  static uint64_t uop_shape(const wl::Uop& u) {
+    return uint64_t(u.kind) | uint64_t(u.flags) << 8 | uint64_t(u.latency) << 24;
+  }
+  // Relative to the flush; every time at or beyond kNever is "never" (only compared with the
+  // flush in the run-ahead).
+  static int64_t rel(uint64_t v, uint64_t nuke) {
+    return v >= kNever ? std::numeric_limits<int64_t>::max() : int64_t(v - nuke);
+  }
+  static uint64_t unrel(int64_t r, uint64_t nuke) {
+    return r == std::numeric_limits<int64_t>::max() ? kNever : uint64_t(int64_t(nuke) + r);
+  }
+  AheadState ahead_state(uint64_t nuke) const;
+  struct Reused {
+    size_t positions = 0;  // positions done (replayed or simulated); the record holds them
+    size_t replayed = 0;   // of which replayed
+    bool ended = false;    // a simulated position did not issue: the run-ahead is over
+  };
+  Reused reuse_run_ahead(uint64_t nuke);
+  // `st` indexes the record's stores: the first at or after `from`; on success, the first at or
+  // after `to`.
+  bool replay_segment(size_t from, size_t to, size_t* st, uint64_t nuke);
+  bool ahead_reuse_possible() const;
+  // One position of the run-ahead simulated (the loop of run_ahead and reuse_run_ahead's
+  // positions that did something else than an L1 miss and an L2 hit); false if it did not issue.
+  bool ahead_issue(size_t j, uint64_t nuke, bool record);
+
+  AheadRecord ahead_;                  // the last run-ahead
+  std::vector<SlotHint> slot_hint_;    // indexed by sequence & rob_mask_
+  std::vector<uint32_t> ahead_slots_;  // scratch: the L2 slots of a replayed segment, in order
+  uint8_t tr_cls_ = kPosOther;       // what the last speculative translate() did
+  uint32_t tr_slot_ = 0;
+  bool ring_bound_ = false;          // the last speculative issue() waited for a ROB/buffer slot
+  Counter* reused_uops_;
   void trace_walk(uint64_t va, const WalkOutcome& wo);
   uint64_t ps(uint64_t cycle) const { return uint64_t(double(cycle) * 1000.0 / ghz_ + 0.5); }
   void advance_cycles(uint64_t to);

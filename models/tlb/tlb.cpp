@@ -413,6 +413,40 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
   return &victim->e;
 }
 
+void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t n, bool speculative) {
+  MMUSIM_CHECK(full_fully_associative(), "TLB {}: fill_sequence_evicting needs a full fully associative TLB", name_);
+  if (n == 0) return;
+  const size_t cap = slots_.size();
+  std::vector<uint32_t>& order = order_scratch_;  // least recently used first
+  order.clear();
+  for (uint32_t i = lru_; i != kNone; i = next_[i]) order.push_back(i);
+  const size_t touched = std::min(n, cap);
+  unsigned readonly = 0;
+  for (size_t k = 0; k < n; ++k) readonly += !from.slots_[slots[k]].e.writable;
+  const uint64_t clock0 = clock_;
+  for (size_t k = n - touched; k < n; ++k) {
+    const uint32_t v = order[k % cap];
+    --n_of_size_[unsigned(slots_[v].e.size)];
+    TlbEntry& e = slots_[v].e;
+    e = from.slots_[slots[k]].e;
+    e.speculative = speculative;
+    slots_[v].lru = clock0 + k + 1;
+    tags_[v] = tag_of(e.vbase, e.size);
+    ++n_of_size_[unsigned(e.size)];
+  }
+  clock_ = clock0 + n;
+  // The index and the LRU list again: the untouched slots (least recently used first), then the
+  // filled ones in fill order.
+  std::fill(index_.begin(), index_.end(), kNone);
+  lru_ = mru_ = kNone;
+  n_valid_ = 0;
+  for (size_t k = touched; k < cap; ++k) fa_insert(order[k]);
+  for (size_t k = n - touched; k < n; ++k) fa_insert(order[k % cap]);
+  fills_->inc(n);
+  fills_readonly_->inc(readonly);
+  evictions_->inc(n);
+}
+
 unsigned Tlb::invalidate_page(uint64_t va, uint16_t asid, const char* reason) {
   unsigned removed = 0;
   for (unsigned si = 0; si < kNumPageSizes; ++si) {

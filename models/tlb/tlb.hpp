@@ -23,6 +23,7 @@
 // The per-access path (lookup, probe, fill) does no allocation and no map lookups.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -141,6 +142,59 @@ class Tlb {
   unsigned invalidate_asid(uint16_t asid, const char* reason);
   // Everything (arm64 TLBI VMALLE1, x86 full flush).
   unsigned invalidate_all(const char* reason);
+
+  // For the core's run-ahead reuse (OooCore::reuse_run_ahead), which replays a verified sequence
+  // of lookups and fills without searching:
+  // The slot of an entry lookup() or probe() returned.
+  uint32_t slot_of(const TlbEntry* e) const {
+    return uint32_t(reinterpret_cast<const Slot*>(e) - slots_.data());
+  }
+  // Whether lookup(va, asid) would return slot i: it holds a covering entry of `asid` and there is
+  // no entry of a smaller size (which lookup() would prefer).
+  bool slot_translates(uint32_t i, uint64_t va, uint16_t asid) const {
+    if (i >= slots_.size() || !tags_[i]) return false;
+    const TlbEntry& e = slots_[i].e;
+    if (e.asid != asid || !e.covers(va)) return false;
+    for (unsigned si = 0; si < unsigned(e.size); ++si)
+      if (n_of_size_[si]) return false;
+    return true;
+  }
+  const TlbEntry& slot_entry(uint32_t i) const { return slots_[i].e; }
+  // What lookup() does when it hits slot i, for slots[0..n) in order.
+  void hit_slots(const uint32_t* slots, size_t n) {
+    hits_->inc(n);
+    for (size_t k = 0; k < n; ++k) {
+      slots_[slots[k]].lru = ++clock_;
+      if (fully_associative_) lru_to_mru(slots[k]);
+    }
+  }
+  // What lookup() counts when it finds nothing (n times).
+  void count_misses(uint64_t n) { misses_->inc(n); }
+  // places_as_is() for a 4K translation, without the general placement search.
+  bool places_4k_as_is(const TlbEntry& t) const {
+    return (held_ & page_size_bit(PageSize::k4K)) && !(contiguous_64k_ && t.contiguous);
+  }
+  // The end of the highest address range any entry covers (0 if none).
+  uint64_t max_end() const {
+    uint64_t m = 0;
+    for (size_t i = 0; i < slots_.size(); ++i)
+      if (tags_[i]) m = std::max(m, slots_[i].e.vbase + slots_[i].e.bytes());
+    return m;
+  }
+  // A fully associative TLB with every slot valid.
+  bool full_fully_associative() const { return fully_associative_ && n_valid_ == slots_.size(); }
+  // fill() would store `t` at its own size.
+  bool places_as_is(const TlbEntry& t) const {
+    std::optional<PageSize> p = placement(t);
+    return p && *p == t.size;
+  }
+  // fill(va, t) for the entries of `from`'s slots `slots[0..n)` in order (each marked speculative
+  // or not), on a full fully associative TLB, when none of them finds its page in the TLB and no
+  // lookup in between hits (the caller has checked): each evicts the least recently used entry,
+  // so fill k lands in the slot that was k-th least recently used (modulo the capacity) and only
+  // the last `capacity` stay. Counters, LRU order and clock end as after the n fills. No trace
+  // events (the caller does not use it when tracing).
+  void fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t n, bool speculative);
 
   // Every valid entry, in array/set/way order (the invariant checker).
   template <typename F>
@@ -274,6 +328,7 @@ class Tlb {
   std::vector<uint32_t> home_, pos_;  // per valid slot: its home bucket and the bucket it is in
   uint32_t lru_ = kNone, mru_ = kNone;
   uint32_t n_valid_ = 0;
+  std::vector<uint32_t> order_scratch_;  // fill_sequence_evicting
   uint64_t clock_ = 0;
   TraceContext* trace_;
   Counter* hits_;

@@ -632,3 +632,76 @@ TEST_CASE("tlb: every geometry agrees with a plain scan of its slots over random
     }
   }
 }
+
+TEST_CASE("tlb: a fill sequence on a full fully associative TLB is the fills one by one", "[tlb][differential]") {
+  // The run-ahead reuse makes an L2 TLB's hits and an L1's fills in one call each
+  // (hit_slots, fill_sequence_evicting); afterwards both TLBs must behave as if each lookup and
+  // fill had been made: same entries, same LRU order (checked by what later fills evict), same
+  // counters.
+  for (unsigned n : {1u, 5u, 15u, 16u, 17u, 40u}) {
+    INFO("fills " << n);
+    Stats sa, sb;
+    const TlbParams l1p = TlbParams::golden_cove_dtlb_store();
+    const TlbParams l2p = TlbParams::golden_cove_stlb();
+    Tlb l1a(l1p, sa), l1b(l1p, sb), l2a(l2p, sa), l2b(l2p, sb);
+    // Fill the L1s full (and touch some entries so that the LRU order is not the fill order).
+    for (unsigned i = 0; i < 16; ++i) {
+      l1a.fill(0x100000 + i * 4096, tr(0x100000 + i * 4096, 0x9000000 + i * 4096, PageSize::k4K));
+      l1b.fill(0x100000 + i * 4096, tr(0x100000 + i * 4096, 0x9000000 + i * 4096, PageSize::k4K));
+    }
+    for (unsigned i : {3u, 7u, 1u}) {
+      REQUIRE(l1a.lookup(0x100000 + i * 4096, 1));
+      REQUIRE(l1b.lookup(0x100000 + i * 4096, 1));
+    }
+    REQUIRE(l1b.full_fully_associative());
+    // The L2s hold the pages the sequence fills, read-only and writable.
+    std::vector<uint64_t> vas;
+    for (unsigned k = 0; k < n; ++k) {
+      const uint64_t va = 0x200000 + k * 4096;
+      vas.push_back(va);
+      l2a.fill(va, tr(va, 0x7000000 + k * 4096, PageSize::k4K, k % 3 == 0));
+      l2b.fill(va, tr(va, 0x7000000 + k * 4096, PageSize::k4K, k % 3 == 0));
+    }
+    // One by one: an L1 miss, an L2 hit, an L1 fill of a copy marked speculative.
+    for (uint64_t va : vas) {
+      REQUIRE(!l1a.lookup(va, 1));
+      const TlbEntry* e = l2a.lookup(va, 1);
+      REQUIRE(e);
+      TlbEntry c = *e;
+      c.speculative = true;
+      l1a.fill(va, c);
+    }
+    // As a sequence.
+    std::vector<uint32_t> slots;
+    for (uint64_t va : vas) {
+      const TlbEntry* e = l2b.probe(va, 1);
+      REQUIRE(e);
+      REQUIRE(l2b.slot_translates(l2b.slot_of(e), va, 1));
+      slots.push_back(l2b.slot_of(e));
+    }
+    l2b.hit_slots(slots.data(), slots.size());
+    l1b.count_misses(n);
+    l1b.fill_sequence_evicting(l2b, slots.data(), slots.size(), true);
+    for (const char* c : {"hits", "misses", "fills", "fills_readonly", "evictions"}) {
+      INFO(c);
+      CHECK(count(sa, std::string("tlb.dtlb_store.") + c) == count(sb, std::string("tlb.dtlb_store.") + c));
+      CHECK(count(sa, std::string("tlb.stlb.") + c) == count(sb, std::string("tlb.stlb.") + c));
+    }
+    auto contents = [](const Tlb& t) {
+      std::vector<std::tuple<uint64_t, uint64_t, bool, bool>> v;
+      t.for_each([&](const TlbEntry& e) { v.emplace_back(e.vbase, e.pbase, e.writable, e.speculative); });
+      std::sort(v.begin(), v.end());
+      return v;
+    };
+    CHECK(contents(l1a) == contents(l1b));
+    // The LRU order: 16 more fills evict the entries in the same order in both.
+    for (unsigned k = 0; k < 16; ++k) {
+      const uint64_t va = 0x400000 + k * 4096;
+      l1a.fill(va, tr(va, 0x5000000 + k * 4096, PageSize::k4K));
+      l1b.fill(va, tr(va, 0x5000000 + k * 4096, PageSize::k4K));
+      CHECK(contents(l1a) == contents(l1b));
+    }
+    // The L2s' entries (their LRU order is checked by whole runs: tests/platforms/test_runahead_reuse.cpp).
+    CHECK(contents(l2a) == contents(l2b));
+  }
+}
