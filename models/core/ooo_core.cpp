@@ -630,7 +630,7 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke) {
 bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke) {
   const AheadRecord& r = ahead_;
   Tlb& l1 = l1_store_;
-  if (!l1.full_fully_associative()) return false;
+  if (!l1.full_fully_associative() || !(l1.page_sizes() & page_size_bit(PageSize::k4K))) return false;
   // The ROB slots the positions wait for: those of micro-ops older than the head (the run-ahead
   // is shorter than the ROB), retired, free at their retirement cycles, which grow with the
   // sequence number, as allocation cycles do. If the youngest of them is free before the first
@@ -647,49 +647,58 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
     }
   }
   const uint16_t asid = ctx_.asid;
-  ahead_slots_.clear();
   const size_t cap = l1.capacity();
   const uint64_t held_end = (l1.max_end() + 4095) >> 12;  // pages at or above: in no L1 entry
-  uint64_t l1_misses = 0, st = st_ord_, next_page = 0;
-  size_t k = *stp;
+  const bool l1_contiguous = l1.contiguous_64k();
+  const uint64_t sb_size = p_.store_buffer, sb_mask = sb_mask_, st_base = spec_st_base_;
+  const uint64_t* sb_free = sb_free_.data();
+  const wl::Uop* window = fetched_.ring();
+  const size_t w_head = fetched_.head() + 1, w_mask = fetched_.mask();
+  SlotHint* hints = slot_hint_.data();
+  const uint64_t hint_mask = rob_mask_, seq0 = seq_ + 1;
   const uint32_t* stores = r.stores.data();
   const size_t n_stores = r.stores.size();
   const uint8_t* cls_of = r.cls.data();
   const int64_t* alloc_of = r.alloc.data();
+  if (ahead_slots_.size() < n_stores) ahead_slots_.resize(n_stores);  // never shrunk
+  uint32_t* slots = ahead_slots_.data();
+  size_t n_slots = 0;
+  uint64_t l1_misses = 0, st = st_ord_, next_page = 0;
+  size_t k = *stp;
   for (; k < n_stores && stores[k] < to; ++k) {
     const size_t i = stores[k];
     const uint8_t cls = cls_of[i];
     // A store (kPosStoreL2 or kPosStoreLate): its store-buffer slot.
-    if (st >= p_.store_buffer) {
-      const uint64_t q = st - p_.store_buffer;
-      if (q >= spec_st_base_ || sb_free_[q & sb_mask_] > unrel(alloc_of[i], nuke)) return false;
+    if (st >= sb_size) {
+      const uint64_t q = st - sb_size;
+      if (q >= st_base || sb_free[q & sb_mask] > unrel(alloc_of[i], nuke)) return false;
     }
     ++st;
-    const wl::Uop& u = fetched_[i + 1];
-    const uint64_t page = u.addr >> 12;
+    const uint64_t va = window[(w_head + i) & w_mask].addr;
+    const uint64_t page = va >> 12;
     if (page < next_page) return false;
     next_page = page + 1;
     // An entry the L1 holds now is evicted by the capacity-th fill of the segment at the latest.
-    if (page < held_end && ahead_slots_.size() < cap && l1.probe(u.addr, asid)) return false;
+    if (page < held_end && n_slots < cap && l1.probe(va, asid)) return false;
     ++l1_misses;
     if (cls == kPosStoreLate) continue;
-    const uint64_t seq = seq_ + 1 + i;
-    SlotHint& h = slot_hint_[seq & rob_mask_];
+    // The L2 slot: the one that translated this micro-op last time, if it still holds its page.
+    // 4K entries only: a larger one would cover later stores' pages (hits the replay cannot see).
+    const uint64_t seq = seq0 + i;
+    SlotHint& h = hints[seq & hint_mask];
     uint32_t slot = h.seq == seq ? h.slot : ~uint32_t(0);
-    if (!l2_->slot_translates(slot, u.addr, asid)) {
-      const TlbEntry* e = l2_->probe(u.addr, asid);
-      if (!e) return false;
+    if (!l2_->slot_holds_4k(slot, va, asid)) {
+      const TlbEntry* e = l2_->probe(va, asid);
+      if (!e || e->size != PageSize::k4K) return false;
       slot = l2_->slot_of(e);
       h = {seq, slot};
     }
-    // 4K entries only: a larger one would cover later stores' pages (hits the replay cannot see).
-    const TlbEntry& te = l2_->slot_entry(slot);
-    if (te.size != PageSize::k4K || !l1.places_4k_as_is(te)) return false;
-    ahead_slots_.push_back(slot);
+    if (l1_contiguous && !l1.places_4k_as_is(l2_->slot_entry(slot))) return false;
+    slots[n_slots++] = slot;
   }
-  l2_->hit_slots(ahead_slots_.data(), ahead_slots_.size());
+  l2_->hit_slots(slots, n_slots);
   l1.count_misses(l1_misses);
-  l1.fill_sequence_evicting(*l2_, ahead_slots_.data(), ahead_slots_.size(), true);
+  l1.fill_sequence_evicting(*l2_, slots, n_slots, true);
   const AheadState& at = r.state[to];
   alloc_cycle_ = unrel(at.alloc_cycle, nuke);
   prev_done_ = unrel(at.prev_done, nuke);

@@ -95,6 +95,10 @@ class UopWindow {
   wl::Uop& front() { return buf_[head_]; }
   wl::Uop& back() { return buf_[(head_ + n_ - 1) & mask_]; }
   wl::Uop& operator[](size_t i) { return buf_[(head_ + i) & mask_]; }
+  // For loops that index it many times: entry i is ring()[(head() + i) & mask()].
+  const wl::Uop* ring() const { return buf_.data(); }
+  size_t head() const { return head_; }
+  size_t mask() const { return mask_; }
   void push_back(const wl::Uop& u) {
     MMUSIM_CHECK(n_ <= mask_, "micro-op window overflow ({} entries)", n_);
     buf_[(head_ + n_++) & mask_] = u;

@@ -149,16 +149,13 @@ class Tlb {
   uint32_t slot_of(const TlbEntry* e) const {
     return uint32_t(reinterpret_cast<const Slot*>(e) - slots_.data());
   }
-  // Whether lookup(va, asid) would return slot i: it holds a covering entry of `asid` and there is
-  // no entry of a smaller size (which lookup() would prefer).
-  bool slot_translates(uint32_t i, uint64_t va, uint16_t asid) const {
-    if (i >= slots_.size() || !tags_[i]) return false;
-    const TlbEntry& e = slots_[i].e;
-    if (e.asid != asid || !e.covers(va)) return false;
-    for (unsigned si = 0; si < unsigned(e.size); ++si)
-      if (n_of_size_[si]) return false;
-    return true;
+  // Whether lookup(va, asid) would return slot i, for a 4K entry (no smaller size exists): slot i
+  // holds the 4K page of `va` for `asid`.
+  bool slot_holds_4k(uint32_t i, uint64_t va, uint16_t asid) const {
+    return i < slots_.size() && tags_[i] == tag_of(va & page_size_mask(PageSize::k4K), PageSize::k4K) &&
+           slots_[i].e.asid == asid;
   }
+  bool contiguous_64k() const { return contiguous_64k_; }
   const TlbEntry& slot_entry(uint32_t i) const { return slots_[i].e; }
   // What lookup() does when it hits slot i, for slots[0..n) in order.
   void hit_slots(const uint32_t* slots, size_t n) {
@@ -170,7 +167,7 @@ class Tlb {
   }
   // What lookup() counts when it finds nothing (n times).
   void count_misses(uint64_t n) { misses_->inc(n); }
-  // places_as_is() for a 4K translation, without the general placement search.
+  // fill() would store 4K translation `t` as a 4K entry (no contiguous 64K entry, 4K held).
   bool places_4k_as_is(const TlbEntry& t) const {
     return (held_ & page_size_bit(PageSize::k4K)) && !(contiguous_64k_ && t.contiguous);
   }
@@ -183,11 +180,6 @@ class Tlb {
   }
   // A fully associative TLB with every slot valid.
   bool full_fully_associative() const { return fully_associative_ && n_valid_ == slots_.size(); }
-  // fill() would store `t` at its own size.
-  bool places_as_is(const TlbEntry& t) const {
-    std::optional<PageSize> p = placement(t);
-    return p && *p == t.size;
-  }
   // fill(va, t) for the entries of `from`'s slots `slots[0..n)` in order (each marked speculative
   // or not), on a full fully associative TLB, when none of them finds its page in the TLB and no
   // lookup in between hits (the caller has checked): each evicts the least recently used entry,
