@@ -86,6 +86,7 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
       fb_mask_(0) {
   log_ = log::get("core");
   slot_hint_.resize(rob_free_.size());
+  ahead_.allocate(p_.rob);
   uops_ = &stats.counter("core.uops", "micro-ops retired");
   cycles_ = &stats.counter("core.cycles", "core cycles");
   squashes_ = &stats.counter("core.squashes", "pipeline flushes at faults (younger micro-ops squashed)");
@@ -494,45 +495,6 @@ void OooCore::restore(const Snapshot& b) {
   no_issue_before_ = b.no_issue_before;
 }
 
-// The faulting micro-op keeps its ROB and buffer entries until the flush at `nuke`; the younger
-// ones run meanwhile: allocated and executed as the limits allow, their translations filling the
-// TLBs. Returns how many issued. Their pipeline state is put back by the caller (restore); their
-// TLB fills stay.
-uint64_t OooCore::run_ahead(uint64_t nuke) {
-  spec_st_base_ = st_ord_;
-  spec_ld_base_ = ld_ord_;
-  const bool record = ahead_reuse_possible();
-  size_t j = 1;
-  uint64_t n = 0;
-  bool ended = false;
-  if (record) {
-    // The record keeps the positions done (replayed ones as they were, relative to the flush).
-    const Reused ru = reuse_run_ahead(nuke);
-    ahead_.resize(ru.positions);
-    ahead_.head_seq = seq_;
-    ahead_.nuke = nuke;
-    j += ru.positions;
-    n += ru.positions;
-    ended = ru.ended;
-    reused_uops_->inc(ru.replayed);
-  } else {
-    ahead_.resize(0);
-    ahead_.periodic_upto = 0;
-  }
-  for (; !ended && j < p_.rob; ++j) {
-    if (j >= fetched_.size() && !fetch(j + 1)) break;
-    const wl::Uop& y = fetched_[j];
-    if (y.kind == wl::UopKind::Syscall || y.kind == wl::UopKind::Marker) break;
-    if (!ahead_issue(j, nuke, record)) break;
-    ++n;
-  }
-  if (n) {
-    squashes_->inc();
-    squashed_uops_->inc(n);
-  }
-  return n;
-}
-
 // Window position j (run-ahead position j - 1) simulated, and recorded.
 bool OooCore::ahead_issue(size_t j, uint64_t nuke, bool record) {
   const wl::Uop& y = fetched_[j];
@@ -545,16 +507,75 @@ bool OooCore::ahead_issue(size_t j, uint64_t nuke, bool record) {
                       : y.kind == wl::UopKind::Alu ? uint8_t(kPosAlu)
                       : y.kind == wl::UopKind::Store ? tr_cls_ : uint8_t(kPosOther);
     if (cls == kPosStoreL2) slot_hint_[(seq_ + j) & rob_mask_] = {seq_ + j, tr_slot_};
-    const size_t i = j - 1;
-    if (i >= ahead_.size()) ahead_.resize(i + 1);
-    if (y.kind == wl::UopKind::Store && (ahead_.stores.empty() || ahead_.stores.back() < i))
-      ahead_.stores.push_back(uint32_t(i));
+    AheadRecord& r = ahead_;
+    const size_t i = j - 1;  // < rob - 1: within the arrays
+    if (i >= r.n) r.n = i + 1;
+    if (y.kind == wl::UopKind::Store && (r.n_stores == 0 || r.stores[r.n_stores - 1] < i))
+      r.stores[r.n_stores++] = uint32_t(i);
     ahead_.shape[i] = uop_shape(y);
     ahead_.alloc[i] = rel(yi.alloc, nuke);
     ahead_.cls[i] = cls;
     ahead_.state[i] = st;
   }
   return true;
+}
+
+// The faulting micro-op keeps its ROB and buffer entries until the flush at `nuke`; the younger
+// ones run meanwhile: allocated and executed as the limits allow, their translations filling the
+// TLBs. Returns how many issued. Their pipeline state is put back by the caller (restore); their
+// TLB fills stay.
+uint64_t OooCore::run_ahead(uint64_t nuke) {
+  spec_st_base_ = st_ord_;
+  spec_ld_base_ = ld_ord_;
+  // Recording costs a little per micro-op: where replays keep failing (the N1's short run-aheads,
+  // C1's RDTSCP-bounded ones) it stops for a while.
+  bool record = ahead_reuse_possible();
+  if (record && ahead_backoff_ > 0) {
+    --ahead_backoff_;
+    record = false;
+  }
+  size_t j = 1;
+  uint64_t n = 0, replayed = 0;
+  bool ended = false;
+  const bool attempt = record && ahead_.size() > 0;
+  if (record) {
+    // The record keeps the positions done (replayed ones as they were, relative to the flush).
+    const Reused ru = reuse_run_ahead(nuke);
+    ahead_.resize(ru.positions);
+    ahead_.head_seq = seq_;
+    ahead_.nuke = nuke;
+    j += ru.positions;
+    n += ru.positions;
+    ended = ru.ended;
+    replayed = ru.replayed;
+    reused_uops_->inc(ru.replayed);
+  } else {
+    ahead_.resize(0);
+    ahead_.periodic_upto = 0;
+  }
+  for (; !ended && j < p_.rob; ++j) {
+    if (j >= fetched_.size() && !fetch(j + 1)) break;
+    const wl::Uop& y = fetched_[j];
+    if (y.kind == wl::UopKind::Syscall || y.kind == wl::UopKind::Marker) break;
+    if (record ? !ahead_issue(j, nuke, true) : !issue(y, seq_ + j, nuke, true).issued) break;
+    ++n;
+  }
+  if (attempt) {
+    if (2 * replayed >= n) {
+      ahead_failures_ = 0;
+      ahead_backoff_next_ = kReplayBackoffFaults;
+    } else if (++ahead_failures_ >= kReplayFailuresBeforeBackoff) {
+      // Each back-off in a row twice as long as the last.
+      ahead_failures_ = 0;
+      ahead_backoff_ = ahead_backoff_next_;
+      ahead_backoff_next_ = std::min(2 * ahead_backoff_next_, kReplayBackoffMax);
+    }
+  }
+  if (n) {
+    squashes_->inc();
+    squashed_uops_->inc(n);
+  }
+  return n;
 }
 
 bool OooCore::ahead_reuse_possible() const {
@@ -584,7 +605,7 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke) {
   const uint64_t delta = seq_ - r.head_seq;
   if (delta >= r.size()) return ru;
   size_t P = r.size() - delta;
-  if (fetched_.size() < P + 1) return ru;
+  if (fetched_.size() < P + 1 || !(ahead_state(nuke) == r.state[0])) return ru;
   // The micro-op at position i is the one R had at i + delta: R recorded its shape. (What an
   // earlier replay with the same delta checked still holds: see AheadRecord::periodic_upto.)
   for (size_t i = r.period == delta ? r.periodic_upto : 0; i < P; ++i)
@@ -592,7 +613,10 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke) {
       P = i;
       break;
     }
-  if (P == 0 || !(ahead_state(nuke) == r.state[0])) return ru;
+  // Worth it only where most positions replay: each position R simulated is simulated again,
+  // and each ends a segment.
+  if (P == 0 || size_t(std::count(r.cls.data(), r.cls.data() + P, uint8_t(kPosOther))) > kMaxSimulatedInReplay)
+    return ru;
   // Positions [0, P) keep R's record (the same shapes; the same times and outcomes if replayed);
   // so shape[i] == shape[i + delta] holds below P - delta for this run-ahead's record too.
   r.period = delta;
@@ -613,7 +637,7 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke) {
       return ru;
     }
     ru.positions = ++i;
-    while (st < r.stores.size() && r.stores[st] < i) ++st;
+    while (st < r.n_stores && r.stores[st] < i) ++st;
     if (i >= P || !(ahead_state(nuke) == r.state[i])) return ru;
   }
   return ru;
@@ -657,7 +681,7 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
   SlotHint* hints = slot_hint_.data();
   const uint64_t hint_mask = rob_mask_, seq0 = seq_ + 1;
   const uint32_t* stores = r.stores.data();
-  const size_t n_stores = r.stores.size();
+  const size_t n_stores = r.n_stores;
   const uint8_t* cls_of = r.cls.data();
   const int64_t* alloc_of = r.alloc.data();
   if (ahead_slots_.size() < n_stores) ahead_slots_.resize(n_stores);  // never shrunk
@@ -792,8 +816,7 @@ OooCore::Run OooCore::run_until(uint64_t cycle_limit) {
       have_task_ = true;
       program_done_ = false;
       fetched_.clear();
-      ahead_.resize(0);
-    ahead_.resize(0);  // the record's micro-ops are gone
+      ahead_.resize(0);  // the record's micro-ops are gone
       if (trace_) trace_->task = ctx_.task;
       uint64_t t = now_ + uint64_t(sw + 0.5);
       advance_cycles(t);

@@ -205,26 +205,33 @@ class OooCore {
              alloc_in_cycle == o.alloc_in_cycle && stores == o.stores && loads == o.loads;
     }
   };
-  // The last run-ahead, per position (arrays: the checks run down them).
+  // The last run-ahead, per position (arrays of the ROB's size, allocated once: the checks run
+  // down them).
   struct AheadRecord {
     uint64_t head_seq = 0, nuke = 0;
+    size_t n = 0;                   // positions recorded
     std::vector<uint64_t> shape;    // kind, flags, latency: what the micro-op's timing depends on
     std::vector<int64_t> alloc;     // its allocation cycle
     std::vector<uint8_t> cls;
     std::vector<AheadState> state;  // before it issued
     std::vector<uint32_t> stores;   // the positions of stores, ascending
+    size_t n_stores = 0;
     // shape[i] == shape[i + period] for every i < periodic_upto (what a replay with delta ==
     // period has already checked).
     uint64_t period = 0;
     size_t periodic_upto = 0;
-    size_t size() const { return shape.size(); }
-    void resize(size_t n) {
-      shape.resize(n);
-      alloc.resize(n);
-      cls.resize(n);
-      state.resize(n);
-      while (!stores.empty() && stores.back() >= n) stores.pop_back();
-      if (periodic_upto > n) periodic_upto = n;
+    void allocate(size_t positions) {
+      shape.resize(positions);
+      alloc.resize(positions);
+      cls.resize(positions);
+      state.resize(positions);
+      stores.resize(positions);
+    }
+    size_t size() const { return n; }
+    void resize(size_t m) {  // m <= n
+      n = m;
+      while (n_stores && stores[n_stores - 1] >= m) --n_stores;
+      if (periodic_upto > m) periodic_upto = m;
     }
   };
   struct SlotHint {  // per micro-op (a ring by sequence number): the L2 TLB slot that translated it
@@ -249,13 +256,21 @@ class OooCore {
     bool ended = false;    // a simulated position did not issue: the run-ahead is over
   };
   Reused reuse_run_ahead(uint64_t nuke);
+  static constexpr size_t kMaxSimulatedInReplay = 4;  // more positions to simulate: no replay
+  // After this many run-aheads in a row replayed less than half, none is recorded for the next
+  // kReplayBackoffFaults faults, then twice as many after each further failing series, up to
+  // kReplayBackoffMax (host speed only: the results are the same).
+  static constexpr unsigned kReplayFailuresBeforeBackoff = 8;
+  static constexpr unsigned kReplayBackoffFaults = 16;
+  static constexpr unsigned kReplayBackoffMax = 8192;
+  unsigned ahead_failures_ = 0, ahead_backoff_ = 0, ahead_backoff_next_ = kReplayBackoffFaults;
   // `st` indexes the record's stores: the first at or after `from`; on success, the first at or
   // after `to`.
   bool replay_segment(size_t from, size_t to, size_t* st, uint64_t nuke);
   bool ahead_reuse_possible() const;
   // One position of the run-ahead simulated (the loop of run_ahead and reuse_run_ahead's
   // positions that did something else than an L1 miss and an L2 hit); false if it did not issue.
-  bool ahead_issue(size_t j, uint64_t nuke, bool record);
+  __attribute__((always_inline)) inline bool ahead_issue(size_t j, uint64_t nuke, bool record);
 
   AheadRecord ahead_;                  // the last run-ahead
   std::vector<SlotHint> slot_hint_;    // indexed by sequence & rob_mask_
