@@ -512,10 +512,10 @@ bool OooCore::ahead_issue(size_t j, uint64_t nuke, bool record) {
     if (i >= r.n) r.n = i + 1;
     if (y.kind == wl::UopKind::Store && (r.n_stores == 0 || r.stores[r.n_stores - 1] < i))
       r.stores[r.n_stores++] = uint32_t(i);
-    ahead_.shape[i] = uop_shape(y);
-    ahead_.alloc[i] = rel(yi.alloc, nuke);
-    ahead_.cls[i] = cls;
-    ahead_.state[i] = st;
+    r.shape[i] = uop_shape(y);
+    r.alloc[i] = rel(yi.alloc, nuke);
+    r.cls[i] = cls;
+    r.state[i] = st;
   }
   return true;
 }
@@ -543,7 +543,6 @@ uint64_t OooCore::run_ahead(uint64_t nuke) {
     const Reused ru = reuse_run_ahead(nuke);
     ahead_.resize(ru.positions);
     ahead_.head_seq = seq_;
-    ahead_.nuke = nuke;
     j += ru.positions;
     n += ru.positions;
     ended = ru.ended;

@@ -208,7 +208,7 @@ class OooCore {
   // The last run-ahead, per position (arrays of the ROB's size, allocated once: the checks run
   // down them).
   struct AheadRecord {
-    uint64_t head_seq = 0, nuke = 0;
+    uint64_t head_seq = 0;          // the faulting micro-op it ran ahead of
     size_t n = 0;                   // positions recorded
     std::vector<uint64_t> shape;    // kind, flags, latency: what the micro-op's timing depends on
     std::vector<int64_t> alloc;     // its allocation cycle

@@ -243,8 +243,6 @@ Tlb::Tlb(const TlbParams& p, Stats& stats, TraceContext* trace)
     fully_associative_ = fully_associative_ && a.sets == 1;
     arrays_.push_back(a);
   }
-  for (unsigned si = kNumPageSizes; si-- > 0;)
-    if (held_ & (1u << si)) smallest_ = PageSize(si);
   slots_.resize(first);
   tags_.assign(first, 0);
   if (fully_associative_) {
@@ -325,7 +323,8 @@ void Tlb::fa_rebuild() {
   std::fill(next_.begin(), next_.end(), kNone);
   lru_ = mru_ = kNone;
   n_valid_ = 0;
-  std::vector<uint32_t> valid;
+  std::vector<uint32_t>& valid = order_scratch_;
+  valid.clear();
   for (uint32_t i = 0; i < slots_.size(); ++i)
     if (tags_[i]) valid.push_back(i);
   std::sort(valid.begin(), valid.end(), [&](uint32_t a, uint32_t b) { return slots_[a].lru < slots_[b].lru; });
@@ -360,8 +359,7 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
     v = fa_find(tag, e.asid);
     same_page = v != kNone;
     if (same_page) {
-      lru_unlink(v);  // refreshed in place: becomes the most recently used below
-      --n_valid_;
+      lru_to_mru(v);  // refreshed in place
     } else if (n_valid_ < slots_.size()) {
       v = 0;
       while (tags_[v]) ++v;  // the first invalid slot
@@ -393,14 +391,7 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
   victim->e = e;
   victim->lru = ++clock_;
   tags_[v] = tag;
-  if (fully_associative_) {
-    if (same_page) {
-      lru_push_mru(v);
-      ++n_valid_;
-    } else {
-      fa_insert(v);
-    }
-  }
+  if (fully_associative_ && !same_page) fa_insert(v);
   fills_->inc();
   if (!e.writable) fills_readonly_->inc();
   if (trace_ && trace_->on())

@@ -304,7 +304,6 @@ class Tlb {
   bool splinter_;
   bool contiguous_64k_;
   PageSizeMask held_ = 0;
-  PageSize smallest_ = PageSize::k4K;  // the smallest size held
   bool fully_associative_ = true;      // every array has one set
   std::vector<Array> arrays_;
   std::vector<Slot> slots_;
@@ -320,7 +319,7 @@ class Tlb {
   std::vector<uint32_t> home_, pos_;  // per valid slot: its home bucket and the bucket it is in
   uint32_t lru_ = kNone, mru_ = kNone;
   uint32_t n_valid_ = 0;
-  std::vector<uint32_t> order_scratch_;  // fill_sequence_evicting
+  std::vector<uint32_t> order_scratch_;  // scratch: fill_sequence_evicting, fa_rebuild
   uint64_t clock_ = 0;
   TraceContext* trace_;
   Counter* hits_;

@@ -17,6 +17,7 @@
 #include "models/tlb/tlb.hpp"
 #include "models/walker/translation.hpp"
 #include "tests/models/page_tables.hpp"
+#include "workloads/rng.hpp"
 
 using namespace mmusim;
 using namespace mmusim::hw;
@@ -533,14 +534,8 @@ void differential_tlb(const TlbParams& params, uint64_t seed, int ops) {
   Stats stats;
   Tlb tlb(params, stats);
   RefTlb ref(params);
-  uint64_t x = seed;
-  auto rnd = [&](uint64_t n) {
-    x += 0x9E3779B97F4A7C15ull;
-    uint64_t z = x;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return (z ^ (z >> 31)) % n;
-  };
+  wl::Rng rng{seed};
+  auto rnd = [&](uint64_t n) { return rng.below(n); };
   const PageSize sizes[] = {PageSize::k4K, PageSize::k64K, PageSize::k2M, PageSize::k1G};
   uint64_t evictions = 0, removed = 0;
   for (int op = 0; op < ops; ++op) {
