@@ -78,6 +78,7 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
       fetched_(p.rob + 2),
       rob_free_(ring_size(p.rob), 0),
       sb_free_(ring_size(p.store_buffer), 0),
+      sb_free_upto_(ring_size(p.store_buffer), 0),
       lb_free_(ring_size(p.load_buffer), 0),
       fb_free_(p.fill_buffers, 0),
       rob_mask_(rob_free_.size() - 1),
@@ -128,6 +129,7 @@ OooCore::Translation OooCore::translate(uint64_t va, bool write, uint64_t t, uin
   const TlbEntry* e = l1.lookup(va, asid);
   const bool l1_missed = !e;
   tr_cls_ = kPosOther;
+  tr_slot_ = Tlb::kNoSlot;
   if (!usable(e)) e = nullptr;
   if (!e && l2_) {
     when += l2_->latency();
@@ -173,7 +175,10 @@ OooCore::Translation OooCore::translate(uint64_t va, bool write, uint64_t t, uin
     const bool fill = (!spec || when < limit || p_.walk_squash == WalkSquash::complete) &&
                       (permits || p_.cache_faulting_entries);
     if (fill) {
-      if (l2_) l2_->fill(va, walked);
+      if (l2_) {
+        const TlbEntry* f = l2_->fill(va, walked);
+        if (f) tr_slot_ = l2_->slot_of(f);  // a hint for a replay at the next fault
+      }
       l1.fill(va, walked);
     }
     e = &walked;
@@ -352,6 +357,8 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
       }
       last_drain_ = ds;
       sb_free_[(st_ord_ - 1) & sb_mask_] = ds + lat;
+      sb_free_upto_[(st_ord_ - 1) & sb_mask_] =
+          std::max(ds + lat, st_ord_ >= 2 ? sb_free_upto_[(st_ord_ - 2) & sb_mask_] : uint64_t(0));
       break;
     }
     case wl::UopKind::Load:
@@ -506,7 +513,8 @@ bool OooCore::ahead_issue(size_t j, uint64_t nuke, bool record) {
     const uint8_t cls = ring_bound_ ? uint8_t(kPosOther)
                       : y.kind == wl::UopKind::Alu ? uint8_t(kPosAlu)
                       : y.kind == wl::UopKind::Store ? tr_cls_ : uint8_t(kPosOther);
-    if (cls == kPosStoreL2) slot_hint_[(seq_ + j) & rob_mask_] = {seq_ + j, tr_slot_};
+    if (y.kind == wl::UopKind::Store && tr_slot_ != Tlb::kNoSlot)
+      slot_hint_[(seq_ + j) & rob_mask_] = {seq_ + j, tr_slot_};
     AheadRecord& r = ahead_;
     const size_t i = j - 1;  // < rob - 1: within the arrays
     if (i >= r.n) r.n = i + 1;
@@ -614,8 +622,17 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke) {
     }
   // Worth it only where most positions replay: each position R simulated is simulated again,
   // and each ends a segment.
-  if (P == 0 || size_t(std::count(r.cls.data(), r.cls.data() + P, uint8_t(kPosOther))) > kMaxSimulatedInReplay)
-    return ru;
+  if (P == 0) return ru;
+  {
+    // Counted with memchr, stopping at the first one too many (the positions are ~330 bytes).
+    const uint8_t* c = r.cls.data();
+    const uint8_t* const end = c + P;
+    size_t others = 0;
+    while ((c = static_cast<const uint8_t*>(std::memchr(c, kPosOther, size_t(end - c))))) {
+      if (++others > kMaxSimulatedInReplay) return ru;
+      if (++c == end) break;
+    }
+  }
   // Positions [0, P) keep R's record (the same shapes; the same times and outcomes if replayed);
   // so shape[i] == shape[i + delta] holds below P - delta for this run-ahead's record too.
   r.period = delta;
@@ -670,58 +687,108 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
     }
   }
   const uint16_t asid = ctx_.asid;
-  const size_t cap = l1.capacity();
-  const uint64_t held_end = (l1.max_end() + 4095) >> 12;  // pages at or above: in no L1 entry
-  const bool l1_contiguous = l1.contiguous_64k();
-  const uint64_t sb_size = p_.store_buffer, sb_mask = sb_mask_, st_base = spec_st_base_;
-  const uint64_t* sb_free = sb_free_.data();
-  const wl::Uop* window = fetched_.ring();
-  const size_t w_head = fetched_.head() + 1, w_mask = fetched_.mask();
-  SlotHint* hints = slot_hint_.data();
-  const uint64_t hint_mask = rob_mask_, seq0 = seq_ + 1;
-  const uint32_t* stores = r.stores.data();
-  const size_t n_stores = r.n_stores;
-  const uint8_t* cls_of = r.cls.data();
-  const int64_t* alloc_of = r.alloc.data();
-  if (ahead_slots_.size() < n_stores) ahead_slots_.resize(n_stores);  // never shrunk
-  uint32_t* slots = ahead_slots_.data();
-  size_t n_slots = 0;
-  uint64_t l1_misses = 0, st = st_ord_, next_page = 0;
-  size_t k = *stp;
-  for (; k < n_stores && stores[k] < to; ++k) {
-    const size_t i = stores[k];
-    const uint8_t cls = cls_of[i];
-    // A store (kPosStoreL2 or kPosStoreLate): its store-buffer slot.
-    if (st >= sb_size) {
-      const uint64_t q = st - sb_size;
-      if (q >= st_base || sb_free[q & sb_mask] > unrel(alloc_of[i], nuke)) return false;
+  // The record's stores in [from, to): [k0, k1).
+  const uint32_t* __restrict stores = r.stores.data();
+  const size_t k0 = *stp;
+  const size_t k1 = size_t(std::lower_bound(stores + k0, stores + r.n_stores, uint32_t(to)) - stores);
+  const int64_t* __restrict alloc_of = r.alloc.data();
+  // The store-buffer slots: store k (ordinal st_ord_ + k - k0) allocates once the store
+  // store_buffer ordinals older has freed its slot. One of this run-ahead's never does (it is
+  // squashed first). The older ones: if they are retired stores (not the faulting micro-op, whose
+  // slot reads as never free), each freed its slot by sb_retired_max_, and if that is before the
+  // first store allocates (the allocations grow with the position) none holds a store back; else
+  // they are checked one by one.
+  const uint64_t sb_size = p_.store_buffer, sb_mask = sb_mask_;
+  if (k1 > k0 && st_ord_ + (k1 - k0) > sb_size) {
+    const uint64_t q_last = st_ord_ + (k1 - k0) - 1 - sb_size;
+    if (q_last >= spec_st_base_) return false;
+    const uint64_t q_first = st_ord_ >= sb_size ? st_ord_ - sb_size : 0;
+    const size_t k_first = k0 + size_t(q_first + sb_size - st_ord_);
+    const uint64_t* __restrict sb_free = sb_free_.data();
+    if (q_last + 1 >= spec_st_base_) {
+      for (uint64_t q = q_first, k = k_first; q <= q_last; ++q, ++k)
+        if (sb_free[q & sb_mask] > unrel(alloc_of[stores[k]], nuke)) return false;
+    } else {
+      // Retired stores: from the youngest down, until the latest of the older ones' slots is
+      // free before the first store allocates.
+      const uint64_t first_alloc = unrel(alloc_of[stores[k_first]], nuke);
+      const uint64_t* __restrict upto = sb_free_upto_.data();
+      for (uint64_t d = q_last - q_first + 1; d-- > 0;) {
+        const uint64_t q = q_first + d;
+        if (upto[q & sb_mask] <= first_alloc) break;
+        if (sb_free[q & sb_mask] > unrel(alloc_of[stores[k_first + d]], nuke)) return false;
+      }
     }
-    ++st;
-    const uint64_t va = window[(w_head + i) & w_mask].addr;
-    const uint64_t page = va >> 12;
+  }
+  // Each store's translation: an L1 miss (proved), and for kPosStoreL2 an L2 hit in the slot
+  // that translated the same micro-op at the previous fault, if it still holds its page.
+  const size_t cap = l1.capacity();
+  const bool l1_contiguous = l1.contiguous_64k();
+  const wl::Uop* __restrict window = fetched_.ring();
+  const size_t w_head = fetched_.head() + 1, w_mask = fetched_.mask();
+  SlotHint* __restrict hints = slot_hint_.data();
+  const uint64_t hint_mask = rob_mask_, seq0 = seq_ + 1;
+  const uint8_t* __restrict cls_of = r.cls.data();
+  if (ahead_slots_.size() < r.n_stores) {  // never shrunk
+    ahead_slots_.resize(r.n_stores);
+    ahead_pages_.resize(r.n_stores);
+  }
+  uint32_t* __restrict slots = ahead_slots_.data();
+  uint64_t* __restrict pages = ahead_pages_.data();
+  size_t n_slots = 0;
+  uint64_t next_page = 0;
+  size_t k = k0;
+  // The stores up to the capacity-th fill: none may find an entry the L1 holds now (after it, every
+  // such entry has been evicted). None below the lowest page of the entries that reach the first
+  // store's page can (the pages increase); from there on, each is probed.
+  if (k < k1) {
+    const uint64_t lowest_held = l1.lowest_page_reaching(asid, window[(w_head + stores[k]) & w_mask].addr >> 12);
+    for (; k < k1 && n_slots < cap; ++k) {
+      const size_t i = stores[k];
+      const uint64_t va = window[(w_head + i) & w_mask].addr;
+      const uint64_t page = va >> 12;
+      if (page < next_page || (page >= lowest_held && l1.probe(va, asid))) return false;
+      next_page = page + 1;
+      if (cls_of[i] == kPosStoreLate) continue;
+      const uint64_t seq = seq0 + i;
+      const SlotHint& h = hints[seq & hint_mask];
+      pages[n_slots] = page;
+      slots[n_slots++] = h.seq == seq ? h.slot : Tlb::kNoSlot;
+    }
+  }
+  for (; k < k1; ++k) {
+    const size_t i = stores[k];
+    const uint64_t page = window[(w_head + i) & w_mask].addr >> 12;
     if (page < next_page) return false;
     next_page = page + 1;
-    // An entry the L1 holds now is evicted by the capacity-th fill of the segment at the latest.
-    if (page < held_end && n_slots < cap && l1.probe(va, asid)) return false;
-    ++l1_misses;
-    if (cls == kPosStoreLate) continue;
-    // The L2 slot: the one that translated this micro-op last time, if it still holds its page.
-    // 4K entries only: a larger one would cover later stores' pages (hits the replay cannot see).
+    if (cls_of[i] == kPosStoreLate) continue;
     const uint64_t seq = seq0 + i;
-    SlotHint& h = hints[seq & hint_mask];
-    uint32_t slot = h.seq == seq ? h.slot : ~uint32_t(0);
-    if (!l2_->slot_holds_4k(slot, va, asid)) {
-      const TlbEntry* e = l2_->probe(va, asid);
-      if (!e || e->size != PageSize::k4K) return false;
-      slot = l2_->slot_of(e);
-      h = {seq, slot};
-    }
-    if (l1_contiguous && !l1.places_4k_as_is(l2_->slot_entry(slot))) return false;
-    slots[n_slots++] = slot;
+    const SlotHint& h = hints[seq & hint_mask];
+    pages[n_slots] = page;
+    slots[n_slots++] = h.seq == seq ? h.slot : Tlb::kNoSlot;
   }
-  l2_->hit_slots(slots, n_slots);
-  l1.count_misses(l1_misses);
-  l1.fill_sequence_evicting(*l2_, slots, n_slots, true);
+  // Each L2 slot still holds its page; else the page's slot now, found and remembered for the next
+  // fault (rare: the slot was refilled, or the micro-op was simulated without a slot hint).
+  Tlb& l2 = *l2_;
+  for (size_t m = l2.first_not_holding_4k(slots, pages, n_slots, asid); m < n_slots;
+       m += 1 + l2.first_not_holding_4k(slots + m + 1, pages + m + 1, n_slots - m - 1, asid)) {
+    // 4K entries only: a larger one would cover later stores' pages (hits the replay cannot see).
+    const TlbEntry* e = l2.probe(pages[m] << 12, asid);
+    if (!e || e->size != PageSize::k4K) return false;
+    slots[m] = l2.slot_of(e);
+    for (size_t kk = k0, mm = 0; kk < k1; ++kk) {  // the m-th store that looks the L2 up
+      const size_t i = stores[kk];
+      if (cls_of[i] == kPosStoreLate || mm++ < m) continue;
+      hints[(seq0 + i) & hint_mask] = {seq0 + i, slots[m]};
+      break;
+    }
+  }
+  if (l1_contiguous)
+    for (size_t m = 0; m < n_slots; ++m)
+      if (!l1.places_4k_as_is(l2.slot_entry(slots[m]))) return false;
+  const size_t readonly = l2.hit_slots(slots, n_slots);
+  l1.count_misses(k1 - k0);
+  l1.fill_sequence_evicting(l2, slots, n_slots, true, readonly);
   const AheadState& at = r.state[to];
   alloc_cycle_ = unrel(at.alloc_cycle, nuke);
   prev_done_ = unrel(at.prev_done, nuke);
@@ -730,7 +797,7 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
   alloc_in_cycle_ = at.alloc_in_cycle;
   st_ord_ = spec_st_base_ + at.stores;
   ld_ord_ = spec_ld_base_ + at.loads;
-  *stp = k;
+  *stp = k1;
   return true;
 }
 

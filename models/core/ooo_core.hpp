@@ -275,8 +275,9 @@ class OooCore {
   AheadRecord ahead_;                  // the last run-ahead
   std::vector<SlotHint> slot_hint_;    // indexed by sequence & rob_mask_
   std::vector<uint32_t> ahead_slots_;  // scratch: the L2 slots of a replayed segment, in order
+  std::vector<uint64_t> ahead_pages_;  // scratch: their pages
   uint8_t tr_cls_ = kPosOther;       // what the last speculative translate() did
-  uint32_t tr_slot_ = 0;
+  uint32_t tr_slot_ = 0;              // its L2 TLB slot (Tlb::kNoSlot: none known)
   bool ring_bound_ = false;          // the last speculative issue() waited for a ROB/buffer slot
   Counter* reused_uops_;
   void trace_walk(uint64_t va, const WalkOutcome& wo);
@@ -320,7 +321,11 @@ class OooCore {
   uint64_t last_drain_ = 0;
   // Rings indexed by sequence / buffer ordinal, a power of two at least the capacity, so that the
   // entry of the micro-op `capacity` older is still there (no division on the per-uop path).
-  std::vector<uint64_t> rob_free_, sb_free_, lb_free_, fb_free_;
+  std::vector<uint64_t> rob_free_, sb_free_;
+  // Per retired store (by ordinal, a ring like sb_free_): the latest cycle it or any older store
+  // frees its store-buffer slot (stores retire in order).
+  std::vector<uint64_t> sb_free_upto_;
+  std::vector<uint64_t> lb_free_, fb_free_;
   uint64_t rob_mask_, sb_mask_, lb_mask_, fb_mask_;
   uint64_t fb_next_ = 0;
   uint64_t spec_st_base_ = 0, spec_ld_base_ = 0;  // the first store/load ordinal of the run-ahead

@@ -404,35 +404,52 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
   return &victim->e;
 }
 
-void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t n, bool speculative) {
+void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t n, bool speculative,
+                                 size_t readonly) {
   MMUSIM_CHECK(full_fully_associative(), "TLB {}: fill_sequence_evicting needs a full fully associative TLB", name_);
   if (n == 0) return;
   const size_t cap = slots_.size();
   std::vector<uint32_t>& order = order_scratch_;  // least recently used first
-  order.clear();
-  for (uint32_t i = lru_; i != kNone; i = next_[i]) order.push_back(i);
+  order.resize(2 * cap);
+  uint32_t* __restrict o = order.data();
+  {
+    size_t m = 0;
+    for (uint32_t i = lru_; i != kNone; i = next_[i]) o[m++] = i;
+  }
   const size_t touched = std::min(n, cap);
-  unsigned readonly = 0;
-  for (size_t k = 0; k < n; ++k) readonly += !from.slots_[slots[k]].e.writable;
   const uint64_t clock0 = clock_;
+  Slot* __restrict to = slots_.data();
+  const Slot* __restrict fr = from.slots_.data();
   for (size_t k = n - touched; k < n; ++k) {
-    const uint32_t v = order[k % cap];
-    --n_of_size_[unsigned(slots_[v].e.size)];
-    TlbEntry& e = slots_[v].e;
-    e = from.slots_[slots[k]].e;
+    const uint32_t v = o[k % cap];
+    --n_of_size_[unsigned(to[v].e.size)];
+    TlbEntry& e = to[v].e;
+    e = fr[slots[k]].e;
     e.speculative = speculative;
-    slots_[v].lru = clock0 + k + 1;
+    to[v].lru = clock0 + k + 1;
     tags_[v] = tag_of(e.vbase, e.size);
     ++n_of_size_[unsigned(e.size)];
   }
   clock_ = clock0 + n;
   // The index and the LRU list again: the untouched slots (least recently used first), then the
-  // filled ones in fill order.
+  // filled ones in fill order (o[cap..2 cap): the final order).
+  uint32_t* __restrict fin = o + cap;
+  size_t m = 0;
+  for (size_t k = touched; k < cap; ++k) fin[m++] = o[k];
+  for (size_t k = n - touched; k < n; ++k) fin[m++] = o[k % cap];
   std::fill(index_.begin(), index_.end(), kNone);
-  lru_ = mru_ = kNone;
-  n_valid_ = 0;
-  for (size_t k = touched; k < cap; ++k) fa_insert(order[k]);
-  for (size_t k = n - touched; k < n; ++k) fa_insert(order[k % cap]);
+  for (size_t k = 0; k < cap; ++k) {
+    const uint32_t i = fin[k];
+    uint32_t p = home_[i] = fa_home(tags_[i], to[i].e.asid);
+    while (index_[p] != kNone) p = (p + 1) & index_mask_;
+    index_[p] = i;
+    pos_[i] = p;
+    prev_[i] = k ? fin[k - 1] : kNone;
+    next_[i] = k + 1 < cap ? fin[k + 1] : kNone;
+  }
+  lru_ = fin[0];
+  mru_ = fin[cap - 1];
+  n_valid_ = uint32_t(cap);
   fills_->inc(n);
   fills_readonly_->inc(readonly);
   evictions_->inc(n);

@@ -155,15 +155,50 @@ class Tlb {
     return i < slots_.size() && tags_[i] == tag_of(va & page_size_mask(PageSize::k4K), PageSize::k4K) &&
            slots_[i].e.asid == asid;
   }
+  static constexpr uint32_t kNoSlot = ~uint32_t(0);
+  // The first k < n for which slot_holds_4k(slots[k], pages[k] << 12, asid) is false (kNoSlot:
+  // false), or n.
+  size_t first_not_holding_4k(const uint32_t* slots, const uint64_t* pages, size_t n, uint16_t asid) const {
+    const uint64_t* __restrict tags = tags_.data();
+    const Slot* __restrict s = slots_.data();
+    const uint32_t size = uint32_t(slots_.size());
+    const uint64_t tag_bits = tag_of(0, PageSize::k4K);
+    for (size_t k = 0; k < n; ++k) {
+      const uint32_t i = slots[k];
+      if (i >= size || tags[i] != ((pages[k] << 12) | tag_bits) || s[i].e.asid != asid) return k;
+    }
+    return n;
+  }
   bool contiguous_64k() const { return contiguous_64k_; }
   const TlbEntry& slot_entry(uint32_t i) const { return slots_[i].e; }
-  // What lookup() does when it hits slot i, for slots[0..n) in order.
-  void hit_slots(const uint32_t* slots, size_t n) {
+  // What lookup() does when it hits slot i, for slots[0..n) in order. Returns how many of those
+  // entries are read-only.
+  size_t hit_slots(const uint32_t* slots, size_t n) {
     hits_->inc(n);
-    for (size_t k = 0; k < n; ++k) {
-      slots_[slots[k]].lru = ++clock_;
-      if (fully_associative_) lru_to_mru(slots[k]);
+    size_t readonly = 0;
+    if (fully_associative_) {
+      for (size_t k = 0; k < n; ++k) {
+        slots_[slots[k]].lru = ++clock_;
+        lru_to_mru(slots[k]);
+        readonly += !slots_[slots[k]].e.writable;
+      }
+      return readonly;
     }
+    Slot* __restrict s = slots_.data();
+    const uint64_t c = clock_;
+    for (size_t k = 0; k < n; ++k) {
+      Slot& x = s[slots[k]];
+      x.lru = c + k + 1;
+      readonly += !x.e.writable;
+    }
+    clock_ = c + n;
+    return readonly;
+  }
+  // How many of slots[0..n) hold read-only entries.
+  size_t count_readonly(const uint32_t* slots, size_t n) const {
+    size_t r = 0;
+    for (size_t k = 0; k < n; ++k) r += !slots_[slots[k]].e.writable;
+    return r;
   }
   // What lookup() counts when it finds nothing (n times).
   void count_misses(uint64_t n) { misses_->inc(n); }
@@ -171,12 +206,16 @@ class Tlb {
   bool places_4k_as_is(const TlbEntry& t) const {
     return (held_ & page_size_bit(PageSize::k4K)) && !(contiguous_64k_ && t.contiguous);
   }
-  // The end of the highest address range any entry covers (0 if none).
-  uint64_t max_end() const {
-    uint64_t m = 0;
-    for (size_t i = 0; i < slots_.size(); ++i)
-      if (tags_[i]) m = std::max(m, slots_[i].e.vbase + slots_[i].e.bytes());
-    return m;
+  // The lowest 4K page number any entry of `asid` covers among the entries that cover some page
+  // at or above `page` (~0 if none): a lookup of `page` or of a higher page below it finds nothing.
+  uint64_t lowest_page_reaching(uint16_t asid, uint64_t page) const {
+    uint64_t lowest = ~uint64_t(0);
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (!tags_[i] || slots_[i].e.asid != asid) continue;
+      const TlbEntry& e = slots_[i].e;
+      if ((e.vbase + e.bytes()) >> 12 > page) lowest = std::min(lowest, e.vbase >> 12);
+    }
+    return lowest;
   }
   // A fully associative TLB with every slot valid.
   bool full_fully_associative() const { return fully_associative_ && n_valid_ == slots_.size(); }
@@ -185,8 +224,10 @@ class Tlb {
   // lookup in between hits (the caller has checked): each evicts the least recently used entry,
   // so fill k lands in the slot that was k-th least recently used (modulo the capacity) and only
   // the last `capacity` stay. Counters, LRU order and clock end as after the n fills. No trace
-  // events (the caller does not use it when tracing).
-  void fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t n, bool speculative);
+  // events (the caller does not use it when tracing). `readonly`: how many of the entries are
+  // read-only (from.count_readonly(slots, n); the caller has usually counted them already).
+  void fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t n, bool speculative,
+                              size_t readonly);
 
   // Every valid entry, in array/set/way order (the invariant checker).
   template <typename F>
