@@ -86,7 +86,6 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
       lb_mask_(lb_free_.size() - 1),
       fb_mask_(0) {
   log_ = log::get("core");
-  slot_hint_.resize(rob_free_.size());
   ahead_.allocate(p_.rob);
   uops_ = &stats.counter("core.uops", "micro-ops retired");
   cycles_ = &stats.counter("core.cycles", "core cycles");
@@ -513,13 +512,20 @@ bool OooCore::ahead_issue(size_t j, uint64_t nuke, bool record) {
     const uint8_t cls = ring_bound_ ? uint8_t(kPosOther)
                       : y.kind == wl::UopKind::Alu ? uint8_t(kPosAlu)
                       : y.kind == wl::UopKind::Store ? tr_cls_ : uint8_t(kPosOther);
-    if (y.kind == wl::UopKind::Store && tr_slot_ != Tlb::kNoSlot)
-      slot_hint_[(seq_ + j) & rob_mask_] = {seq_ + j, tr_slot_};
     AheadRecord& r = ahead_;
     const size_t i = j - 1;  // < rob - 1: within the arrays
     if (i >= r.n) r.n = i + 1;
-    if (y.kind == wl::UopKind::Store && (r.n_stores == 0 || r.stores[r.n_stores - 1] < i))
-      r.stores[r.n_stores++] = uint32_t(i);
+    if (y.kind == wl::UopKind::Store) {
+      size_t k = r.n_stores;
+      if (k == 0 || r.stores[k - 1] < i) {
+        r.stores[r.n_stores++] = uint32_t(i);
+      } else {  // a position reuse_run_ahead simulates in place
+        k = size_t(std::lower_bound(r.stores.data(), r.stores.data() + r.n_stores, uint32_t(i)) -
+                   r.stores.data());
+      }
+      r.st_page[k] = y.addr >> 12;
+      r.st_slot[k] = tr_slot_;
+    }
     r.shape[i] = uop_shape(y);
     r.alloc[i] = rel(yi.alloc, nuke);
     r.cls[i] = cls;
@@ -637,6 +643,15 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke) {
   // so shape[i] == shape[i + delta] holds below P - delta for this run-ahead's record too.
   r.period = delta;
   r.periodic_upto = P - std::min<size_t>(P, delta);
+  // The per-store arrays follow the micro-ops: store k now is the one R had at k + ds.
+  {
+    const size_t ds = size_t(std::lower_bound(r.stores.data(), r.stores.data() + r.n_stores,
+                                              uint32_t(delta)) - r.stores.data());
+    if (ds) {
+      std::memmove(r.st_page.data(), r.st_page.data() + ds, (r.n_stores - ds) * sizeof(uint64_t));
+      std::memmove(r.st_slot.data(), r.st_slot.data() + ds, (r.n_stores - ds) * sizeof(uint32_t));
+    }
+  }
   size_t i = 0, st = 0;
   while (i < P) {
     const uint8_t* other = static_cast<const uint8_t*>(std::memchr(r.cls.data() + i, kPosOther, P - i));
@@ -723,52 +738,49 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
   // Each store's translation: an L1 miss (proved), and for kPosStoreL2 an L2 hit in the slot
   // that translated the same micro-op at the previous fault, if it still holds its page.
   const size_t cap = l1.capacity();
-  const bool l1_contiguous = l1.contiguous_64k();
-  const wl::Uop* __restrict window = fetched_.ring();
-  const size_t w_head = fetched_.head() + 1, w_mask = fetched_.mask();
-  SlotHint* __restrict hints = slot_hint_.data();
-  const uint64_t hint_mask = rob_mask_, seq0 = seq_ + 1;
   const uint8_t* __restrict cls_of = r.cls.data();
-  if (ahead_slots_.size() < r.n_stores) {  // never shrunk
-    ahead_slots_.resize(r.n_stores);
-    ahead_pages_.resize(r.n_stores);
+  uint64_t* __restrict st_page = ahead_.st_page.data();
+  uint32_t* __restrict st_slot = ahead_.st_slot.data();
+  // The pages strictly increase: no store finds the fill of an earlier one of the segment.
+  {
+    uint64_t descents = 0;  // the sign bit: some page at or below the one before (pages < 2^52)
+    for (size_t k = k0 + 1; k < k1; ++k) descents |= st_page[k] - st_page[k - 1] - 1;
+    if (descents >> 63) return false;
   }
-  uint32_t* __restrict slots = ahead_slots_.data();
-  uint64_t* __restrict pages = ahead_pages_.data();
-  size_t n_slots = 0;
-  uint64_t next_page = 0;
-  size_t k = k0;
   // The stores up to the capacity-th fill: none may find an entry the L1 holds now (after it, every
   // such entry has been evicted). None below the lowest page of the entries that reach the first
-  // store's page can (the pages increase); from there on, each is probed.
-  if (k < k1) {
-    const uint64_t lowest_held = l1.lowest_page_reaching(asid, window[(w_head + stores[k]) & w_mask].addr >> 12);
-    for (; k < k1 && n_slots < cap; ++k) {
-      const size_t i = stores[k];
-      const uint64_t va = window[(w_head + i) & w_mask].addr;
-      const uint64_t page = va >> 12;
-      if (page < next_page || (page >= lowest_held && l1.probe(va, asid))) return false;
-      next_page = page + 1;
-      if (cls_of[i] == kPosStoreLate) continue;
-      const uint64_t seq = seq0 + i;
-      const SlotHint& h = hints[seq & hint_mask];
-      pages[n_slots] = page;
-      slots[n_slots++] = h.seq == seq ? h.slot : Tlb::kNoSlot;
+  // store's page can; from there on, each is probed.
+  if (k1 > k0) {
+    const uint64_t lowest_held = l1.lowest_page_reaching(asid, st_page[k0]);
+    for (size_t k = k0, fills = 0; k < k1 && fills < cap; ++k) {
+      if (st_page[k] >= lowest_held && l1.probe(st_page[k] << 12, asid)) return false;
+      fills += cls_of[stores[k]] != kPosStoreLate;
     }
   }
-  for (; k < k1; ++k) {
-    const size_t i = stores[k];
-    const uint64_t page = window[(w_head + i) & w_mask].addr >> 12;
-    if (page < next_page) return false;
-    next_page = page + 1;
-    if (cls_of[i] == kPosStoreLate) continue;
-    const uint64_t seq = seq0 + i;
-    const SlotHint& h = hints[seq & hint_mask];
-    pages[n_slots] = page;
-    slots[n_slots++] = h.seq == seq ? h.slot : Tlb::kNoSlot;
+  // The stores that look the L2 up (kPosStoreL2): all of them, none, or (rarely) some, gathered.
+  uint32_t* slots = st_slot + k0;
+  const uint64_t* pages = st_page + k0;
+  size_t n_slots = k1 - k0;
+  const uint32_t* kidx = nullptr;  // store index of slots[m] when gathered
+  if (n_slots && std::memchr(cls_of + from, kPosStoreLate, to - from)) {
+    if (ahead_slots_.size() < r.n_stores) {  // never shrunk
+      ahead_slots_.resize(r.n_stores);
+      ahead_pages_.resize(r.n_stores);
+      ahead_kidx_.resize(r.n_stores);
+    }
+    n_slots = 0;
+    for (size_t k = k0; k < k1; ++k) {
+      if (cls_of[stores[k]] == kPosStoreLate) continue;
+      ahead_slots_[n_slots] = st_slot[k];
+      ahead_pages_[n_slots] = st_page[k];
+      ahead_kidx_[n_slots++] = uint32_t(k);
+    }
+    slots = ahead_slots_.data();
+    pages = ahead_pages_.data();
+    kidx = ahead_kidx_.data();
   }
   // Each L2 slot still holds its page; else the page's slot now, found and remembered for the next
-  // fault (rare: the slot was refilled, or the micro-op was simulated without a slot hint).
+  // fault (rare: the slot was refilled, or the micro-op's translation left no slot).
   Tlb& l2 = *l2_;
   for (size_t m = l2.first_not_holding_4k(slots, pages, n_slots, asid); m < n_slots;
        m += 1 + l2.first_not_holding_4k(slots + m + 1, pages + m + 1, n_slots - m - 1, asid)) {
@@ -776,14 +788,9 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
     const TlbEntry* e = l2.probe(pages[m] << 12, asid);
     if (!e || e->size != PageSize::k4K) return false;
     slots[m] = l2.slot_of(e);
-    for (size_t kk = k0, mm = 0; kk < k1; ++kk) {  // the m-th store that looks the L2 up
-      const size_t i = stores[kk];
-      if (cls_of[i] == kPosStoreLate || mm++ < m) continue;
-      hints[(seq0 + i) & hint_mask] = {seq0 + i, slots[m]};
-      break;
-    }
+    if (kidx) st_slot[kidx[m]] = slots[m];
   }
-  if (l1_contiguous)
+  if (l1.contiguous_64k())
     for (size_t m = 0; m < n_slots; ++m)
       if (!l1.places_4k_as_is(l2.slot_entry(slots[m]))) return false;
   const size_t readonly = l2.hit_slots(slots, n_slots);

@@ -216,6 +216,11 @@ class OooCore {
     std::vector<AheadState> state;  // before it issued
     std::vector<uint32_t> stores;   // the positions of stores, ascending
     size_t n_stores = 0;
+    // Per store (indexed like `stores`), of the micro-op there: its 4K page number and the L2 TLB
+    // slot that translated it (Tlb::kNoSlot: none known; verified before use). Unlike the rest,
+    // these follow the micro-ops: a replay shifts them by the stores of its delta.
+    std::vector<uint64_t> st_page;
+    std::vector<uint32_t> st_slot;
     // shape[i] == shape[i + period] for every i < periodic_upto (what a replay with delta ==
     // period has already checked).
     uint64_t period = 0;
@@ -226,6 +231,8 @@ class OooCore {
       cls.resize(positions);
       state.resize(positions);
       stores.resize(positions);
+      st_page.resize(positions);
+      st_slot.resize(positions);
     }
     size_t size() const { return n; }
     void resize(size_t m) {  // m <= n
@@ -233,10 +240,6 @@ class OooCore {
       while (n_stores && stores[n_stores - 1] >= m) --n_stores;
       if (periodic_upto > m) periodic_upto = m;
     }
-  };
-  struct SlotHint {  // per micro-op (a ring by sequence number): the L2 TLB slot that translated it
-    uint64_t seq = ~uint64_t(0);
-    uint32_t slot = 0;
   };
   static uint64_t uop_shape(const wl::Uop& u) {
     return uint64_t(u.kind) | uint64_t(u.flags) << 8 | uint64_t(u.latency) << 24;
@@ -273,9 +276,11 @@ class OooCore {
   __attribute__((always_inline)) inline bool ahead_issue(size_t j, uint64_t nuke, bool record);
 
   AheadRecord ahead_;                  // the last run-ahead
-  std::vector<SlotHint> slot_hint_;    // indexed by sequence & rob_mask_
-  std::vector<uint32_t> ahead_slots_;  // scratch: the L2 slots of a replayed segment, in order
-  std::vector<uint64_t> ahead_pages_;  // scratch: their pages
+  // Scratch for a replayed segment with stores of both kinds: the L2 slots, pages and store
+  // indices of the kPosStoreL2 ones, in order.
+  std::vector<uint32_t> ahead_slots_;
+  std::vector<uint64_t> ahead_pages_;
+  std::vector<uint32_t> ahead_kidx_;
   uint8_t tr_cls_ = kPosOther;       // what the last speculative translate() did
   uint32_t tr_slot_ = 0;              // its L2 TLB slot (Tlb::kNoSlot: none known)
   bool ring_bound_ = false;          // the last speculative issue() waited for a ROB/buffer slot

@@ -420,8 +420,9 @@ void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t 
   const uint64_t clock0 = clock_;
   Slot* __restrict to = slots_.data();
   const Slot* __restrict fr = from.slots_.data();
-  for (size_t k = n - touched; k < n; ++k) {
-    const uint32_t v = o[k % cap];
+  const size_t first = (n - touched) % cap;  // fill n - touched lands in o[first]
+  for (size_t k = n - touched, x = first; k < n; ++k, x = x + 1 == cap ? 0 : x + 1) {
+    const uint32_t v = o[x];
     --n_of_size_[unsigned(to[v].e.size)];
     TlbEntry& e = to[v].e;
     e = fr[slots[k]].e;
@@ -436,7 +437,7 @@ void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t 
   uint32_t* __restrict fin = o + cap;
   size_t m = 0;
   for (size_t k = touched; k < cap; ++k) fin[m++] = o[k];
-  for (size_t k = n - touched; k < n; ++k) fin[m++] = o[k % cap];
+  for (size_t k = 0, x = first; k < touched; ++k, x = x + 1 == cap ? 0 : x + 1) fin[m++] = o[x];
   std::fill(index_.begin(), index_.end(), kNone);
   for (size_t k = 0; k < cap; ++k) {
     const uint32_t i = fin[k];
