@@ -39,6 +39,7 @@ void CoreParams::visit(Params& p) {
   p.integer("core.fault_repeat_limit", fault_repeat_limit, fault_repeat_limit, 2, 1000000, "watchdog: a micro-op that faults this many times in a row without the PTE or TLB entry changing is an error (livelock)");
   p.integer("core.quantum", quantum, quantum, 100, 100000000, "cycles a core runs ahead of SystemC time before it synchronises (temporal decoupling)");
   p.boolean("core.runahead_reuse", runahead_reuse, runahead_reuse, "simulator speed, not hardware: a fault's run-ahead replays the part it shares with the previous fault's (same micro-ops at the same times relative to the flush, every dependence checked) instead of simulating each micro-op again; the results are identical either way (tested), so this only exists to compare. Off while tracing");
+  p.boolean("core.runahead_check", runahead_check, runahead_check, "simulator self-check, not hardware: every replayed run-ahead segment is also checked the slow way (each store's page against its micro-op, its L2 TLB slot and permissions looked up again); a mismatch is an internal error. For tests; slows the replay down");
 }
 
 CoreParams CoreParams::golden_cove() { return CoreParams{}; }
@@ -87,6 +88,7 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
       fb_mask_(0) {
   log_ = log::get("core");
   ahead_.allocate(p_.rob);
+  if (l2_) l2_owner_.assign(l2_->capacity(), ~uint64_t(0));
   uops_ = &stats.counter("core.uops", "micro-ops retired");
   cycles_ = &stats.counter("core.cycles", "core cycles");
   squashes_ = &stats.counter("core.squashes", "pipeline flushes at faults (younger micro-ops squashed)");
@@ -524,7 +526,9 @@ bool OooCore::ahead_issue(size_t j, uint64_t nuke, bool record) {
                    r.stores.data());
       }
       r.st_page[k] = y.addr >> 12;
-      r.st_slot[k] = tr_slot_;
+      r.st_slot[k] = Tlb::kNoSlot;
+      if (tr_slot_ != Tlb::kNoSlot) claim_l2_slot(k, tr_slot_);
+      r.st_ro[k] = tr_slot_ != Tlb::kNoSlot && !l2_->slot_entry(tr_slot_).writable;
     }
     r.shape[i] = uop_shape(y);
     r.alloc[i] = rel(yi.alloc, nuke);
@@ -532,6 +536,41 @@ bool OooCore::ahead_issue(size_t j, uint64_t nuke, bool record) {
     r.state[i] = st;
   }
   return true;
+}
+
+// core.runahead_check: what replay_segment's incremental checks concluded for the stores [k0, k1)
+// of the record, checked the slow way.
+void OooCore::check_replay(size_t k0, size_t k1, const uint32_t* slots, const uint64_t* pages,
+                           size_t n_slots, const uint32_t* kidx) const {
+  const AheadRecord& r = ahead_;
+  const uint16_t asid = ctx_.asid;
+  for (size_t k = k0; k < k1; ++k) {
+    const wl::Uop& u = fetched_.ring()[(fetched_.head() + 1 + r.stores[k]) & fetched_.mask()];
+    const uint64_t addr = u.addr;
+    MMUSIM_CHECK(u.kind == wl::UopKind::Store && r.st_page[k] == addr >> 12,
+                 "run-ahead replay: store {} of the record has page {:#x}, its micro-op {:#x}", k,
+                 r.st_page[k], addr);
+  }
+  for (size_t m = 0; m < n_slots; ++m) {
+    const size_t k = kidx ? kidx[m] : k0 + m;
+    MMUSIM_CHECK(pages[m] == r.st_page[k], "run-ahead replay: slot list out of step at {}", k);
+    const TlbEntry* e = l2_->probe(pages[m] << 12, asid);
+    MMUSIM_CHECK(e && e->size == PageSize::k4K && l2_->slot_of(e) == slots[m] &&
+                     r.st_slot[k] == slots[m] && r.st_ro[k] == !e->writable,
+                 "run-ahead replay: store {} (page {:#x}) replays L2 slot {} (read-only {}), the L2 "
+                 "has it in slot {}",
+                 k, pages[m], slots[m], int(r.st_ro[k]), e ? int64_t(l2_->slot_of(e)) : int64_t(-1));
+  }
+}
+
+// Store k of the record (ordinal spec_st_base_ + k) has its page in L2 slot `slot` now; a store
+// that claimed the slot before no longer has its page there.
+void OooCore::claim_l2_slot(size_t k, uint32_t slot) {
+  AheadRecord& r = ahead_;
+  const uint64_t prev = l2_owner_[slot] - spec_st_base_;  // wraps if older: out of range
+  if (prev != k && prev < r.n_stores && r.st_slot[prev] == slot) r.st_slot[prev] = Tlb::kNoSlot;
+  l2_owner_[slot] = spec_st_base_ + k;
+  r.st_slot[k] = slot;
 }
 
 // The faulting micro-op keeps its ROB and buffer entries until the flush at `nuke`; the younger
@@ -544,6 +583,7 @@ uint64_t OooCore::run_ahead(uint64_t nuke) {
   // Recording costs a little per micro-op: where replays keep failing (the N1's short run-aheads,
   // C1's RDTSCP-bounded ones) it stops for a while.
   bool record = ahead_reuse_possible();
+  const uint64_t l2_mark = l2_ ? l2_->changes() : 0;
   if (record && ahead_backoff_ > 0) {
     --ahead_backoff_;
     record = false;
@@ -567,11 +607,16 @@ uint64_t OooCore::run_ahead(uint64_t nuke) {
     ahead_.periodic_upto = 0;
   }
   for (; !ended && j < p_.rob; ++j) {
-    if (j >= fetched_.size() && !fetch(j + 1)) break;
+    // Fetched a few at a time (a call per micro-op costs more than the micro-op's generation).
+    if (j >= fetched_.size() && (fetch(std::min<size_t>(j + 8, p_.rob + 1)), j >= fetched_.size())) break;
     const wl::Uop& y = fetched_[j];
     if (y.kind == wl::UopKind::Syscall || y.kind == wl::UopKind::Marker) break;
     if (record ? !ahead_issue(j, nuke, true) : !issue(y, seq_ + j, nuke, true).issued) break;
     ++n;
+  }
+  if (record) {
+    ahead_.l2_mark = l2_mark;
+    ahead_.asid = ctx_.asid;
   }
   if (attempt) {
     if (2 * replayed >= n) {
@@ -650,6 +695,7 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke) {
     if (ds) {
       std::memmove(r.st_page.data(), r.st_page.data() + ds, (r.n_stores - ds) * sizeof(uint64_t));
       std::memmove(r.st_slot.data(), r.st_slot.data() + ds, (r.n_stores - ds) * sizeof(uint32_t));
+      std::memmove(r.st_ro.data(), r.st_ro.data() + ds, r.n_stores - ds);
     }
   }
   size_t i = 0, st = 0;
@@ -780,20 +826,60 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
     kidx = ahead_kidx_.data();
   }
   // Each L2 slot still holds its page; else the page's slot now, found and remembered for the next
-  // fault (rare: the slot was refilled, or the micro-op's translation left no slot).
+  // fault (the slot was refilled, or the micro-op's translation left none). Only the slots changed
+  // since the record's mark (each claimed by at most one store: l2_owner_), and the unknown ones,
+  // need looking at; all of them if the TLB's log of changes no longer reaches back that far.
   Tlb& l2 = *l2_;
-  for (size_t m = l2.first_not_holding_4k(slots, pages, n_slots, asid); m < n_slots;
-       m += 1 + l2.first_not_holding_4k(slots + m + 1, pages + m + 1, n_slots - m - 1, asid)) {
+  uint8_t* __restrict st_ro = ahead_.st_ro.data();
+  bool failed = false;
+  auto check = [&](size_t m) {  // slots[m] for pages[m]: held, or found
+    if (slots[m] != Tlb::kNoSlot && l2.slot_holds_4k(slots[m], pages[m] << 12, asid)) {
+      if (!kidx) st_ro[k0 + m] = !l2.slot_entry(slots[m]).writable;
+      return;
+    }
     // 4K entries only: a larger one would cover later stores' pages (hits the replay cannot see).
     const TlbEntry* e = l2.probe(pages[m] << 12, asid);
-    if (!e || e->size != PageSize::k4K) return false;
-    slots[m] = l2.slot_of(e);
-    if (kidx) st_slot[kidx[m]] = slots[m];
+    if (!e || e->size != PageSize::k4K) {
+      failed = true;
+      return;
+    }
+    if (!kidx) {
+      claim_l2_slot(k0 + m, l2.slot_of(e));
+      st_ro[k0 + m] = !e->writable;
+    } else {
+      slots[m] = l2.slot_of(e);
+    }
+  };
+  if (!kidx && r.asid == asid &&
+      l2.for_each_change_since(r.l2_mark, [&](uint32_t c) {
+        const uint64_t k = l2_owner_[c] - spec_st_base_;  // wraps if older: out of range
+        if (k >= k0 && k < k1 && st_slot[k] == c) check(k - k0);
+      })) {
+    uint32_t unknown = 0;
+    for (size_t m = 0; m < n_slots; ++m) unknown |= uint32_t(slots[m] == Tlb::kNoSlot);
+    if (unknown)
+      for (size_t m = 0; m < n_slots && !failed; ++m)
+        if (slots[m] == Tlb::kNoSlot) check(m);
+  } else {
+    for (size_t m = 0; m < n_slots && !failed; ++m) check(m);
   }
+  if (failed) return false;
+  if (kidx)
+    for (size_t m = 0; m < n_slots; ++m) {
+      claim_l2_slot(kidx[m], slots[m]);
+      st_ro[kidx[m]] = !l2.slot_entry(slots[m]).writable;
+    }
+  if (p_.runahead_check) check_replay(k0, k1, slots, pages, n_slots, kidx);
   if (l1.contiguous_64k())
     for (size_t m = 0; m < n_slots; ++m)
       if (!l1.places_4k_as_is(l2.slot_entry(slots[m]))) return false;
-  const size_t readonly = l2.hit_slots(slots, n_slots);
+  size_t readonly = 0;
+  if (kidx) {
+    readonly = l2.count_readonly(slots, n_slots);
+  } else {
+    for (size_t m = 0; m < n_slots; ++m) readonly += st_ro[k0 + m];
+  }
+  l2.hit_slots(slots, n_slots);
   l1.count_misses(k1 - k0);
   l1.fill_sequence_evicting(l2, slots, n_slots, true, readonly);
   const AheadState& at = r.state[to];

@@ -75,6 +75,7 @@ struct CoreParams {
   uint64_t watchdog_cycles = 1000000;  // no retirement for this long: an error
   uint64_t quantum = 100000;
   bool runahead_reuse = true;  // a host-speed option: the results are the same either way
+  bool runahead_check = false;  // a self-check of the reuse (tests)
 
   void visit(Params& p);  // the values held are the defaults (start from a preset)
   static CoreParams golden_cove();
@@ -221,6 +222,12 @@ class OooCore {
     // these follow the micro-ops: a replay shifts them by the stores of its delta.
     std::vector<uint64_t> st_page;
     std::vector<uint32_t> st_slot;
+    std::vector<uint8_t> st_ro;  // the entry in st_slot was read-only
+    // Each st_slot held its page (for `asid`, with st_ro) at some time after the L2 TLB's
+    // changes() was l2_mark (the start of the run-ahead that recorded or replayed it): only the
+    // slots changed since need checking again.
+    uint64_t l2_mark = 0;
+    uint16_t asid = 0;
     // shape[i] == shape[i + period] for every i < periodic_upto (what a replay with delta ==
     // period has already checked).
     uint64_t period = 0;
@@ -233,6 +240,7 @@ class OooCore {
       stores.resize(positions);
       st_page.resize(positions);
       st_slot.resize(positions);
+      st_ro.resize(positions);
     }
     size_t size() const { return n; }
     void resize(size_t m) {  // m <= n
@@ -281,6 +289,11 @@ class OooCore {
   std::vector<uint32_t> ahead_slots_;
   std::vector<uint64_t> ahead_pages_;
   std::vector<uint32_t> ahead_kidx_;
+  // Per L2 TLB slot: the store ordinal of the record's store that last claimed it (its st_slot).
+  std::vector<uint64_t> l2_owner_;
+  void claim_l2_slot(size_t k, uint32_t slot);
+  void check_replay(size_t k0, size_t k1, const uint32_t* slots, const uint64_t* pages,
+                    size_t n_slots, const uint32_t* kidx) const;
   uint8_t tr_cls_ = kPosOther;       // what the last speculative translate() did
   uint32_t tr_slot_ = 0;              // its L2 TLB slot (Tlb::kNoSlot: none known)
   bool ring_bound_ = false;          // the last speculative issue() waited for a ROB/buffer slot

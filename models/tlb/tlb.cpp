@@ -389,6 +389,7 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
   }
   Slot* victim = &slots_[v];
   victim->e = e;
+  note_change(v);
   victim->lru = ++clock_;
   tags_[v] = tag;
   if (fully_associative_ && !same_page) fa_insert(v);
@@ -426,6 +427,7 @@ void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t 
     --n_of_size_[unsigned(to[v].e.size)];
     TlbEntry& e = to[v].e;
     e = fr[slots[k]].e;
+    note_change(v);
     e.speculative = speculative;
     to[v].lru = clock0 + k + 1;
     tags_[v] = tag_of(e.vbase, e.size);

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -169,35 +170,39 @@ class Tlb {
     }
     return n;
   }
+  // Changes of slot contents (fills, including a refresh of the same page, and invalidations)
+  // so far. for_each_change_since(c, fn) calls fn(slot) for every change after the c-th (a slot
+  // may come more than once) and returns true, or returns false if the log no longer holds them
+  // all.
+  uint64_t changes() const { return n_changes_; }
+  template <typename F>
+  bool for_each_change_since(uint64_t c, F&& fn) const {
+    if (n_changes_ - c > kChangeLog) return false;
+    for (; c < n_changes_; ++c) fn(change_log_[c & (kChangeLog - 1)]);
+    return true;
+  }
   bool contiguous_64k() const { return contiguous_64k_; }
   const TlbEntry& slot_entry(uint32_t i) const { return slots_[i].e; }
-  // What lookup() does when it hits slot i, for slots[0..n) in order. Returns how many of those
-  // entries are read-only.
-  size_t hit_slots(const uint32_t* slots, size_t n) {
+  // What lookup() does when it hits slot i, for slots[0..n) in order.
+  void hit_slots(const uint32_t* slots, size_t n) {
     hits_->inc(n);
-    size_t readonly = 0;
     if (fully_associative_) {
       for (size_t k = 0; k < n; ++k) {
         slots_[slots[k]].lru = ++clock_;
         lru_to_mru(slots[k]);
-        readonly += !slots_[slots[k]].e.writable;
       }
-      return readonly;
+      return;
     }
     Slot* __restrict s = slots_.data();
     const uint64_t c = clock_;
-    for (size_t k = 0; k < n; ++k) {
-      Slot& x = s[slots[k]];
-      x.lru = c + k + 1;
-      readonly += !x.e.writable;
-    }
+    for (size_t k = 0; k < n; ++k) s[slots[k]].lru = c + k + 1;
     clock_ = c + n;
-    return readonly;
   }
   // How many of slots[0..n) hold read-only entries.
   size_t count_readonly(const uint32_t* slots, size_t n) const {
+    const Slot* __restrict s = slots_.data();
     size_t r = 0;
-    for (size_t k = 0; k < n; ++k) r += !slots_[slots[k]].e.writable;
+    for (size_t k = 0; k < n; ++k) r += !s[slots[k]].e.writable;
     return r;
   }
   // What lookup() counts when it finds nothing (n times).
@@ -334,7 +339,9 @@ class Tlb {
   void clear_slot(uint32_t i) {
     if (tags_[i]) --n_of_size_[unsigned(slots_[i].e.size)];
     tags_[i] = 0;
+    note_change(i);
   }
+  void note_change(uint32_t i) { change_log_[n_changes_++ & (kChangeLog - 1)] = i; }
 
   // `all`: "all" for the whole-TLB/ASID forms, null for a page; `asid` < 0: every ASID.
   void trace_invalidate(const char* all, uint64_t va, int asid, const char* reason,
@@ -362,6 +369,11 @@ class Tlb {
   uint32_t n_valid_ = 0;
   std::vector<uint32_t> order_scratch_;  // scratch: fill_sequence_evicting, fa_rebuild
   uint64_t clock_ = 0;
+  // Every change of a slot's content (a fill, an invalidation), counted; the last kChangeLog
+  // slots changed, by count.
+  static constexpr size_t kChangeLog = 64;
+  uint64_t n_changes_ = 0;
+  std::array<uint32_t, kChangeLog> change_log_{};
   TraceContext* trace_;
   Counter* hits_;
   Counter* misses_;

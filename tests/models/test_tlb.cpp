@@ -674,8 +674,8 @@ TEST_CASE("tlb: a fill sequence on a full fully associative TLB is the fills one
       REQUIRE(l2b.slot_holds_4k(l2b.slot_of(e), va, 1));
       slots.push_back(l2b.slot_of(e));
     }
-    const size_t readonly = l2b.hit_slots(slots.data(), slots.size());
-    REQUIRE(readonly == l2b.count_readonly(slots.data(), slots.size()));
+    const size_t readonly = l2b.count_readonly(slots.data(), slots.size());
+    l2b.hit_slots(slots.data(), slots.size());
     l1b.count_misses(n);
     l1b.fill_sequence_evicting(l2b, slots.data(), slots.size(), true, readonly);
     for (const char* c : {"hits", "misses", "fills", "fills_readonly", "evictions"}) {

@@ -26,7 +26,8 @@ std::string comparable(const std::string& json) {
   std::istringstream in(json);
   std::string line, out;
   while (std::getline(in, line))
-    if (line.find("replayed_uops") == std::string::npos && line.find("runahead_reuse") == std::string::npos)
+    if (line.find("replayed_uops") == std::string::npos && line.find("runahead_reuse") == std::string::npos &&
+        line.find("runahead_check") == std::string::npos)
       out += line + "\n";
   return out;
 }
@@ -36,7 +37,10 @@ double same_either_way(const std::string& cfg, const std::string& sets) {
   TempDir t;
   const std::string common = " --quiet --set output.host_stats=false " + sets;
   INFO(cfg << common);
-  const Result on = run_mmusim("run " + config(cfg) + common + " --set core.runahead_reuse=true --stats " + t.path("on.json"));
+  // With the replay's self-check: each replayed segment verified the slow way as well.
+  const Result on = run_mmusim("run " + config(cfg) + common +
+                               " --set core.runahead_reuse=true --set core.runahead_check=true --stats " +
+                               t.path("on.json"));
   REQUIRE(on.status == 0);
   const Result off = run_mmusim("run " + config(cfg) + common + " --set core.runahead_reuse=false --stats " + t.path("off.json"));
   REQUIRE(off.status == 0);
