@@ -75,7 +75,6 @@ Cache::Cache(const CacheParams& p, Stats& stats)
   p.validate();
   set_mask_ = (sets_ > 1 && (sets_ & (sets_ - 1)) == 0) ? sets_ - 1 : 0;
   tags_.assign(size_t(sets_) * ways_, kInvalid);
-  lru_.assign(size_t(sets_) * ways_, 0);
   StatGroup g(stats, "cache." + name_);
   hits_ = &g.counter("hits", "Accesses that found the line", "accesses");
   misses_ = &g.counter("misses", "Accesses that did not (the line is installed)", "accesses");
@@ -91,7 +90,6 @@ bool Cache::probe(uint64_t pa) const {
 
 void Cache::invalidate_all() {
   std::fill(tags_.begin(), tags_.end(), kInvalid);
-  std::fill(lru_.begin(), lru_.end(), 0);
 }
 
 size_t Cache::occupancy() const {

@@ -64,21 +64,19 @@ class Cache {
   uint32_t set_of(uint64_t line) const {
     return set_mask_ ? uint32_t(line & set_mask_) : uint32_t(line % sets_);
   }
+  // Each set's ways are kept in recency order, most recently used first (empty ways, kInvalid,
+  // at the end): a hit moves its line to the front, a miss drops the last way (the least recently
+  // used, or an empty one) and puts the new line in front. Exact LRU without timestamps, and a
+  // miss needs no search for its victim.
   bool lookup_fill(uint64_t line) {
-    size_t base = size_t(set_of(line)) * ways_;
-    uint64_t* tags = &tags_[base];
-    uint64_t* lru = &lru_[base];
-    uint32_t victim = 0;
-    for (uint32_t w = 0; w < ways_; ++w) {
-      if (tags[w] == line) {
-        lru[w] = ++clock_;
-        return true;
-      }
-      if (lru[w] < lru[victim]) victim = w;  // invalid lines have lru 0: chosen first
-    }
-    tags[victim] = line;
-    lru[victim] = ++clock_;
-    return false;
+    uint64_t* t = &tags_[size_t(set_of(line)) * ways_];
+    uint32_t w = 0;
+    while (w < ways_ && t[w] != line) ++w;
+    const bool hit = w < ways_;
+    if (!hit) w = ways_ - 1;
+    for (; w > 0; --w) t[w] = t[w - 1];
+    t[0] = line;
+    return hit;
   }
 
   std::string name_;
@@ -86,9 +84,7 @@ class Cache {
   uint32_t sets_;
   uint32_t ways_;
   uint64_t set_mask_;  // sets - 1 when a power of two (and > 1), else 0: modulo
-  std::vector<uint64_t> tags_;  // line address, kInvalid when empty
-  std::vector<uint64_t> lru_;   // 0 when empty
-  uint64_t clock_ = 0;
+  std::vector<uint64_t> tags_;  // line address, kInvalid when empty; per set in recency order
   Counter* hits_;
   Counter* misses_;
 };
