@@ -57,17 +57,34 @@ const char* cost_name(Cost c);
 
 struct CostAccount {
   std::array<uint64_t, kNumCosts> n{};
+  // Bit i set: item i has been charged (n[i] may be non-zero), so that a fault's account, a few
+  // items out of all of them, is read and cleared item by item.
+  uint32_t used = 0;
+  static_assert(kNumCosts <= 32, "CostAccount::used holds a bit per item");
   // Cycles the hardware adds beyond the items' prices (broadcast TLBI contention, waits for
   // kernel locks held by other CPUs): the platform computes them, the account carries them.
   double extra_cycles = 0;
-  void charge(Cost c, uint64_t k = 1) { n[static_cast<size_t>(c)] += k; }
+  void charge(Cost c, uint64_t k = 1) {
+    n[static_cast<size_t>(c)] += k;
+    used |= uint32_t(1) << static_cast<unsigned>(c);
+  }
   uint64_t operator[](Cost c) const { return n[static_cast<size_t>(c)]; }
+  // fn(i, n[i]) for each item charged, in item order.
+  template <typename F>
+  void for_each_charged(F&& fn) const {
+    for (uint32_t u = used; u; u &= u - 1) {
+      const size_t i = size_t(__builtin_ctz(u));
+      if (n[i]) fn(i, n[i]);
+    }
+  }
   void clear() {
-    n.fill(0);
+    for (uint32_t u = used; u; u &= u - 1) n[size_t(__builtin_ctz(u))] = 0;
+    used = 0;
     extra_cycles = 0;
   }
   void add(const CostAccount& o) {
-    for (size_t i = 0; i < kNumCosts; ++i) n[i] += o.n[i];
+    o.for_each_charged([&](size_t i, uint64_t k) { n[i] += k; });
+    used |= o.used;
     extra_cycles += o.extra_cycles;
   }
 };

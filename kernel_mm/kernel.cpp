@@ -93,8 +93,7 @@ void CostModel::visit(mmusim::Params& p) {
 
 double CostModel::cycles(const CostAccount& a, double ghz) const {
   double c = a.extra_cycles;
-  for (size_t i = 0; i < kNumCosts; ++i)
-    if (a.n[i]) c += double(a.n[i]) * d[i].cycles(ghz);
+  a.for_each_charged([&](size_t i, uint64_t k) { c += double(k) * d[i].cycles(ghz); });
   return c;
 }
 

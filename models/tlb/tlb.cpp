@@ -410,6 +410,37 @@ void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t 
   MMUSIM_CHECK(full_fully_associative(), "TLB {}: fill_sequence_evicting needs a full fully associative TLB", name_);
   if (n == 0) return;
   const size_t cap = slots_.size();
+  fills_->inc(n);
+  fills_readonly_->inc(readonly);
+  evictions_->inc(n);
+  Slot* __restrict to = slots_.data();
+  const Slot* __restrict fr = from.slots_.data();
+  if (n >= cap) {
+    // Every entry is replaced: the TLB holds the last `capacity` fills, in fill order from the
+    // least recently used. Which slot holds which is not observable; they go in slot order.
+    const uint64_t clock0 = clock_;
+    std::fill(index_.begin(), index_.end(), kNone);
+    std::fill(std::begin(n_of_size_), std::end(n_of_size_), 0u);
+    for (size_t v = 0, k = n - cap; v < cap; ++v, ++k) {
+      TlbEntry& e = to[v].e;
+      e = fr[slots[k]].e;
+      e.speculative = speculative;
+      to[v].lru = clock0 + k + 1;
+      const uint64_t tag = tags_[v] = tag_of(e.vbase, e.size);
+      ++n_of_size_[unsigned(e.size)];
+      note_change(uint32_t(v));
+      uint32_t p = home_[v] = fa_home(tag, e.asid);
+      while (index_[p] != kNone) p = (p + 1) & index_mask_;
+      index_[p] = uint32_t(v);
+      pos_[v] = p;
+      prev_[v] = v ? uint32_t(v - 1) : kNone;
+      next_[v] = v + 1 < cap ? uint32_t(v + 1) : kNone;
+    }
+    clock_ = clock0 + n;
+    lru_ = 0;
+    mru_ = uint32_t(cap - 1);
+    return;
+  }
   std::vector<uint32_t>& order = order_scratch_;  // least recently used first
   order.resize(2 * cap);
   uint32_t* __restrict o = order.data();
@@ -417,11 +448,9 @@ void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t 
     size_t m = 0;
     for (uint32_t i = lru_; i != kNone; i = next_[i]) o[m++] = i;
   }
-  const size_t touched = std::min(n, cap);
+  const size_t touched = n;  // < cap
   const uint64_t clock0 = clock_;
-  Slot* __restrict to = slots_.data();
-  const Slot* __restrict fr = from.slots_.data();
-  const size_t first = (n - touched) % cap;  // fill n - touched lands in o[first]
+  const size_t first = 0;  // fill k lands in o[k]
   for (size_t k = n - touched, x = first; k < n; ++k, x = x + 1 == cap ? 0 : x + 1) {
     const uint32_t v = o[x];
     --n_of_size_[unsigned(to[v].e.size)];
@@ -453,9 +482,6 @@ void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t 
   lru_ = fin[0];
   mru_ = fin[cap - 1];
   n_valid_ = uint32_t(cap);
-  fills_->inc(n);
-  fills_readonly_->inc(readonly);
-  evictions_->inc(n);
 }
 
 unsigned Tlb::invalidate_page(uint64_t va, uint16_t asid, const char* reason) {

@@ -197,8 +197,7 @@ double System::leave_kernel() {
 }
 
 double System::account(const kmm::CostAccount& a) {
-  for (size_t i = 0; i < kmm::kNumCosts; ++i)
-    if (a.n[i]) cost_counters_[i]->inc(a.n[i]);
+  a.for_each_charged([&](size_t i, uint64_t k) { cost_counters_[i]->inc(k); });
   double c = cost_.cycles(a, pp_.clock_ghz);
   kernel_cycles_frac_ += c;
   uint64_t whole = uint64_t(kernel_cycles_frac_);
