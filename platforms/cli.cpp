@@ -36,6 +36,7 @@ const char* kUsage =
     "                                    the effective configuration after includes and --set\n"
     "  mmusim --help | --version\n"
     "\n"
+    "--stats - and --trace - write to stdout (the JSON replaces the table).\n"
     "Later CONFIG files and then --set override earlier values. Exit status: 0 success,\n"
     "2 a user error (the message names file:line, key and what is allowed), 1 an internal error.\n";
 
@@ -197,7 +198,7 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   po::options_description desc("mmusim run options");
   desc.add_options()("config", po::value(&a.configs), "config files")
       ("set", po::value(&a.sets), "SECTION.KEY=VALUE override")
-      ("stats", po::value(&stats_path), "write the statistics as JSON to FILE")
+      ("stats", po::value(&stats_path), "write the statistics as JSON to FILE (- for stdout, instead of the table)")
       ("trace", po::value(&trace_path), "write the event trace to FILE (- for stdout)")
       ("trace-format", po::value(&trace_format), "ftrace (default) or perfetto")
       ("trace-events", po::value(&trace_events), "only these events (comma-separated; default all)")
@@ -218,8 +219,11 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   log::set_level(quiet ? "error" : verbose ? "info" : cfg.get_string("log.level"));
 
   // Open the outputs first: a bad path is an error before any work.
+  const bool stats_stdout = stats_path == "-";
+  if (stats_stdout && trace_path == "-")
+    throw UserError("mmusim run: --stats - and --trace -: only one of them can go to stdout");
   std::ofstream stats_file;
-  if (!stats_path.empty()) {
+  if (!stats_path.empty() && !stats_stdout) {
     stats_file.open(stats_path);
     if (!stats_file) throw UserError(fmt::format("cannot open --stats file '{}' for writing", stats_path));
   }
@@ -239,7 +243,12 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   platform->finish(host);
   trace.close();
 
-  if (!quiet) stats.write_table(out);
+  if (stats_stdout) {
+    stats.write_json(out, &cfg, version_string());
+    out << std::flush;
+  } else if (!quiet) {
+    stats.write_table(out);
+  }
   if (stats_file.is_open()) {
     stats.write_json(stats_file, &cfg, version_string());
     stats_file.close();

@@ -3,6 +3,7 @@
 // of every class of error, the stats JSON schema, and determinism of stats and traces.
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -139,6 +140,22 @@ TEST_CASE("run writes a table and the stats JSON with the interface keys and the
     CHECK(s.find(k) != std::string::npos);
   // 4 MiB of 64K folios, patched: one fault per folio in the measured pass.
   CHECK(s.find("\"faults.region\": 64,") != std::string::npos);
+}
+
+TEST_CASE("run --stats - writes the JSON to stdout instead of the table", "[cli]") {
+  TempDir t;
+  std::string cfg = t.file("small.cfg", kSmall);
+  Result r = mmusim("run " + cfg + " --stats -");
+  REQUIRE(r.status == 0);
+  // Only the JSON: it starts the output and no table row follows it.
+  CHECK(r.out.rfind("{", 0) == 0);
+  CHECK(r.out.find("\"faults.region\": 64,") != std::string::npos);
+  CHECK(r.out.find("faults.region    ") == std::string::npos);
+  // No file named "-" was written.
+  CHECK_FALSE(std::ifstream("-").good());
+  Result both = mmusim("run " + cfg + " --stats - --trace -");
+  CHECK(both.status == 2);
+  CHECK(both.out.find("only one of them can go to stdout") != std::string::npos);
 }
 
 TEST_CASE("the same config and seed give byte-identical stats and traces", "[cli][determinism]") {
