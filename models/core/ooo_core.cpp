@@ -521,7 +521,8 @@ bool OooCore::ahead_issue(size_t j, uint64_t nuke, bool record) {
       size_t k = r.n_stores;
       if (k == 0 || r.stores[k - 1] < i) {
         r.stores[r.n_stores++] = uint32_t(i);
-      } else {  // a position reuse_run_ahead simulates in place
+        if (r.mono_end == k && (k == 0 || (y.addr >> 12) > r.st_page[k - 1])) r.mono_end = k + 1;
+      } else {  // a position reuse_run_ahead simulates in place (the same micro-op: the same page)
         k = size_t(std::lower_bound(r.stores.data(), r.stores.data() + r.n_stores, uint32_t(i)) -
                    r.stores.data());
       }
@@ -545,6 +546,8 @@ void OooCore::check_replay(size_t k0, size_t k1, const uint32_t* slots, const ui
   const AheadRecord& r = ahead_;
   const uint16_t asid = ctx_.asid;
   for (size_t k = k0; k < k1; ++k) {
+    MMUSIM_CHECK(k == k0 || r.st_page[k] > r.st_page[k - 1],
+                 "run-ahead replay: the pages of stores {} and {} do not increase", k - 1, k);
     const wl::Uop& u = fetched_.ring()[(fetched_.head() + 1 + r.stores[k]) & fetched_.mask()];
     const uint64_t addr = u.addr;
     MMUSIM_CHECK(u.kind == wl::UopKind::Store && r.st_page[k] == addr >> 12,
@@ -696,6 +699,7 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke) {
       std::memmove(r.st_page.data(), r.st_page.data() + ds, (r.n_stores - ds) * sizeof(uint64_t));
       std::memmove(r.st_slot.data(), r.st_slot.data() + ds, (r.n_stores - ds) * sizeof(uint32_t));
       std::memmove(r.st_ro.data(), r.st_ro.data() + ds, r.n_stores - ds);
+      r.mono_end = r.mono_end > ds ? r.mono_end - ds : 0;
     }
   }
   size_t i = 0, st = 0;
@@ -788,7 +792,7 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
   uint64_t* __restrict st_page = ahead_.st_page.data();
   uint32_t* __restrict st_slot = ahead_.st_slot.data();
   // The pages strictly increase: no store finds the fill of an earlier one of the segment.
-  {
+  if (k1 > r.mono_end) {  // the record does not know: each checked
     uint64_t descents = 0;  // the sign bit: some page at or below the one before (pages < 2^52)
     for (size_t k = k0 + 1; k < k1; ++k) descents |= st_page[k] - st_page[k - 1] - 1;
     if (descents >> 63) return false;
@@ -796,11 +800,17 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
   // The stores up to the capacity-th fill: none may find an entry the L1 holds now (after it, every
   // such entry has been evicted). None below the lowest page of the entries that reach the first
   // store's page can; from there on, each is probed.
+  const bool any_late = k1 > k0 && std::memchr(cls_of + from, kPosStoreLate, to - from);
   if (k1 > k0) {
     const uint64_t lowest_held = l1.lowest_page_reaching(asid, st_page[k0]);
-    for (size_t k = k0, fills = 0; k < k1 && fills < cap; ++k) {
-      if (st_page[k] >= lowest_held && l1.probe(st_page[k] << 12, asid)) return false;
-      fills += cls_of[stores[k]] != kPosStoreLate;
+    // Without kPosStoreLate stores the capacity-th fill is the capacity-th store, and if its page
+    // is below lowest_held, so are the earlier ones'.
+    const size_t last = std::min(k1, k0 + cap) - 1;
+    if (any_late || st_page[last] >= lowest_held) {
+      for (size_t k = k0, fills = 0; k < k1 && fills < cap; ++k) {
+        if (st_page[k] >= lowest_held && l1.probe(st_page[k] << 12, asid)) return false;
+        fills += cls_of[stores[k]] != kPosStoreLate;
+      }
     }
   }
   // The stores that look the L2 up (kPosStoreL2): all of them, none, or (rarely) some, gathered.
@@ -808,7 +818,7 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
   const uint64_t* pages = st_page + k0;
   size_t n_slots = k1 - k0;
   const uint32_t* kidx = nullptr;  // store index of slots[m] when gathered
-  if (n_slots && std::memchr(cls_of + from, kPosStoreLate, to - from)) {
+  if (any_late) {
     if (ahead_slots_.size() < r.n_stores) {  // never shrunk
       ahead_slots_.resize(r.n_stores);
       ahead_pages_.resize(r.n_stores);
@@ -877,7 +887,9 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
   if (kidx) {
     readonly = l2.count_readonly(slots, n_slots);
   } else {
-    for (size_t m = 0; m < n_slots; ++m) readonly += st_ro[k0 + m];
+    uint32_t ro = 0;
+    for (size_t m = 0; m < n_slots; ++m) ro += st_ro[k0 + m];
+    readonly = ro;
   }
   l2.hit_slots(slots, n_slots);
   l1.count_misses(k1 - k0);

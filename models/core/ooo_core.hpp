@@ -228,6 +228,8 @@ class OooCore {
     // slots changed since need checking again.
     uint64_t l2_mark = 0;
     uint16_t asid = 0;
+    // st_page[0..mono_end) strictly increases (kept as stores are recorded and shifted).
+    size_t mono_end = 0;
     // shape[i] == shape[i + period] for every i < periodic_upto (what a replay with delta ==
     // period has already checked).
     uint64_t period = 0;
@@ -247,6 +249,7 @@ class OooCore {
       n = m;
       while (n_stores && stores[n_stores - 1] >= m) --n_stores;
       if (periodic_upto > m) periodic_upto = m;
+      if (mono_end > n_stores) mono_end = n_stores;
     }
   };
   static uint64_t uop_shape(const wl::Uop& u) {

@@ -390,6 +390,7 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
   Slot* victim = &slots_[v];
   victim->e = e;
   note_change(v);
+  reach_end_ = std::max(reach_end_, e.vbase + page_size_bytes(s));
   victim->lru = ++clock_;
   tags_[v] = tag;
   if (fully_associative_ && !same_page) fa_insert(v);
@@ -421,6 +422,7 @@ void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t 
     const uint64_t clock0 = clock_;
     std::fill(index_.begin(), index_.end(), kNone);
     std::fill(std::begin(n_of_size_), std::end(n_of_size_), 0u);
+    reach_end_ = 0;
     for (size_t v = 0, k = n - cap; v < cap; ++v, ++k) {
       TlbEntry& e = to[v].e;
       e = fr[slots[k]].e;
@@ -428,6 +430,7 @@ void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t 
       to[v].lru = clock0 + k + 1;
       const uint64_t tag = tags_[v] = tag_of(e.vbase, e.size);
       ++n_of_size_[unsigned(e.size)];
+      reach_end_ = std::max(reach_end_, e.vbase + e.bytes());
       note_change(uint32_t(v));
       uint32_t p = home_[v] = fa_home(tag, e.asid);
       while (index_[p] != kNone) p = (p + 1) & index_mask_;
@@ -461,6 +464,7 @@ void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t 
     to[v].lru = clock0 + k + 1;
     tags_[v] = tag_of(e.vbase, e.size);
     ++n_of_size_[unsigned(e.size)];
+    reach_end_ = std::max(reach_end_, e.vbase + e.bytes());
   }
   clock_ = clock0 + n;
   // The index and the LRU list again: the untouched slots (least recently used first), then the
@@ -530,6 +534,7 @@ unsigned Tlb::invalidate_all(const char* reason) {
     removed += tags_[i] != 0;
     clear_slot(i);
   }
+  reach_end_ = 0;
   if (fully_associative_ && removed) fa_rebuild();
   invalidations_->inc(removed);
   trace_invalidate("all", 0, -1, reason, removed);

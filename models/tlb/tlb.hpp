@@ -215,6 +215,7 @@ class Tlb {
   // at or above `page` (~0 if none): a lookup of `page` or of a higher page below it finds nothing.
   uint64_t lowest_page_reaching(uint16_t asid, uint64_t page) const {
     uint64_t lowest = ~uint64_t(0);
+    if (reach_end_ <= page << 12) return lowest;  // no entry reaches that far
     for (size_t i = 0; i < slots_.size(); ++i) {
       if (!tags_[i] || slots_[i].e.asid != asid) continue;
       const TlbEntry& e = slots_[i].e;
@@ -369,6 +370,9 @@ class Tlb {
   uint32_t n_valid_ = 0;
   std::vector<uint32_t> order_scratch_;  // scratch: fill_sequence_evicting, fa_rebuild
   uint64_t clock_ = 0;
+  // At or above the end of every valid entry's range (raised by fills, zeroed when the TLB is
+  // emptied, not lowered by other invalidations): lowest_page_reaching's shortcut.
+  uint64_t reach_end_ = 0;
   // Every change of a slot's content (a fill, an invalidation), counted; the last kChangeLog
   // slots changed, by count.
   static constexpr size_t kChangeLog = 64;
