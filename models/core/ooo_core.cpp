@@ -504,38 +504,35 @@ void OooCore::restore(const Snapshot& b) {
 }
 
 // Window position j (run-ahead position j - 1) simulated, and recorded.
-bool OooCore::ahead_issue(size_t j, uint64_t nuke, bool record) {
+bool OooCore::ahead_issue(size_t j, uint64_t nuke) {
   const wl::Uop& y = fetched_[j];
-  AheadState st;
-  if (record) st = ahead_state(nuke);
+  const AheadState st = ahead_state(nuke);
   Issue yi = issue(y, seq_ + j, nuke, true);
   if (!yi.issued) return false;
-  if (record) {
-    const uint8_t cls = ring_bound_ ? uint8_t(kPosOther)
-                      : y.kind == wl::UopKind::Alu ? uint8_t(kPosAlu)
-                      : y.kind == wl::UopKind::Store ? tr_cls_ : uint8_t(kPosOther);
-    AheadRecord& r = ahead_;
-    const size_t i = j - 1;  // < rob - 1: within the arrays
-    if (i >= r.n) r.n = i + 1;
-    if (y.kind == wl::UopKind::Store) {
-      size_t k = r.n_stores;
-      if (k == 0 || r.stores[k - 1] < i) {
-        r.stores[r.n_stores++] = uint32_t(i);
-        if (r.mono_end == k && (k == 0 || (y.addr >> 12) > r.st_page[k - 1])) r.mono_end = k + 1;
-      } else {  // a position reuse_run_ahead simulates in place (the same micro-op: the same page)
-        k = size_t(std::lower_bound(r.stores.data(), r.stores.data() + r.n_stores, uint32_t(i)) -
-                   r.stores.data());
-      }
-      r.st_page[k] = y.addr >> 12;
-      r.st_slot[k] = Tlb::kNoSlot;
-      if (tr_slot_ != Tlb::kNoSlot) claim_l2_slot(k, tr_slot_);
-      r.st_ro[k] = tr_slot_ != Tlb::kNoSlot && !l2_->slot_entry(tr_slot_).writable;
+  const uint8_t cls = ring_bound_ ? uint8_t(kPosOther)
+                    : y.kind == wl::UopKind::Alu ? uint8_t(kPosAlu)
+                    : y.kind == wl::UopKind::Store ? tr_cls_ : uint8_t(kPosOther);
+  AheadRecord& r = ahead_;
+  const size_t i = j - 1;  // < rob - 1: within the arrays
+  if (i >= r.n) r.n = i + 1;
+  if (y.kind == wl::UopKind::Store) {
+    size_t k = r.n_stores;
+    if (k == 0 || r.stores[k - 1] < i) {
+      r.stores[r.n_stores++] = uint32_t(i);
+      if (r.mono_end == k && (k == 0 || (y.addr >> 12) > r.st_page[k - 1])) r.mono_end = k + 1;
+    } else {  // a position reuse_run_ahead simulates in place (the same micro-op: the same page)
+      k = size_t(std::lower_bound(r.stores.data(), r.stores.data() + r.n_stores, uint32_t(i)) -
+                 r.stores.data());
     }
-    r.shape[i] = uop_shape(y);
-    r.alloc[i] = rel(yi.alloc, nuke);
-    r.cls[i] = cls;
-    r.state[i] = st;
+    r.st_page[k] = y.addr >> 12;
+    r.st_slot[k] = Tlb::kNoSlot;
+    if (tr_slot_ != Tlb::kNoSlot) claim_l2_slot(k, tr_slot_);
+    r.st_ro[k] = tr_slot_ != Tlb::kNoSlot && !l2_->slot_entry(tr_slot_).writable;
   }
+  r.shape[i] = uop_shape(y);
+  r.alloc[i] = rel(yi.alloc, nuke);
+  r.cls[i] = cls;
+  r.state[i] = st;
   return true;
 }
 
@@ -614,7 +611,7 @@ uint64_t OooCore::run_ahead(uint64_t nuke) {
     if (j >= fetched_.size() && (fetch(std::min<size_t>(j + 8, p_.rob + 1)), j >= fetched_.size())) break;
     const wl::Uop& y = fetched_[j];
     if (y.kind == wl::UopKind::Syscall || y.kind == wl::UopKind::Marker) break;
-    if (record ? !ahead_issue(j, nuke, true) : !issue(y, seq_ + j, nuke, true).issued) break;
+    if (record ? !ahead_issue(j, nuke) : !issue(y, seq_ + j, nuke, true).issued) break;
     ++n;
   }
   if (record) {
@@ -713,7 +710,7 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke) {
       if (i >= P) break;
     }
     // Position i: simulated (and recorded in place).
-    if (!ahead_issue(i + 1, nuke, true)) {
+    if (!ahead_issue(i + 1, nuke)) {
       ru.ended = true;
       return ru;
     }
@@ -728,7 +725,7 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke) {
 // (or missed the L1 too late for the L2), with the pipeline as the record had it before `from`
 // and the shapes checked. Checks that each does the same now; if so makes their TLB lookups and
 // fills, leaves the pipeline as the record had it before `to` and returns true; else changes
-// nothing. The L1 misses are proved, not assumed: the L1 is full and fully associative, the
+// nothing but the record's slot hints (st_slot, st_ro: still true of the TLB). The L1 misses are proved, not assumed: the L1 is full and fully associative, the
 // stores' pages strictly increase and the fills are 4K entries (no store can find an earlier fill
 // of the segment), and no store before the capacity-th fill finds an entry the L1 holds now (those
 // after it cannot: every such entry has been evicted by then).
@@ -759,10 +756,10 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
   const int64_t* __restrict alloc_of = r.alloc.data();
   // The store-buffer slots: store k (ordinal st_ord_ + k - k0) allocates once the store
   // store_buffer ordinals older has freed its slot. One of this run-ahead's never does (it is
-  // squashed first). The older ones: if they are retired stores (not the faulting micro-op, whose
-  // slot reads as never free), each freed its slot by sb_retired_max_, and if that is before the
-  // first store allocates (the allocations grow with the position) none holds a store back; else
-  // they are checked one by one.
+  // squashed first). The older ones: if they are all retired stores (not the faulting micro-op,
+  // whose slot reads as never free), they are checked from the youngest down until the latest
+  // slot-free cycle of all older ones (sb_free_upto_) is before the first store allocates (the
+  // allocations grow with the position); else each is checked.
   const uint64_t sb_size = p_.store_buffer, sb_mask = sb_mask_;
   if (k1 > k0 && st_ord_ + (k1 - k0) > sb_size) {
     const uint64_t q_last = st_ord_ + (k1 - k0) - 1 - sb_size;
@@ -789,7 +786,7 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
   // that translated the same micro-op at the previous fault, if it still holds its page.
   const size_t cap = l1.capacity();
   const uint8_t* __restrict cls_of = r.cls.data();
-  uint64_t* __restrict st_page = ahead_.st_page.data();
+  const uint64_t* __restrict st_page = r.st_page.data();
   uint32_t* __restrict st_slot = ahead_.st_slot.data();
   // The pages strictly increase: no store finds the fill of an earlier one of the segment.
   if (k1 > r.mono_end) {  // the record does not know: each checked

@@ -282,9 +282,10 @@ class OooCore {
   // after `to`.
   bool replay_segment(size_t from, size_t to, size_t* st, uint64_t nuke);
   bool ahead_reuse_possible() const;
-  // One position of the run-ahead simulated (the loop of run_ahead and reuse_run_ahead's
-  // positions that did something else than an L1 miss and an L2 hit); false if it did not issue.
-  __attribute__((always_inline)) inline bool ahead_issue(size_t j, uint64_t nuke, bool record);
+  // One position of the run-ahead simulated and recorded (the loop of run_ahead and
+  // reuse_run_ahead's positions that did something else than an L1 miss and an L2 hit); false if
+  // it did not issue.
+  __attribute__((always_inline)) inline bool ahead_issue(size_t j, uint64_t nuke);
 
   AheadRecord ahead_;                  // the last run-ahead
   // Scratch for a replayed segment with stores of both kinds: the L2 slots, pages and store
@@ -298,7 +299,7 @@ class OooCore {
   void check_replay(size_t k0, size_t k1, const uint32_t* slots, const uint64_t* pages,
                     size_t n_slots, const uint32_t* kidx) const;
   uint8_t tr_cls_ = kPosOther;       // what the last speculative translate() did
-  uint32_t tr_slot_ = 0;              // its L2 TLB slot (Tlb::kNoSlot: none known)
+  uint32_t tr_slot_ = Tlb::kNoSlot;  // its L2 TLB slot (Tlb::kNoSlot: none known)
   bool ring_bound_ = false;          // the last speculative issue() waited for a ROB/buffer slot
   Counter* reused_uops_;
   void trace_walk(uint64_t va, const WalkOutcome& wo);

@@ -451,11 +451,10 @@ void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t 
     size_t m = 0;
     for (uint32_t i = lru_; i != kNone; i = next_[i]) o[m++] = i;
   }
-  const size_t touched = n;  // < cap
+  // Fewer fills than entries: fill k lands in the k-th least recently used slot.
   const uint64_t clock0 = clock_;
-  const size_t first = 0;  // fill k lands in o[k]
-  for (size_t k = n - touched, x = first; k < n; ++k, x = x + 1 == cap ? 0 : x + 1) {
-    const uint32_t v = o[x];
+  for (size_t k = 0; k < n; ++k) {
+    const uint32_t v = o[k];
     --n_of_size_[unsigned(to[v].e.size)];
     TlbEntry& e = to[v].e;
     e = fr[slots[k]].e;
@@ -471,8 +470,8 @@ void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t 
   // filled ones in fill order (o[cap..2 cap): the final order).
   uint32_t* __restrict fin = o + cap;
   size_t m = 0;
-  for (size_t k = touched; k < cap; ++k) fin[m++] = o[k];
-  for (size_t k = 0, x = first; k < touched; ++k, x = x + 1 == cap ? 0 : x + 1) fin[m++] = o[x];
+  for (size_t k = n; k < cap; ++k) fin[m++] = o[k];
+  for (size_t k = 0; k < n; ++k) fin[m++] = o[k];
   std::fill(index_.begin(), index_.end(), kNone);
   for (size_t k = 0; k < cap; ++k) {
     const uint32_t i = fin[k];

@@ -157,19 +157,6 @@ class Tlb {
            slots_[i].e.asid == asid;
   }
   static constexpr uint32_t kNoSlot = ~uint32_t(0);
-  // The first k < n for which slot_holds_4k(slots[k], pages[k] << 12, asid) is false (kNoSlot:
-  // false), or n.
-  size_t first_not_holding_4k(const uint32_t* slots, const uint64_t* pages, size_t n, uint16_t asid) const {
-    const uint64_t* __restrict tags = tags_.data();
-    const Slot* __restrict s = slots_.data();
-    const uint32_t size = uint32_t(slots_.size());
-    const uint64_t tag_bits = tag_of(0, PageSize::k4K);
-    for (size_t k = 0; k < n; ++k) {
-      const uint32_t i = slots[k];
-      if (i >= size || tags[i] != ((pages[k] << 12) | tag_bits) || s[i].e.asid != asid) return k;
-    }
-    return n;
-  }
   // Changes of slot contents (fills, including a refresh of the same page, and invalidations)
   // so far. for_each_change_since(c, fn) calls fn(slot) for every change after the c-th (a slot
   // may come more than once) and returns true, or returns false if the log no longer holds them
