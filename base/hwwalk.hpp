@@ -44,8 +44,10 @@ struct WalkOptions {
   bool set_accessed = true;  // x86 always; arm64 with HA
 };
 
-// Walk the tables from `root_pa` for `va`. Reads and (for A/AF) writes `mem`.
-inline Walk walk(Isa isa, PhysMem& mem, uint64_t root_pa, uint64_t va, const WalkOptions& opt = {}) {
+// Walk the tables from `root_pa` for `va`. Reads and (for A/AF) writes `mem`. (One instance per
+// ISA: the geometry and the decoding fold to constants.)
+template <Isa isa>
+inline Walk walk_isa(PhysMem& mem, uint64_t root_pa, uint64_t va, const WalkOptions& opt) {
   const Geometry& g = geometry(isa);
   Walk w;
   uint64_t table = root_pa;
@@ -95,6 +97,11 @@ inline Walk walk(Isa isa, PhysMem& mem, uint64_t root_pa, uint64_t va, const Wal
   }
   w.result = Walk::NotPresent;
   return w;
+}
+
+inline Walk walk(Isa isa, PhysMem& mem, uint64_t root_pa, uint64_t va, const WalkOptions& opt = {}) {
+  return isa == Isa::x86_64 ? walk_isa<Isa::x86_64>(mem, root_pa, va, opt)
+                            : walk_isa<Isa::arm64>(mem, root_pa, va, opt);
 }
 
 // The hardware dirty update of a write through a translation that permits it: x86 sets D in the

@@ -721,6 +721,26 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke) {
   return ru;
 }
 
+namespace {
+// Whether some slots[m], m < n, is Tlb::kNoSlot (no early exit: the loop vectorises).
+bool any_no_slot(const uint32_t* __restrict slots, size_t n) {
+  uint32_t any = 0;
+  for (size_t m = 0; m < n; ++m) any |= uint32_t(slots[m] == Tlb::kNoSlot);
+  return any != 0;
+}
+// The sum of n bytes that are each 0 or 1 (eight at a time).
+size_t count_ones(const uint8_t* p, size_t n) {
+  size_t sum = 0, m = 0;
+  for (; m + 8 <= n; m += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + m, 8);
+    sum += size_t((w * 0x0101010101010101ull) >> 56);
+  }
+  for (; m < n; ++m) sum += p[m];
+  return sum;
+}
+}  // namespace
+
 // Positions [from, to) of the record, ALU micro-ops and stores that missed the L1 and hit the L2
 // (or missed the L1 too late for the L2), with the pipeline as the record had it before `from`
 // and the shapes checked. Checks that each does the same now; if so makes their TLB lookups and
@@ -862,9 +882,7 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
         const uint64_t k = l2_owner_[c] - spec_st_base_;  // wraps if older: out of range
         if (k >= k0 && k < k1 && st_slot[k] == c) check(k - k0);
       })) {
-    uint32_t unknown = 0;
-    for (size_t m = 0; m < n_slots; ++m) unknown |= uint32_t(slots[m] == Tlb::kNoSlot);
-    if (unknown)
+    if (any_no_slot(slots, n_slots))
       for (size_t m = 0; m < n_slots && !failed; ++m)
         if (slots[m] == Tlb::kNoSlot) check(m);
   } else {
@@ -884,9 +902,7 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
   if (kidx) {
     readonly = l2.count_readonly(slots, n_slots);
   } else {
-    uint32_t ro = 0;
-    for (size_t m = 0; m < n_slots; ++m) ro += st_ro[k0 + m];
-    readonly = ro;
+    readonly = count_ones(st_ro + k0, n_slots);
   }
   l2.hit_slots(slots, n_slots);
   l1.count_misses(k1 - k0);

@@ -245,16 +245,12 @@ Tlb::Tlb(const TlbParams& p, Stats& stats, TraceContext* trace)
   }
   slots_.resize(first);
   tags_.assign(first, 0);
+  stamp_.assign(first, 0);
   if (fully_associative_) {
-    size_t buckets = 16;
-    while (buckets < 4 * size_t(first)) buckets <<= 1;  // a load of at most 1/4
-    index_.assign(buckets, kNone);
-    index_mask_ = uint32_t(buckets - 1);
-    index_shift_ = 64 - unsigned(__builtin_ctzll(buckets));
+    MMUSIM_CHECK(first < 256, "TLB {}: {} fully associative entries (the filter counts to 255)",
+                 p.name, first);
     prev_.assign(first, kNone);
     next_.assign(first, kNone);
-    home_.assign(first, 0);
-    pos_.assign(first, 0);
   }
   StatGroup g(stats, "tlb." + name_);
   hits_ = &g.counter("hits", "Lookups that found a translation", "lookups");
@@ -290,44 +286,26 @@ void Tlb::lru_push_mru(uint32_t i) {
 }
 
 void Tlb::fa_insert(uint32_t i) {
-  uint32_t p = home_[i] = fa_home(tags_[i], slots_[i].e.asid);
-  while (index_[p] != kNone) p = (p + 1) & index_mask_;
-  index_[p] = i;
-  pos_[i] = p;
+  fa_count(i, +1);
   lru_push_mru(i);
-  ++n_valid_;
 }
 
 void Tlb::fa_remove(uint32_t i) {
-  uint32_t p = pos_[i];
-  // Backward-shift deletion: move up every later entry of the cluster whose home does not lie
-  // cyclically in (p, j].
-  for (uint32_t j = (p + 1) & index_mask_; index_[j] != kNone; j = (j + 1) & index_mask_) {
-    const uint32_t k = index_[j];
-    const uint32_t home = home_[k];
-    const bool home_in_p_j = p <= j ? (home > p && home <= j) : (home > p || home <= j);
-    if (!home_in_p_j) {
-      index_[p] = k;
-      pos_[k] = p;
-      p = j;
-    }
-  }
-  index_[p] = kNone;
+  fa_count(i, -1);
   lru_unlink(i);
-  --n_valid_;
 }
 
 void Tlb::fa_rebuild() {
-  std::fill(index_.begin(), index_.end(), kNone);
   std::fill(prev_.begin(), prev_.end(), kNone);
   std::fill(next_.begin(), next_.end(), kNone);
   lru_ = mru_ = kNone;
-  n_valid_ = 0;
+  fa_counts_.fill(0);
+  fa_filter_ = 0;
   std::vector<uint32_t>& valid = order_scratch_;
   valid.clear();
   for (uint32_t i = 0; i < slots_.size(); ++i)
     if (tags_[i]) valid.push_back(i);
-  std::sort(valid.begin(), valid.end(), [&](uint32_t a, uint32_t b) { return slots_[a].lru < slots_[b].lru; });
+  std::sort(valid.begin(), valid.end(), [&](uint32_t a, uint32_t b) { return stamp_[a] < stamp_[b]; });
   for (uint32_t i : valid) fa_insert(i);
 }
 
@@ -367,23 +345,32 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
       v = lru_;
       fa_remove(v);
     }
+    hint_ = v;
   } else {
     uint32_t ways = 0;
     const uint32_t set = set_for(s, va, &ways);
-    for (uint32_t w = 0; w < ways; ++w) {
-      const uint32_t i = set + w;
-      if (tags_[i] == tag && slots_[i].e.asid == e.asid) {
-        v = i;  // same page: refresh in place, no duplicate
+    const uint64_t* __restrict t = tags_.data() + set;
+    for (uint32_t w = 0; w < ways; ++w)
+      if (t[w] == tag && slots_[set + w].e.asid == e.asid) {
+        v = set + w;  // same page: refresh in place, no duplicate
         same_page = true;
         break;
       }
-      if (v == kNone || (tags_[v] && (!tags_[i] || slots_[i].lru < slots_[v].lru))) v = i;
+    if (!same_page) {
+      // The first invalid way, else the least recently used (the first of equals).
+      const uint64_t* __restrict st = stamp_.data() + set;
+      uint32_t b = 0;
+      for (uint32_t w = 1; w < ways && t[b]; ++w)
+        if (!t[w] || st[w] < st[b]) b = w;
+      v = set + b;
     }
   }
   if (!same_page) {
     if (tags_[v]) {
       evictions_->inc();
       --n_of_size_[unsigned(slots_[v].e.size)];
+    } else {
+      ++n_valid_;
     }
     ++n_of_size_[unsigned(s)];
   }
@@ -391,7 +378,7 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
   victim->e = e;
   note_change(v);
   reach_end_ = std::max(reach_end_, e.vbase + page_size_bytes(s));
-  victim->lru = ++clock_;
+  stamp_[v] = ++clock_;
   tags_[v] = tag;
   if (fully_associative_ && !same_page) fa_insert(v);
   fills_->inc();
@@ -420,71 +407,73 @@ void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t 
     // Every entry is replaced: the TLB holds the last `capacity` fills, in fill order from the
     // least recently used. Which slot holds which is not observable; they go in slot order.
     const uint64_t clock0 = clock_;
-    std::fill(index_.begin(), index_.end(), kNone);
-    std::fill(std::begin(n_of_size_), std::end(n_of_size_), 0u);
-    reach_end_ = 0;
-    for (size_t v = 0, k = n - cap; v < cap; ++v, ++k) {
+    uint32_t of_size[kNumPageSizes] = {};
+    uint64_t reach = 0;
+    uint64_t* __restrict tags = tags_.data();
+    uint64_t* __restrict stamp = stamp_.data();
+    const uint32_t* __restrict src = slots + (n - cap);
+    for (size_t v = 0; v < cap; ++v) {
       TlbEntry& e = to[v].e;
-      e = fr[slots[k]].e;
+      e = fr[src[v]].e;
       e.speculative = speculative;
-      to[v].lru = clock0 + k + 1;
-      const uint64_t tag = tags_[v] = tag_of(e.vbase, e.size);
-      ++n_of_size_[unsigned(e.size)];
-      reach_end_ = std::max(reach_end_, e.vbase + e.bytes());
-      note_change(uint32_t(v));
-      uint32_t p = home_[v] = fa_home(tag, e.asid);
-      while (index_[p] != kNone) p = (p + 1) & index_mask_;
-      index_[p] = uint32_t(v);
-      pos_[v] = p;
-      prev_[v] = v ? uint32_t(v - 1) : kNone;
-      next_[v] = v + 1 < cap ? uint32_t(v + 1) : kNone;
+      tags[v] = tag_of(e.vbase, e.size);
+      ++of_size[unsigned(e.size)];
+      reach = std::max(reach, e.vbase + e.bytes());
     }
-    clock_ = clock0 + n;
+    for (size_t v = 0; v < cap; ++v) stamp[v] = clock0 + (n - cap) + v + 1;
+    std::copy(std::begin(of_size), std::end(of_size), std::begin(n_of_size_));
+    reach_end_ = reach;
+    // The filter, and the LRU list in slot order.
+    fa_counts_.fill(0);
+    uint64_t filter = 0;
+    for (uint32_t v = 0; v < cap; ++v) {
+      const unsigned b = fa_bucket(tags[v], to[v].e.asid);
+      ++fa_counts_[b];
+      filter |= uint64_t(1) << b;
+    }
+    fa_filter_ = filter;
+    uint32_t* __restrict prev = prev_.data();
+    uint32_t* __restrict next = next_.data();
+    for (size_t v = 0; v < cap; ++v) {
+      prev[v] = uint32_t(v) - 1;  // kNone for slot 0
+      next[v] = uint32_t(v) + 1;
+    }
+    next[cap - 1] = kNone;
     lru_ = 0;
     mru_ = uint32_t(cap - 1);
+    // Every slot changed (only the last kChangeLog are logged).
+    const size_t unlogged = cap > kChangeLog ? cap - kChangeLog : 0;
+    n_changes_ += unlogged;
+    for (size_t v = unlogged; v < cap; ++v) note_change(uint32_t(v));
+    clock_ = clock0 + n;
+    hint_ = uint32_t(cap - 1);
     return;
   }
+  // Fewer fills than entries: fill k lands in the k-th least recently used slot.
   std::vector<uint32_t>& order = order_scratch_;  // least recently used first
-  order.resize(2 * cap);
+  order.resize(cap);
   uint32_t* __restrict o = order.data();
   {
     size_t m = 0;
     for (uint32_t i = lru_; i != kNone; i = next_[i]) o[m++] = i;
   }
-  // Fewer fills than entries: fill k lands in the k-th least recently used slot.
   const uint64_t clock0 = clock_;
   for (size_t k = 0; k < n; ++k) {
     const uint32_t v = o[k];
+    fa_remove(v);
     --n_of_size_[unsigned(to[v].e.size)];
     TlbEntry& e = to[v].e;
     e = fr[slots[k]].e;
     note_change(v);
     e.speculative = speculative;
-    to[v].lru = clock0 + k + 1;
+    stamp_[v] = clock0 + k + 1;
     tags_[v] = tag_of(e.vbase, e.size);
     ++n_of_size_[unsigned(e.size)];
     reach_end_ = std::max(reach_end_, e.vbase + e.bytes());
+    fa_insert(v);  // the most recently used: the fills end in fill order after the untouched
   }
   clock_ = clock0 + n;
-  // The index and the LRU list again: the untouched slots (least recently used first), then the
-  // filled ones in fill order (o[cap..2 cap): the final order).
-  uint32_t* __restrict fin = o + cap;
-  size_t m = 0;
-  for (size_t k = n; k < cap; ++k) fin[m++] = o[k];
-  for (size_t k = 0; k < n; ++k) fin[m++] = o[k];
-  std::fill(index_.begin(), index_.end(), kNone);
-  for (size_t k = 0; k < cap; ++k) {
-    const uint32_t i = fin[k];
-    uint32_t p = home_[i] = fa_home(tags_[i], to[i].e.asid);
-    while (index_[p] != kNone) p = (p + 1) & index_mask_;
-    index_[p] = i;
-    pos_[i] = p;
-    prev_[i] = k ? fin[k - 1] : kNone;
-    next_[i] = k + 1 < cap ? fin[k + 1] : kNone;
-  }
-  lru_ = fin[0];
-  mru_ = fin[cap - 1];
-  n_valid_ = uint32_t(cap);
+  hint_ = o[n - 1];
 }
 
 unsigned Tlb::invalidate_page(uint64_t va, uint16_t asid, const char* reason) {
@@ -510,7 +499,7 @@ unsigned Tlb::invalidate_page(uint64_t va, uint16_t asid, const char* reason) {
       }
   }
   invalidations_->inc(removed);
-  trace_invalidate(nullptr, va, asid, reason, removed);
+  if (trace_ && trace_->on()) trace_invalidate(nullptr, va, asid, reason, removed);
   return removed;
 }
 
@@ -523,7 +512,7 @@ unsigned Tlb::invalidate_asid(uint16_t asid, const char* reason) {
     }
   if (fully_associative_ && removed) fa_rebuild();
   invalidations_->inc(removed);
-  trace_invalidate("all", 0, asid, reason, removed);
+  if (trace_ && trace_->on()) trace_invalidate("all", 0, asid, reason, removed);
   return removed;
 }
 
@@ -536,7 +525,7 @@ unsigned Tlb::invalidate_all(const char* reason) {
   reach_end_ = 0;
   if (fully_associative_ && removed) fa_rebuild();
   invalidations_->inc(removed);
-  trace_invalidate("all", 0, -1, reason, removed);
+  if (trace_ && trace_->on()) trace_invalidate("all", 0, -1, reason, removed);
   return removed;
 }
 

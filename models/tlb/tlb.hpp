@@ -173,17 +173,14 @@ class Tlb {
   // What lookup() does when it hits slot i, for slots[0..n) in order.
   void hit_slots(const uint32_t* slots, size_t n) {
     hits_->inc(n);
-    if (fully_associative_) {
-      for (size_t k = 0; k < n; ++k) {
-        slots_[slots[k]].lru = ++clock_;
-        lru_to_mru(slots[k]);
-      }
-      return;
-    }
-    Slot* __restrict s = slots_.data();
+    uint64_t* __restrict st = stamp_.data();
     const uint64_t c = clock_;
-    for (size_t k = 0; k < n; ++k) s[slots[k]].lru = c + k + 1;
+    for (size_t k = 0; k < n; ++k) st[slots[k]] = c + k + 1;
     clock_ = c + n;
+    if (fully_associative_) {
+      for (size_t k = 0; k < n; ++k) lru_to_mru(slots[k]);
+      if (n) hint_ = slots[n - 1];
+    }
   }
   // How many of slots[0..n) hold read-only entries.
   size_t count_readonly(const uint32_t* slots, size_t n) const {
@@ -233,7 +230,6 @@ class Tlb {
   static constexpr uint32_t kNone = ~uint32_t(0);
   struct Slot {
     TlbEntry e;
-    uint64_t lru = 0;  // the clock at its last fill or hit (LRU order within a set)
   };
   struct Array {
     uint32_t sets = 1;
@@ -290,8 +286,11 @@ class Tlb {
       }
       if (i == kNone) continue;
       if (touch) {
-        slots_[i].lru = ++clock_;
-        if (fully_associative_) lru_to_mru(i);
+        stamp_[i] = ++clock_;
+        if (fully_associative_) {
+          hint_ = i;
+          lru_to_mru(i);
+        }
       }
       return &slots_[i].e;
     }
@@ -299,21 +298,32 @@ class Tlb {
   }
 
   // Fully associative TLBs (one set: the 16-entry Golden Cove store DTLB, the 48-entry N1 L1
-  // DTLB) keep an index from (tag, ASID) to slot, open addressing with linear probing, and their
-  // valid slots in a list in LRU order, so that a lookup, a fill and its victim cost the same
-  // whatever the capacity. The result is the scan's: the same page's slot, else the first invalid
+  // DTLB) are searched by a scan, after the slot of the last hit or fill (hint_: consecutive
+  // accesses mostly use the same page) and only if a counting filter of the valid entries' (tag,
+  // ASID) hashes does not exclude the tag; their valid slots are kept in a list in LRU order. The
+  // result is the old scan's: the same page's slot (entries are unique), else the first invalid
   // slot, else the least recently used.
-  uint32_t fa_home(uint64_t tag, uint16_t asid) const {
-    return uint32_t(((tag ^ (uint64_t(asid) << 48)) * 0x9E3779B97F4A7C15ull) >> index_shift_);
+  static constexpr unsigned kFilterBits = 64;
+  static unsigned fa_bucket(uint64_t tag, uint16_t asid) {
+    return unsigned((tag >> 12) ^ (tag >> 21) ^ asid) & (kFilterBits - 1);
   }
   uint32_t fa_find(uint64_t tag, uint16_t asid) const {
-    for (uint32_t p = fa_home(tag, asid);; p = (p + 1) & index_mask_) {
-      const uint32_t i = index_[p];
-      if (i == kNone) return kNone;
-      if (tags_[i] == tag && slots_[i].e.asid == asid) return i;
-    }
+    const uint32_t h = hint_;
+    if (h < slots_.size() && tags_[h] == tag && slots_[h].e.asid == asid) return h;
+    if (!(fa_filter_ >> fa_bucket(tag, asid) & 1)) return kNone;
+    const uint64_t* __restrict t = tags_.data();
+    const uint32_t n = uint32_t(tags_.size());
+    for (uint32_t i = 0; i < n; ++i)
+      if (t[i] == tag && slots_[i].e.asid == asid) return i;
+    return kNone;
   }
-  void fa_insert(uint32_t i);  // slot i's tag is set: index it, make it the most recently used
+  void fa_count(uint32_t i, int d) {  // slot i's entry enters (+1) or leaves (-1) the filter
+    const unsigned b = fa_bucket(tags_[i], slots_[i].e.asid);
+    fa_counts_[b] = uint8_t(fa_counts_[b] + d);
+    if (fa_counts_[b]) fa_filter_ |= uint64_t(1) << b;
+    else fa_filter_ &= ~(uint64_t(1) << b);
+  }
+  void fa_insert(uint32_t i);  // slot i's tag is set: count it, make it the most recently used
   void fa_remove(uint32_t i);  // before slot i's tag is cleared
   void fa_rebuild();           // after a bulk invalidation
   void lru_unlink(uint32_t i);
@@ -323,9 +333,12 @@ class Tlb {
     lru_unlink(i);
     lru_push_mru(i);
   }
-  // Slot `i` now holds nothing (the index and list already updated for a fully associative TLB).
+  // Slot `i` now holds nothing.
   void clear_slot(uint32_t i) {
-    if (tags_[i]) --n_of_size_[unsigned(slots_[i].e.size)];
+    if (tags_[i]) {
+      --n_of_size_[unsigned(slots_[i].e.size)];
+      --n_valid_;
+    }
     tags_[i] = 0;
     note_change(i);
   }
@@ -344,18 +357,19 @@ class Tlb {
   std::vector<Array> arrays_;
   std::vector<Slot> slots_;
   std::vector<uint64_t> tags_;  // per slot (tag_of, 0 = invalid)
+  std::vector<uint64_t> stamp_;  // per slot: the clock at its last fill or hit (LRU order in a set)
   uint32_t n_of_size_[kNumPageSizes] = {};  // valid entries of each size (lookups skip the absent)
   Route route_[kNumPageSizes];
-  // Fully associative only: the index (kNone = empty bucket), the LRU list (prev/next by slot,
-  // lru_ the least and mru_ the most recently used) and the number of valid slots.
-  std::vector<uint32_t> index_;
-  uint32_t index_mask_ = 0;
-  unsigned index_shift_ = 64;
+  uint32_t n_valid_ = 0;  // valid slots
+  // Fully associative only: the hint, the filter (per bucket, the valid entries hashing there, and
+  // a bit per non-empty bucket), the LRU list (prev/next by slot, lru_ the least and mru_ the most
+  // recently used).
+  uint32_t hint_ = kNone;
+  uint64_t fa_filter_ = 0;
+  std::array<uint8_t, kFilterBits> fa_counts_{};
   std::vector<uint32_t> prev_, next_;
-  std::vector<uint32_t> home_, pos_;  // per valid slot: its home bucket and the bucket it is in
   uint32_t lru_ = kNone, mru_ = kNone;
-  uint32_t n_valid_ = 0;
-  std::vector<uint32_t> order_scratch_;  // scratch: fill_sequence_evicting, fa_rebuild
+  std::vector<uint32_t> order_scratch_;  // scratch: fill_sequence_evicting
   uint64_t clock_ = 0;
   // At or above the end of every valid entry's range (raised by fills, zeroed when the TLB is
   // emptied, not lowered by other invalidations): lowest_page_reaching's shortcut.

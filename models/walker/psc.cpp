@@ -33,6 +33,9 @@ PagingStructureCache::PagingStructureCache(const pg::Geometry& g,
     arrays_.push_back(a);
   }
   slots_.resize(first);
+  keys_.assign(first, 0);
+  bytes_.assign(first, 0);
+  for (uint32_t& h : hint_) h = kNone;
   StatGroup grp(stats, "walker.psc");
   for (unsigned l = 1; l < g.levels; ++l) {
     if (route_[l] < 0) continue;
@@ -51,18 +54,21 @@ PagingStructureCache::PagingStructureCache(const pg::Geometry& g,
 unsigned PagingStructureCache::lookup(uint64_t va, uint16_t asid, uint64_t* table_pa) {
   for (unsigned l = 1; l < g_.levels; ++l) {
     if (route_[l] < 0) continue;
-    uint64_t tag = va >> g_.level_shift(l);
-    uint32_t ways = 0;
-    Slot* set = set_for(l, tag, &ways);
-    for (uint32_t w = 0; w < ways; ++w) {
-      Slot& s = set[w];
-      if (s.valid && s.e.tag == tag && s.e.level == l && s.e.asid == asid) {
-        s.lru = ++clock_;
-        hits_[l]->inc();
-        if (table_pa) *table_pa = s.e.table_pa;
-        return l;
-      }
+    const uint64_t tag = va >> g_.level_shift(l);
+    const uint64_t key = key_of(tag, asid, l);
+    uint32_t i = hint_[l];
+    if (i == kNone || keys_[i] != key || slots_[i].e.tag != tag) {
+      uint32_t ways = 0;
+      const uint32_t first = set_for(l, tag, &ways);
+      i = find(first, ways, key, tag);
+      if (i == kNone) continue;
+      hint_[l] = i;
     }
+    Slot& s = slots_[i];
+    s.lru = ++clock_;
+    hits_[l]->inc();
+    if (table_pa) *table_pa = s.e.table_pa;
+    return l;
   }
   misses_->inc();
   return 0;
@@ -71,53 +77,62 @@ unsigned PagingStructureCache::lookup(uint64_t va, uint16_t asid, uint64_t* tabl
 unsigned PagingStructureCache::probe(uint64_t va, uint16_t asid, uint64_t* table_pa) const {
   for (unsigned l = 1; l < g_.levels; ++l) {
     if (route_[l] < 0) continue;
-    uint64_t tag = va >> g_.level_shift(l);
-    const Array& a = arrays_[route_[l]];
-    const Slot* set = &slots_[a.first + size_t(tag % a.sets) * a.ways];
-    for (uint32_t w = 0; w < a.ways; ++w) {
-      const Slot& s = set[w];
-      if (s.valid && s.e.tag == tag && s.e.level == l && s.e.asid == asid) {
-        if (table_pa) *table_pa = s.e.table_pa;
-        return l;
-      }
-    }
+    const uint64_t tag = va >> g_.level_shift(l);
+    uint32_t ways = 0;
+    const uint32_t first = set_for(l, tag, &ways);
+    const uint32_t i = find(first, ways, key_of(tag, asid, l), tag);
+    if (i == kNone) continue;
+    if (table_pa) *table_pa = slots_[i].e.table_pa;
+    return l;
   }
   return 0;
 }
 
 void PagingStructureCache::fill(unsigned level, uint64_t va, uint16_t asid, uint64_t table_pa) {
   if (level >= kMaxLevels || route_[level] < 0) return;
-  uint64_t tag = va >> g_.level_shift(level);
+  const uint64_t tag = va >> g_.level_shift(level);
+  const uint64_t key = key_of(tag, asid, level);
   uint32_t ways = 0;
-  Slot* set = set_for(level, tag, &ways);
-  Slot* victim = nullptr;
-  for (uint32_t w = 0; w < ways; ++w) {
-    Slot& s = set[w];
-    if (s.valid && s.e.tag == tag && s.e.level == level && s.e.asid == asid) {
-      victim = &s;
-      break;
+  const uint32_t first = set_for(level, tag, &ways);
+  // The entry for the same tag if there is one, else the first invalid slot, else the least
+  // recently used (the first of equals).
+  uint32_t v = find(first, ways, key, tag);
+  if (v == kNone) {
+    if (const void* z = std::memchr(bytes_.data() + first, 0, ways)) {
+      v = uint32_t(static_cast<const uint8_t*>(z) - bytes_.data());
+    } else {
+      v = first;
+      for (uint32_t w = 1; w < ways; ++w)
+        if (slots_[first + w].lru < slots_[v].lru) v = first + w;
     }
-    if (!victim || (victim->valid && (!s.valid || s.lru < victim->lru))) victim = &s;
   }
-  victim->e = PscEntry{tag, table_pa, asid, uint8_t(level)};
-  victim->valid = true;
-  victim->lru = ++clock_;
+  Slot& s = slots_[v];
+  s.e = PscEntry{tag, table_pa, asid, uint8_t(level)};
+  s.valid = true;
+  s.lru = ++clock_;
+  keys_[v] = key;
+  bytes_[v] = byte_of(key);
+  hint_[level] = v;
   fills_->inc();
+}
+
+void PagingStructureCache::clear(uint32_t i) {
+  slots_[i].valid = false;
+  keys_[i] = 0;
+  bytes_[i] = 0;
 }
 
 unsigned PagingStructureCache::invalidate_va(uint64_t va, uint16_t asid) {
   unsigned removed = 0;
   for (unsigned l = 1; l < g_.levels; ++l) {
     if (route_[l] < 0) continue;
-    uint64_t tag = va >> g_.level_shift(l);
+    const uint64_t tag = va >> g_.level_shift(l);
     uint32_t ways = 0;
-    Slot* set = set_for(l, tag, &ways);
-    for (uint32_t w = 0; w < ways; ++w) {
-      Slot& s = set[w];
-      if (s.valid && s.e.tag == tag && s.e.level == l && s.e.asid == asid) {
-        s.valid = false;
-        ++removed;
-      }
+    const uint32_t first = set_for(l, tag, &ways);
+    const uint32_t i = find(first, ways, key_of(tag, asid, l), tag);
+    if (i != kNone) {
+      clear(i);
+      ++removed;
     }
   }
   invalidations_->inc(removed);
@@ -126,9 +141,9 @@ unsigned PagingStructureCache::invalidate_va(uint64_t va, uint16_t asid) {
 
 unsigned PagingStructureCache::invalidate_asid(uint16_t asid) {
   unsigned removed = 0;
-  for (Slot& s : slots_)
-    if (s.valid && s.e.asid == asid) {
-      s.valid = false;
+  for (uint32_t i = 0; i < slots_.size(); ++i)
+    if (slots_[i].valid && slots_[i].e.asid == asid) {
+      clear(i);
       ++removed;
     }
   invalidations_->inc(removed);
@@ -137,9 +152,9 @@ unsigned PagingStructureCache::invalidate_asid(uint16_t asid) {
 
 unsigned PagingStructureCache::invalidate_all() {
   unsigned removed = 0;
-  for (Slot& s : slots_) {
-    removed += s.valid;
-    s.valid = false;
+  for (uint32_t i = 0; i < slots_.size(); ++i) {
+    removed += slots_[i].valid;
+    clear(i);
   }
   invalidations_->inc(removed);
   return removed;

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -85,15 +86,46 @@ class PagingStructureCache {
     uint32_t sets = 1, ways = 1, first = 0;
     uint8_t levels = 0;
   };
-  Slot* set_for(unsigned level, uint64_t tag, uint32_t* ways) {
+  // The first slot of the set a level-`level` entry with tag `tag` lives in.
+  uint32_t set_for(unsigned level, uint64_t tag, uint32_t* ways) const {
     const Array& a = arrays_[route_[level]];
     *ways = a.ways;
-    return &slots_[a.first + size_t(tag % a.sets) * a.ways];
+    return a.first + (a.sets == 1 ? 0 : uint32_t(tag % a.sets)) * a.ways;
   }
+  // Each slot's key (0: invalid): the tag's low 40 bits, the ASID and the level; a key match is
+  // a candidate, the full tag decides (a VA beyond 40 + shift bits could alias). The sets are
+  // searched through one byte per slot (a hash of the key, never 0; 0: invalid) with memchr, so
+  // a 32-way set costs a few word compares.
+  static uint64_t key_of(uint64_t tag, uint16_t asid, unsigned level) {
+    return tag << 24 | uint64_t(asid) << 8 | uint64_t(level) << 1 | 1;
+  }
+  static uint8_t byte_of(uint64_t key) {
+    const uint8_t b = uint8_t((key * 0x9E3779B97F4A7C15ull) >> 56);
+    return b ? b : 1;
+  }
+  // The slot of [first, first + ways) holding `key` for `tag`, or kNone. Entries are unique
+  // (fill refreshes a matching one), so the first match is the match.
+  uint32_t find(uint32_t first, uint32_t ways, uint64_t key, uint64_t tag) const {
+    const uint8_t* const b0 = bytes_.data() + first;
+    const uint8_t* const end = b0 + ways;
+    const uint8_t want = byte_of(key);
+    for (const uint8_t* b = b0; (b = static_cast<const uint8_t*>(std::memchr(b, want, size_t(end - b)))); ++b) {
+      const uint32_t i = first + uint32_t(b - b0);
+      if (keys_[i] == key && slots_[i].e.tag == tag) return i;
+    }
+    return kNone;
+  }
+  static constexpr uint32_t kNone = ~uint32_t(0);
+  void clear(uint32_t i);  // slot i holds nothing
 
   pg::Geometry g_;
   std::vector<Array> arrays_;
   std::vector<Slot> slots_;
+  std::vector<uint64_t> keys_;  // per slot (key_of; 0 = invalid), apart from the entries
+  std::vector<uint8_t> bytes_;  // per slot (byte_of its key; 0 = invalid)
+  // Per level: the slot of its last hit or fill (a lookup checks it first; the result is the
+  // scan's, entries being unique).
+  uint32_t hint_[kMaxLevels];
   int route_[kMaxLevels];
   Counter* hits_[kMaxLevels] = {};
   Counter* misses_;
