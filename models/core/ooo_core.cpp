@@ -519,15 +519,15 @@ bool OooCore::ahead_issue(size_t j, uint64_t nuke) {
     size_t k = r.n_stores;
     if (k == 0 || r.stores[k - 1] < i) {
       r.stores[r.n_stores++] = uint32_t(i);
-      if (r.mono_end == k && (k == 0 || (y.addr >> 12) > r.st_page[k - 1])) r.mono_end = k + 1;
+      if (r.mono_end == k && (k == 0 || (y.addr >> 12) > r.page()[k - 1])) r.mono_end = k + 1;
     } else {  // a position reuse_run_ahead simulates in place (the same micro-op: the same page)
       k = size_t(std::lower_bound(r.stores.data(), r.stores.data() + r.n_stores, uint32_t(i)) -
                  r.stores.data());
     }
-    r.st_page[k] = y.addr >> 12;
-    r.st_slot[k] = Tlb::kNoSlot;
+    r.page()[k] = y.addr >> 12;
+    r.set_slot(k, Tlb::kNoSlot);
     if (tr_slot_ != Tlb::kNoSlot) claim_l2_slot(k, tr_slot_);
-    r.st_ro[k] = tr_slot_ != Tlb::kNoSlot && !l2_->slot_entry(tr_slot_).writable;
+    r.ro()[k] = tr_slot_ != Tlb::kNoSlot && !l2_->slot_entry(tr_slot_).writable;
   }
   r.shape[i] = uop_shape(y);
   r.alloc[i] = rel(yi.alloc, nuke);
@@ -543,23 +543,23 @@ void OooCore::check_replay(size_t k0, size_t k1, const uint32_t* slots, const ui
   const AheadRecord& r = ahead_;
   const uint16_t asid = ctx_.asid;
   for (size_t k = k0; k < k1; ++k) {
-    MMUSIM_CHECK(k == k0 || r.st_page[k] > r.st_page[k - 1],
+    MMUSIM_CHECK(k == k0 || r.page()[k] > r.page()[k - 1],
                  "run-ahead replay: the pages of stores {} and {} do not increase", k - 1, k);
     const wl::Uop& u = fetched_.ring()[(fetched_.head() + 1 + r.stores[k]) & fetched_.mask()];
     const uint64_t addr = u.addr;
-    MMUSIM_CHECK(u.kind == wl::UopKind::Store && r.st_page[k] == addr >> 12,
+    MMUSIM_CHECK(u.kind == wl::UopKind::Store && r.page()[k] == addr >> 12,
                  "run-ahead replay: store {} of the record has page {:#x}, its micro-op {:#x}", k,
-                 r.st_page[k], addr);
+                 r.page()[k], addr);
   }
   for (size_t m = 0; m < n_slots; ++m) {
     const size_t k = kidx ? kidx[m] : k0 + m;
-    MMUSIM_CHECK(pages[m] == r.st_page[k], "run-ahead replay: slot list out of step at {}", k);
+    MMUSIM_CHECK(pages[m] == r.page()[k], "run-ahead replay: slot list out of step at {}", k);
     const TlbEntry* e = l2_->probe(pages[m] << 12, asid);
     MMUSIM_CHECK(e && e->size == PageSize::k4K && l2_->slot_of(e) == slots[m] &&
-                     r.st_slot[k] == slots[m] && r.st_ro[k] == !e->writable,
+                     r.slot()[k] == slots[m] && r.ro()[k] == !e->writable,
                  "run-ahead replay: store {} (page {:#x}) replays L2 slot {} (read-only {}), the L2 "
                  "has it in slot {}",
-                 k, pages[m], slots[m], int(r.st_ro[k]), e ? int64_t(l2_->slot_of(e)) : int64_t(-1));
+                 k, pages[m], slots[m], int(r.ro()[k]), e ? int64_t(l2_->slot_of(e)) : int64_t(-1));
   }
 }
 
@@ -568,9 +568,9 @@ void OooCore::check_replay(size_t k0, size_t k1, const uint32_t* slots, const ui
 void OooCore::claim_l2_slot(size_t k, uint32_t slot) {
   AheadRecord& r = ahead_;
   const uint64_t prev = l2_owner_[slot] - spec_st_base_;  // wraps if older: out of range
-  if (prev != k && prev < r.n_stores && r.st_slot[prev] == slot) r.st_slot[prev] = Tlb::kNoSlot;
+  if (prev != k && prev < r.n_stores && r.slot()[prev] == slot) r.set_slot(prev, Tlb::kNoSlot);
   l2_owner_[slot] = spec_st_base_ + k;
-  r.st_slot[k] = slot;
+  r.set_slot(k, slot);
 }
 
 // The faulting micro-op keeps its ROB and buffer entries until the flush at `nuke`; the younger
@@ -693,9 +693,7 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke) {
     const size_t ds = size_t(std::lower_bound(r.stores.data(), r.stores.data() + r.n_stores,
                                               uint32_t(delta)) - r.stores.data());
     if (ds) {
-      std::memmove(r.st_page.data(), r.st_page.data() + ds, (r.n_stores - ds) * sizeof(uint64_t));
-      std::memmove(r.st_slot.data(), r.st_slot.data() + ds, (r.n_stores - ds) * sizeof(uint32_t));
-      std::memmove(r.st_ro.data(), r.st_ro.data() + ds, r.n_stores - ds);
+      r.shift_stores(ds);
       r.mono_end = r.mono_end > ds ? r.mono_end - ds : 0;
     }
   }
@@ -722,12 +720,6 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke) {
 }
 
 namespace {
-// Whether some slots[m], m < n, is Tlb::kNoSlot (no early exit: the loop vectorises).
-bool any_no_slot(const uint32_t* __restrict slots, size_t n) {
-  uint32_t any = 0;
-  for (size_t m = 0; m < n; ++m) any |= uint32_t(slots[m] == Tlb::kNoSlot);
-  return any != 0;
-}
 // The sum of n bytes that are each 0 or 1 (eight at a time).
 size_t count_ones(const uint8_t* p, size_t n) {
   size_t sum = 0, m = 0;
@@ -806,8 +798,8 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
   // that translated the same micro-op at the previous fault, if it still holds its page.
   const size_t cap = l1.capacity();
   const uint8_t* __restrict cls_of = r.cls.data();
-  const uint64_t* __restrict st_page = r.st_page.data();
-  uint32_t* __restrict st_slot = ahead_.st_slot.data();
+  const uint64_t* __restrict st_page = r.page();
+  const uint32_t* st_slot = r.slot();
   // The pages strictly increase: no store finds the fill of an earlier one of the segment.
   if (k1 > r.mono_end) {  // the record does not know: each checked
     uint64_t descents = 0;  // the sign bit: some page at or below the one before (pages < 2^52)
@@ -831,10 +823,11 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
     }
   }
   // The stores that look the L2 up (kPosStoreL2): all of them, none, or (rarely) some, gathered.
-  uint32_t* slots = st_slot + k0;
+  const uint32_t* slots = st_slot + k0;
   const uint64_t* pages = st_page + k0;
   size_t n_slots = k1 - k0;
   const uint32_t* kidx = nullptr;  // store index of slots[m] when gathered
+  uint32_t* gathered = nullptr;    // slots, when gathered
   if (any_late) {
     if (ahead_slots_.size() < r.n_stores) {  // never shrunk
       ahead_slots_.resize(r.n_stores);
@@ -848,7 +841,7 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
       ahead_pages_[n_slots] = st_page[k];
       ahead_kidx_[n_slots++] = uint32_t(k);
     }
-    slots = ahead_slots_.data();
+    slots = gathered = ahead_slots_.data();
     pages = ahead_pages_.data();
     kidx = ahead_kidx_.data();
   }
@@ -857,7 +850,7 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
   // since the record's mark (each claimed by at most one store: l2_owner_), and the unknown ones,
   // need looking at; all of them if the TLB's log of changes no longer reaches back that far.
   Tlb& l2 = *l2_;
-  uint8_t* __restrict st_ro = ahead_.st_ro.data();
+  uint8_t* __restrict st_ro = ahead_.ro();
   bool failed = false;
   auto check = [&](size_t m) {  // slots[m] for pages[m]: held, or found
     if (slots[m] != Tlb::kNoSlot && l2.slot_holds_4k(slots[m], pages[m] << 12, asid)) {
@@ -874,7 +867,7 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
       claim_l2_slot(k0 + m, l2.slot_of(e));
       st_ro[k0 + m] = !e->writable;
     } else {
-      slots[m] = l2.slot_of(e);
+      gathered[m] = l2.slot_of(e);
     }
   };
   if (!kidx && r.asid == asid &&
@@ -882,7 +875,7 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
         const uint64_t k = l2_owner_[c] - spec_st_base_;  // wraps if older: out of range
         if (k >= k0 && k < k1 && st_slot[k] == c) check(k - k0);
       })) {
-    if (any_no_slot(slots, n_slots))
+    if (r.any_unknown(k0, k1))
       for (size_t m = 0; m < n_slots && !failed; ++m)
         if (slots[m] == Tlb::kNoSlot) check(m);
   } else {

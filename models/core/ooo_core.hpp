@@ -23,7 +23,9 @@
 // executes when every older micro-op has executed; its effect on younger ones is a parameter.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cstring>
 #include <cstdint>
 #include <deque>
 #include <limits>
@@ -220,9 +222,51 @@ class OooCore {
     // Per store (indexed like `stores`), of the micro-op there: its 4K page number and the L2 TLB
     // slot that translated it (Tlb::kNoSlot: none known; verified before use). Unlike the rest,
     // these follow the micro-ops: a replay shifts them by the stores of its delta.
+    // (Each in a buffer of twice the positions, store k at st0 + k: a shift moves st0, and the
+    // buffers are compacted when the window would run past their end.)
     std::vector<uint64_t> st_page;
     std::vector<uint32_t> st_slot;
     std::vector<uint8_t> st_ro;  // the entry in st_slot was read-only
+    std::vector<uint64_t> st_unknown;  // a bit per buffer index: st_slot is Tlb::kNoSlot
+    size_t st0 = 0, positions = 0;
+    uint64_t* page() { return st_page.data() + st0; }
+    const uint64_t* page() const { return st_page.data() + st0; }
+    const uint32_t* slot() const { return st_slot.data() + st0; }
+    uint8_t* ro() { return st_ro.data() + st0; }
+    const uint8_t* ro() const { return st_ro.data() + st0; }
+    void set_slot(size_t k, uint32_t s) {
+      const size_t b = st0 + k;
+      st_slot[b] = s;
+      const uint64_t bit = uint64_t(1) << (b & 63);
+      if (s == Tlb::kNoSlot) st_unknown[b >> 6] |= bit;
+      else st_unknown[b >> 6] &= ~bit;
+    }
+    // Some store of [k0, k1) has no known slot.
+    bool any_unknown(size_t k0, size_t k1) const {
+      size_t b = st0 + k0;
+      const size_t e = st0 + k1;
+      while (b < e) {
+        const size_t w = b >> 6, lo = b & 63;
+        const size_t hi = std::min<size_t>(64, lo + (e - b));
+        const uint64_t mask = (hi == 64 ? ~uint64_t(0) : (uint64_t(1) << hi) - 1) & ~((uint64_t(1) << lo) - 1);
+        if (st_unknown[w] & mask) return true;
+        b += hi - lo;
+      }
+      return false;
+    }
+    // The per-store arrays follow the micro-ops: store k becomes store k - ds.
+    void shift_stores(size_t ds) {
+      st0 += ds;
+      if (st0 + positions <= st_page.size()) return;
+      const size_t live = st_page.size() - st0;
+      std::memmove(st_page.data(), st_page.data() + st0, live * sizeof(uint64_t));
+      std::memmove(st_slot.data(), st_slot.data() + st0, live * sizeof(uint32_t));
+      std::memmove(st_ro.data(), st_ro.data() + st0, live);
+      st0 = 0;
+      std::fill(st_unknown.begin(), st_unknown.end(), 0);
+      for (size_t b = 0; b < live; ++b)
+        if (st_slot[b] == Tlb::kNoSlot) st_unknown[b >> 6] |= uint64_t(1) << (b & 63);
+    }
     // Each st_slot held its page (for `asid`, with st_ro) at some time after the L2 TLB's
     // changes() was l2_mark (the start of the run-ahead that recorded or replayed it): only the
     // slots changed since need checking again.
@@ -240,9 +284,11 @@ class OooCore {
       cls.resize(positions);
       state.resize(positions);
       stores.resize(positions);
-      st_page.resize(positions);
-      st_slot.resize(positions);
-      st_ro.resize(positions);
+      st_page.resize(2 * positions);
+      st_slot.assign(2 * positions, Tlb::kNoSlot);
+      st_ro.resize(2 * positions);
+      st_unknown.assign((2 * positions + 63) / 64, ~uint64_t(0));
+      this->positions = positions;
     }
     size_t size() const { return n; }
     void resize(size_t m) {  // m <= n
