@@ -175,6 +175,7 @@ class Tlb {
     hits_->inc(n);
     uint64_t* __restrict st = stamp_.data();
     const uint64_t c = clock_;
+#pragma GCC unroll 4
     for (size_t k = 0; k < n; ++k) st[slots[k]] = c + k + 1;
     clock_ = c + n;
     if (fully_associative_) {
@@ -200,10 +201,12 @@ class Tlb {
   uint64_t lowest_page_reaching(uint16_t asid, uint64_t page) const {
     uint64_t lowest = ~uint64_t(0);
     if (reach_end_ <= page << 12) return lowest;  // no entry reaches that far
-    for (size_t i = 0; i < slots_.size(); ++i) {
-      if (!tags_[i] || slots_[i].e.asid != asid) continue;
-      const TlbEntry& e = slots_[i].e;
-      if ((e.vbase + e.bytes()) >> 12 > page) lowest = std::min(lowest, e.vbase >> 12);
+    const uint64_t* __restrict t = tags_.data();
+    for (size_t i = 0; i < tags_.size(); ++i) {
+      if (!t[i]) continue;
+      const uint64_t first = t[i] >> 12;  // the tag: the virtual base, the size, a valid bit
+      const uint64_t end = first + (page_size_bytes(PageSize((t[i] >> 1) & 3)) >> 12);
+      if (end > page && first < lowest && slots_[i].e.asid == asid) lowest = first;
     }
     return lowest;
   }

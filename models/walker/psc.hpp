@@ -106,6 +106,12 @@ class PagingStructureCache {
   // The slot of [first, first + ways) holding `key` for `tag`, or kNone. Entries are unique
   // (fill refreshes a matching one), so the first match is the match.
   uint32_t find(uint32_t first, uint32_t ways, uint64_t key, uint64_t tag) const {
+    if (ways <= 8) {  // a few ways: compared directly
+      const uint64_t* __restrict k = keys_.data() + first;
+      for (uint32_t w = 0; w < ways; ++w)
+        if (k[w] == key && slots_[first + w].e.tag == tag) return first + w;
+      return kNone;
+    }
     const uint8_t* const b0 = bytes_.data() + first;
     const uint8_t* const end = b0 + ways;
     const uint8_t want = byte_of(key);
