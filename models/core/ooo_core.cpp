@@ -508,7 +508,11 @@ bool OooCore::ahead_issue(size_t j, uint64_t nuke) {
   const wl::Uop& y = fetched_[j];
   const AheadState st = ahead_state(nuke);
   Issue yi = issue(y, seq_ + j, nuke, true);
-  if (!yi.issued) return false;
+  if (!yi.issued) {
+    ahead_.state[j - 1] = st;  // (the arrays hold the ROB's size: j - 1 < rob)
+    ahead_.end_at = j - 1;
+    return false;
+  }
   const uint8_t cls = ring_bound_ ? uint8_t(kPosOther)
                     : y.kind == wl::UopKind::Alu ? uint8_t(kPosAlu)
                     : y.kind == wl::UopKind::Store ? tr_cls_ : uint8_t(kPosOther);
@@ -594,7 +598,10 @@ uint64_t OooCore::run_ahead(uint64_t nuke) {
   const bool attempt = record && ahead_.size() > 0;
   if (record) {
     // The record keeps the positions done (replayed ones as they were, relative to the flush).
-    const Reused ru = reuse_run_ahead(nuke);
+    // R ended at a micro-op that could not issue before the flush (its state there recorded).
+    const bool r_ended = ahead_.end_at == ahead_.size();
+    ahead_.end_at = ~size_t(0);
+    const Reused ru = reuse_run_ahead(nuke, r_ended);
     ahead_.resize(ru.positions);
     ahead_.head_seq = seq_;
     j += ru.positions;
@@ -605,6 +612,7 @@ uint64_t OooCore::run_ahead(uint64_t nuke) {
   } else {
     ahead_.resize(0);
     ahead_.periodic_upto = 0;
+    ahead_.end_at = ~size_t(0);
   }
   for (; !ended && j < p_.rob; ++j) {
     // Fetched a few at a time (a call per micro-op costs more than the micro-op's generation).
@@ -656,7 +664,7 @@ OooCore::AheadState OooCore::ahead_state(uint64_t nuke) const {
 // L2), and ALU positions, are replayed a segment at a time (replay_segment); a position where R's
 // did anything else (the walk at the frontier of what the L2 TLB holds, a wait for a ROB or buffer
 // slot) is simulated, and the replay goes on after it if the pipeline is then again as R had it.
-OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke) {
+OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke, bool r_ended) {
   Reused ru;
   AheadRecord& r = ahead_;
   if (r.size() == 0 || seq_ <= r.head_seq) return ru;
@@ -674,10 +682,24 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke) {
   // Worth it only where most positions replay: each position R simulated is simulated again,
   // and each ends a segment.
   if (P == 0) return ru;
+  // Positions [P, |R|) hold micro-ops R never ran. Where they have the shapes of R's at the same
+  // positions, they are replayed like the others (their pages read from the micro-ops), up to
+  // the position where R ended (its state there is recorded): Q.
+  size_t Q = P;
+  if (r_ended && P == r.size() - delta) {
+    fetch(r.size() + 1);
+    const size_t lim = std::min(r.size(), fetched_.size() - 1);
+    while (Q < lim) {
+      const wl::Uop& y = fetched_[Q + 1];
+      if (uop_shape(y) != r.shape[Q] || y.kind == wl::UopKind::Syscall || y.kind == wl::UopKind::Marker) break;
+      ++Q;
+    }
+    if (Q < r.size()) Q = P;  // (a replay ends at a recorded state: state[|R|] or a position's)
+  }
   {
     // Counted with memchr, stopping at the first one too many (the positions are ~330 bytes).
     const uint8_t* c = r.cls.data();
-    const uint8_t* const end = c + P;
+    const uint8_t* const end = c + Q;
     size_t others = 0;
     while ((c = static_cast<const uint8_t*>(std::memchr(c, kPosOther, size_t(end - c))))) {
       if (++others > kMaxSimulatedInReplay) return ru;
@@ -696,16 +718,27 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke) {
       r.shift_stores(ds);
       r.mono_end = r.mono_end > ds ? r.mono_end - ds : 0;
     }
+    // The stores of positions [P, Q), R's last ds ones by position: their micro-ops' pages, no
+    // known L2 slot.
+    if (Q > P) {
+      uint64_t* page = r.page();
+      for (size_t k = r.n_stores - ds; k < r.n_stores; ++k) {
+        page[k] = fetched_[r.stores[k] + 1].addr >> 12;
+        r.set_slot(k, Tlb::kNoSlot);
+        r.ro()[k] = 0;
+        if (r.mono_end == k && (k == 0 || page[k] > page[k - 1])) r.mono_end = k + 1;
+      }
+    }
   }
   size_t i = 0, st = 0;
-  while (i < P) {
-    const uint8_t* other = static_cast<const uint8_t*>(std::memchr(r.cls.data() + i, kPosOther, P - i));
-    const size_t e = other ? size_t(other - r.cls.data()) : P;
+  while (i < Q) {
+    const uint8_t* other = static_cast<const uint8_t*>(std::memchr(r.cls.data() + i, kPosOther, Q - i));
+    const size_t e = other ? size_t(other - r.cls.data()) : Q;
     if (e > i) {
       if (!replay_segment(i, e, &st, nuke)) return ru;  // the pipeline is as before position i
       ru.replayed += e - i;
       ru.positions = i = e;
-      if (i >= P) break;
+      if (i >= Q) break;
     }
     // Position i: simulated (and recorded in place).
     if (!ahead_issue(i + 1, nuke)) {
@@ -714,7 +747,7 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke) {
     }
     ru.positions = ++i;
     while (st < r.n_stores && r.stores[st] < i) ++st;
-    if (i >= P || !(ahead_state(nuke) == r.state[i])) return ru;
+    if (i >= Q || !(ahead_state(nuke) == r.state[i])) return ru;
   }
   return ru;
 }

@@ -278,6 +278,10 @@ class OooCore {
     // period has already checked).
     uint64_t period = 0;
     size_t periodic_upto = 0;
+    // The run-ahead ended because the micro-op at position end_at could not issue before the
+    // flush, and state[end_at] is the pipeline before it (~0: ended otherwise). Valid when
+    // end_at == n.
+    size_t end_at = ~size_t(0);
     void allocate(size_t positions) {
       shape.resize(positions);
       alloc.resize(positions);
@@ -293,6 +297,7 @@ class OooCore {
     size_t size() const { return n; }
     void resize(size_t m) {  // m <= n
       n = m;
+      if (end_at != m) end_at = ~size_t(0);
       while (n_stores && stores[n_stores - 1] >= m) --n_stores;
       if (periodic_upto > m) periodic_upto = m;
       if (mono_end > n_stores) mono_end = n_stores;
@@ -315,7 +320,7 @@ class OooCore {
     size_t replayed = 0;   // of which replayed
     bool ended = false;    // a simulated position did not issue: the run-ahead is over
   };
-  Reused reuse_run_ahead(uint64_t nuke);
+  Reused reuse_run_ahead(uint64_t nuke, bool r_ended);
   static constexpr size_t kMaxSimulatedInReplay = 4;  // more positions to simulate: no replay
   // After this many run-aheads in a row replayed less than half, none is recorded for the next
   // kReplayBackoffFaults faults, then twice as many after each further failing series, up to
