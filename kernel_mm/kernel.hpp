@@ -199,6 +199,11 @@ class Kernel {
     return c;
   }
   CostAccount& cost() { return cost_; }
+  // What take_cost() does after the caller has read cost().
+  void clear_cost() {
+    cost_.clear();
+    cycles_so_far_ = 0;
+  }
   void charge(Cost c, uint64_t k = 1) {
     cost_.charge(c, k);
     if (prices_) cycles_so_far_ += prices_->price(c, ghz_) * double(k);

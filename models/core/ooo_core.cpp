@@ -846,9 +846,9 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
   if (k1 > k0) {
     const uint64_t lowest_held = l1.lowest_page_reaching(asid, st_page[k0]);
     // Without kPosStoreLate stores the capacity-th fill is the capacity-th store, and if its page
-    // is below lowest_held, so are the earlier ones'.
-    const size_t last = std::min(k1, k0 + cap) - 1;
-    if (any_late || st_page[last] >= lowest_held) {
+    // is below lowest_held, so are the earlier ones'; with them, the segment's last store's.
+    const size_t last = any_late ? k1 - 1 : std::min(k1, k0 + cap) - 1;
+    if (st_page[last] >= lowest_held) {
       for (size_t k = k0, fills = 0; k < k1 && fills < cap; ++k) {
         if (st_page[k] >= lowest_held && l1.probe(st_page[k] << 12, asid)) return false;
         fills += cls_of[stores[k]] != kPosStoreLate;

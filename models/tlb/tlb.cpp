@@ -412,13 +412,15 @@ void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t 
     uint64_t* __restrict tags = tags_.data();
     uint64_t* __restrict stamp = stamp_.data();
     const uint32_t* __restrict src = slots + (n - cap);
+    const uint64_t* __restrict from_tags = from.tags_.data();
     for (size_t v = 0; v < cap; ++v) {
-      TlbEntry& e = to[v].e;
-      e = fr[src[v]].e;
-      e.speculative = speculative;
-      tags[v] = tag_of(e.vbase, e.size);
-      ++of_size[unsigned(e.size)];
-      reach = std::max(reach, e.vbase + e.bytes());
+      const uint32_t f = src[v];
+      to[v].e = fr[f].e;
+      to[v].e.speculative = speculative;
+      const uint64_t t = tags[v] = from_tags[f];  // the same entry: the same tag
+      const PageSize sz = PageSize((t >> 1) & 3);
+      ++of_size[unsigned(sz)];
+      reach = std::max(reach, (t & ~uint64_t(0xfff)) + page_size_bytes(sz));
     }
     for (size_t v = 0; v < cap; ++v) stamp[v] = clock0 + (n - cap) + v + 1;
     std::copy(std::begin(of_size), std::end(of_size), std::begin(n_of_size_));

@@ -302,13 +302,13 @@ class Tlb {
 
   // Fully associative TLBs (one set: the 16-entry Golden Cove store DTLB, the 48-entry N1 L1
   // DTLB) are searched by a scan, after the slot of the last hit or fill (hint_: consecutive
-  // accesses mostly use the same page) and only if a counting filter of the valid entries' (tag,
-  // ASID) hashes does not exclude the tag; their valid slots are kept in a list in LRU order. The
-  // result is the old scan's: the same page's slot (entries are unique), else the first invalid
-  // slot, else the least recently used.
+  // accesses mostly use the same page) and only if a counting filter of the valid entries' tag
+  // hashes (the ASID left out) does not exclude the tag; their valid slots are kept in a list in
+  // LRU order. The result is the plain scan's: the same page's slot (entries are unique), else
+  // the first invalid slot, else the least recently used.
   static constexpr unsigned kFilterBits = 64;
-  static unsigned fa_bucket(uint64_t tag, uint16_t asid) {
-    return unsigned((tag >> 12) ^ (tag >> 21) ^ asid) & (kFilterBits - 1);
+  static unsigned fa_bucket(uint64_t tag, uint16_t /*asid*/) {
+    return unsigned((tag >> 12) ^ (tag >> 21)) & (kFilterBits - 1);
   }
   uint32_t fa_find(uint64_t tag, uint16_t asid) const {
     const uint32_t h = hint_;

@@ -191,7 +191,8 @@ void System::enter_kernel(int cpu, uint64_t now_ps) {
 }
 
 double System::leave_kernel() {
-  double c = account(kernel_->take_cost());
+  double c = account(kernel_->cost());
+  kernel_->clear_cost();
   if (locks_) c += locks_->end();
   return c;
 }
