@@ -89,6 +89,9 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
   log_ = log::get("core");
   ahead_.allocate(p_.rob);
   if (l2_) l2_owner_.assign(l2_->capacity(), ~uint64_t(0));
+  // Only the L2 TLB's changes are asked for (replay_segment).
+  if (&l1_load_ != l2_) l1_load_.set_change_log(false);
+  if (&l1_store_ != l2_) l1_store_.set_change_log(false);
   uops_ = &stats.counter("core.uops", "micro-ops retired");
   cycles_ = &stats.counter("core.cycles", "core cycles");
   squashes_ = &stats.counter("core.squashes", "pipeline flushes at faults (younger micro-ops squashed)");
@@ -518,6 +521,7 @@ bool OooCore::ahead_issue(size_t j, uint64_t nuke) {
                     : y.kind == wl::UopKind::Store ? tr_cls_ : uint8_t(kPosOther);
   AheadRecord& r = ahead_;
   const size_t i = j - 1;  // < rob - 1: within the arrays
+  r.set_cls(i, cls);
   if (i >= r.n) r.n = i + 1;
   if (y.kind == wl::UopKind::Store) {
     size_t k = r.n_stores;
@@ -535,7 +539,6 @@ bool OooCore::ahead_issue(size_t j, uint64_t nuke) {
   }
   r.shape[i] = uop_shape(y);
   r.alloc[i] = rel(yi.alloc, nuke);
-  r.cls[i] = cls;
   r.state[i] = st;
   return true;
 }
@@ -696,16 +699,9 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke, bool r_ended) {
     }
     if (Q < r.size()) Q = P;  // (a replay ends at a recorded state: state[|R|] or a position's)
   }
-  {
-    // Counted with memchr, stopping at the first one too many (the positions are ~330 bytes).
-    const uint8_t* c = r.cls.data();
-    const uint8_t* const end = c + Q;
-    size_t others = 0;
-    while ((c = static_cast<const uint8_t*>(std::memchr(c, kPosOther, size_t(end - c))))) {
-      if (++others > kMaxSimulatedInReplay) return ru;
-      if (++c == end) break;
-    }
-  }
+  // Each position R simulated is simulated again, and each ends a segment.
+  const size_t n_others = size_t(std::lower_bound(r.others.begin(), r.others.end(), uint32_t(Q)) - r.others.begin());
+  if (n_others > kMaxSimulatedInReplay) return ru;
   // Positions [0, P) keep R's record (the same shapes; the same times and outcomes if replayed);
   // so shape[i] == shape[i + delta] holds below P - delta for this run-ahead's record too.
   r.period = delta;
@@ -730,10 +726,11 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke, bool r_ended) {
       }
     }
   }
-  size_t i = 0, st = 0;
+  size_t i = 0, st = 0, oi = 0;
   while (i < Q) {
-    const uint8_t* other = static_cast<const uint8_t*>(std::memchr(r.cls.data() + i, kPosOther, Q - i));
-    const size_t e = other ? size_t(other - r.cls.data()) : Q;
+    // (The list changes only at positions simulated in place, which are at or before i.)
+    while (oi < r.others.size() && r.others[oi] < i) ++oi;
+    const size_t e = oi < r.others.size() ? std::min<size_t>(r.others[oi], Q) : Q;
     if (e > i) {
       if (!replay_segment(i, e, &st, nuke)) return ru;  // the pipeline is as before position i
       ru.replayed += e - i;

@@ -216,6 +216,17 @@ class OooCore {
     std::vector<uint64_t> shape;    // kind, flags, latency: what the micro-op's timing depends on
     std::vector<int64_t> alloc;     // its allocation cycle
     std::vector<uint8_t> cls;
+    std::vector<uint32_t> others;  // the positions with cls kPosOther, ascending
+    void set_cls(size_t i, uint8_t c) {  // position i < n (in place) or the next one (i == n)
+      if (i < n && cls[i] != c && (cls[i] == kPosOther || c == kPosOther)) {
+        auto it = std::lower_bound(others.begin(), others.end(), uint32_t(i));
+        if (c == kPosOther) others.insert(it, uint32_t(i));
+        else others.erase(it);
+      } else if (i >= n && c == kPosOther) {
+        others.push_back(uint32_t(i));
+      }
+      cls[i] = c;
+    }
     std::vector<AheadState> state;  // before it issued
     std::vector<uint32_t> stores;   // the positions of stores, ascending
     size_t n_stores = 0;
@@ -286,6 +297,7 @@ class OooCore {
       shape.resize(positions);
       alloc.resize(positions);
       cls.resize(positions);
+      others.reserve(positions);
       state.resize(positions);
       stores.resize(positions);
       st_page.resize(2 * positions);
@@ -298,6 +310,7 @@ class OooCore {
     void resize(size_t m) {  // m <= n
       n = m;
       if (end_at != m) end_at = ~size_t(0);
+      while (!others.empty() && others.back() >= m) others.pop_back();
       while (n_stores && stores[n_stores - 1] >= m) --n_stores;
       if (periodic_upto > m) periodic_upto = m;
       if (mono_end > n_stores) mono_end = n_stores;

@@ -444,9 +444,11 @@ void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t 
     lru_ = 0;
     mru_ = uint32_t(cap - 1);
     // Every slot changed (only the last kChangeLog are logged).
-    const size_t unlogged = cap > kChangeLog ? cap - kChangeLog : 0;
-    n_changes_ += unlogged;
-    for (size_t v = unlogged; v < cap; ++v) note_change(uint32_t(v));
+    if (log_changes_) {
+      const size_t unlogged = cap > kChangeLog ? cap - kChangeLog : 0;
+      n_changes_ += unlogged;
+      for (size_t v = unlogged; v < cap; ++v) note_change(uint32_t(v));
+    }
     clock_ = clock0 + n;
     hint_ = uint32_t(cap - 1);
     return;

@@ -157,6 +157,9 @@ class Tlb {
            slots_[i].e.asid == asid;
   }
   static constexpr uint32_t kNoSlot = ~uint32_t(0);
+  // Whether changes are logged (on by default; a TLB nobody asks can save the work, and then
+  // for_each_change_since always returns false).
+  void set_change_log(bool on) { log_changes_ = on; }
   // Changes of slot contents (fills, including a refresh of the same page, and invalidations)
   // so far. for_each_change_since(c, fn) calls fn(slot) for every change after the c-th (a slot
   // may come more than once) and returns true, or returns false if the log no longer holds them
@@ -164,7 +167,7 @@ class Tlb {
   uint64_t changes() const { return n_changes_; }
   template <typename F>
   bool for_each_change_since(uint64_t c, F&& fn) const {
-    if (n_changes_ - c > kChangeLog) return false;
+    if (!log_changes_ || n_changes_ - c > kChangeLog) return false;
     for (; c < n_changes_; ++c) fn(change_log_[c & (kChangeLog - 1)]);
     return true;
   }
@@ -345,7 +348,9 @@ class Tlb {
     tags_[i] = 0;
     note_change(i);
   }
-  void note_change(uint32_t i) { change_log_[n_changes_++ & (kChangeLog - 1)] = i; }
+  void note_change(uint32_t i) {
+    if (log_changes_) change_log_[n_changes_++ & (kChangeLog - 1)] = i;
+  }
 
   // `all`: "all" for the whole-TLB/ASID forms, null for a page; `asid` < 0: every ASID.
   void trace_invalidate(const char* all, uint64_t va, int asid, const char* reason,
@@ -380,6 +385,7 @@ class Tlb {
   // Every change of a slot's content (a fill, an invalidation), counted; the last kChangeLog
   // slots changed, by count.
   static constexpr size_t kChangeLog = 64;
+  bool log_changes_ = true;
   uint64_t n_changes_ = 0;
   std::array<uint32_t, kChangeLog> change_log_{};
   TraceContext* trace_;
