@@ -20,9 +20,10 @@ CoreModule::CoreModule(sc_core::sc_module_name n, int cpu, const CoreMmuParams& 
   pg::WalkOptions wopt;
   wopt.set_accessed = isa == pg::Isa::x86_64 || p.core.hafdbs;
   walker_ = std::make_unique<PageWalker>(p.walker, mem, *caches_, stats, wopt);
-  std::vector<Tlb*> tlbs{l1_load_.get()};
-  if (l1_store_ != l1_load_.get()) tlbs.push_back(l1_store_);
-  if (l2_) tlbs.push_back(l2_.get());
+  std::vector<Tlb*> tlbs;
+  tlbs.reserve(3);
+  for (Tlb* t : {l1_load_.get(), l1_store_ != l1_load_.get() ? l1_store_ : nullptr, l2_.get()})
+    if (t) tlbs.push_back(t);
   maint_ = std::make_unique<TranslationCaches>(tlbs, walker_.get());
   core_ = std::make_unique<OooCore>(cpu, p.core, isa, os, mem, *l1_load_, *l1_store_, l2_.get(),
                                     *walker_, *maint_, *caches_, stats, &tctx_);

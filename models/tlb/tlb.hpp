@@ -245,7 +245,7 @@ class Tlb {
     uint32_t first = 0;     // index of its first slot in slots_
     PageSizeMask mask = 0;
     uint32_t set_of(uint64_t vpn) const {
-      return set_mask ? uint32_t(vpn & set_mask) : uint32_t(vpn % sets);
+      return set_mask || sets == 1 ? uint32_t(vpn & set_mask) : uint32_t(vpn % sets);  // (no division when a power of two)
     }
   };
   // The arrays that hold one size; an entry of that size goes to one of them chosen by the VPN.
@@ -267,7 +267,7 @@ class Tlb {
     const Array* a = &arrays_[r.arr[0]];
     if (r.n > 1) {
       const uint64_t above = a->sets_shift >= 0 ? vpn >> a->sets_shift : vpn / a->sets;
-      a = &arrays_[r.arr[above % r.n]];
+      a = &arrays_[r.arr[(r.n & (r.n - 1)) == 0 ? above & (r.n - 1) : above % r.n]];
     }
     *ways = a->ways;
     return a->first + a->set_of(vpn) * a->ways;

@@ -52,9 +52,15 @@ const char* wp_cpp(WpReuse w) {
   return "?";
 }
 const char* fc_cpp(ForkCopy f) { return f == ForkCopy::per_pte ? "ForkCopy::per_pte" : "ForkCopy::batched"; }
+// "WpReuse::off" -> "off".
+std::string enumerator(const char* cpp) {
+  std::string s = cpp;
+  const size_t c = s.find("::");
+  return c == std::string::npos ? s : s.substr(c + 2);
+}
 std::string variant_name(const Variant& v) {
-  return std::string(v.isa == Isa::x86_64 ? "x86_64" : "arm64") + " " + (wp_cpp(v.wp) + 9) + " " +
-         (fc_cpp(v.fc) + 10);
+  return std::string(v.isa == Isa::x86_64 ? "x86_64" : "arm64") + " " + enumerator(wp_cpp(v.wp)) +
+         " " + enumerator(fc_cpp(v.fc));
 }
 
 // Deliberate bugs in the reference model, to test the harness itself (the shrinker).
