@@ -247,8 +247,13 @@ Tlb::Tlb(const TlbParams& p, Stats& stats, TraceContext* trace)
   tags_.assign(first, 0);
   stamp_.assign(first, 0);
   if (fully_associative_) {
-    MMUSIM_CHECK(first < 256, "TLB {}: {} fully associative entries (the filter counts to 255)",
-                 p.name, first);
+    size_t buckets = 16;
+    while (buckets < 4 * size_t(first)) buckets <<= 1;  // a load of at most 1/4
+    index_.assign(buckets, kNone);
+    index_mask_ = uint32_t(buckets - 1);
+    index_shift_ = 64 - unsigned(__builtin_ctzll(buckets));
+    home_.assign(first, 0);
+    pos_.assign(first, 0);
     prev_.assign(first, kNone);
     next_.assign(first, kNone);
   }
@@ -286,21 +291,36 @@ void Tlb::lru_push_mru(uint32_t i) {
 }
 
 void Tlb::fa_insert(uint32_t i) {
-  fa_count(i, +1);
+  uint32_t p = home_[i] = fa_home(tags_[i], slots_[i].e.asid);
+  while (index_[p] != kNone) p = (p + 1) & index_mask_;
+  index_[p] = i;
+  pos_[i] = p;
   lru_push_mru(i);
 }
 
 void Tlb::fa_remove(uint32_t i) {
-  fa_count(i, -1);
+  uint32_t p = pos_[i];
+  // Backward-shift deletion: move up every later entry of the cluster whose home does not lie
+  // cyclically in (p, j].
+  for (uint32_t j = (p + 1) & index_mask_; index_[j] != kNone; j = (j + 1) & index_mask_) {
+    const uint32_t k = index_[j];
+    const uint32_t home = home_[k];
+    const bool home_in_p_j = p <= j ? (home > p && home <= j) : (home > p || home <= j);
+    if (!home_in_p_j) {
+      index_[p] = k;
+      pos_[k] = p;
+      p = j;
+    }
+  }
+  index_[p] = kNone;
   lru_unlink(i);
 }
 
 void Tlb::fa_rebuild() {
+  std::fill(index_.begin(), index_.end(), kNone);
   std::fill(prev_.begin(), prev_.end(), kNone);
   std::fill(next_.begin(), next_.end(), kNone);
   lru_ = mru_ = kNone;
-  fa_counts_.fill(0);
-  fa_filter_ = 0;
   std::vector<uint32_t>& valid = order_scratch_;
   valid.clear();
   for (uint32_t i = 0; i < slots_.size(); ++i)
@@ -428,15 +448,17 @@ void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t 
     for (size_t v = 0; v < cap; ++v) stamp[v] = clock0 + (n - cap) + v + 1;
     std::copy(std::begin(of_size), std::end(of_size), std::begin(n_of_size_));
     reach_end_ = reach;
-    // The filter, and the LRU list in slot order.
-    fa_counts_.fill(0);
-    uint64_t filter = 0;
-    for (uint32_t v = 0; v < cap; ++v) {
-      const unsigned b = fa_bucket(tags[v], to[v].e.asid);
-      ++fa_counts_[b];
-      filter |= uint64_t(1) << b;
+    // The index, and the LRU list in slot order.
+    std::fill(index_.begin(), index_.end(), kNone);
+    uint32_t* __restrict index = index_.data();
+    uint32_t* __restrict home = home_.data();
+    uint32_t* __restrict pos = pos_.data();
+    for (size_t v = 0; v < cap; ++v) {
+      uint32_t p = home[v] = fa_home(tags[v], to[v].e.asid);
+      while (index[p] != kNone) p = (p + 1) & index_mask_;
+      index[p] = uint32_t(v);
+      pos[v] = p;
     }
-    fa_filter_ = filter;
     uint32_t* __restrict prev = prev_.data();
     uint32_t* __restrict next = next_.data();
     for (size_t v = 0; v < cap; ++v) {

@@ -304,32 +304,24 @@ class Tlb {
   }
 
   // Fully associative TLBs (one set: the 16-entry Golden Cove store DTLB, the 48-entry N1 L1
-  // DTLB) are searched by a scan, after the slot of the last hit or fill (hint_: consecutive
-  // accesses mostly use the same page) and only if a counting filter of the valid entries' tag
-  // hashes (the ASID left out) does not exclude the tag; their valid slots are kept in a list in
-  // LRU order. The result is the plain scan's: the same page's slot (entries are unique), else
-  // the first invalid slot, else the least recently used.
-  static constexpr unsigned kFilterBits = 64;
-  static unsigned fa_bucket(uint64_t tag, uint16_t /*asid*/) {
-    return unsigned((tag >> 12) ^ (tag >> 21)) & (kFilterBits - 1);
+  // DTLB) check the slot of the last hit or fill first (hint_: consecutive accesses mostly use the
+  // same page), then an index from (tag, ASID) to slot, open addressing with linear probing; their
+  // valid slots are kept in a list in LRU order. A lookup, a fill and its victim cost the same
+  // whatever the capacity, and the result is the scan's: the same page's slot (entries are
+  // unique), else the first invalid slot, else the least recently used.
+  uint32_t fa_home(uint64_t tag, uint16_t asid) const {
+    return uint32_t(((tag ^ (uint64_t(asid) << 48)) * 0x9E3779B97F4A7C15ull) >> index_shift_);
   }
   uint32_t fa_find(uint64_t tag, uint16_t asid) const {
     const uint32_t h = hint_;
     if (h < slots_.size() && tags_[h] == tag && slots_[h].e.asid == asid) return h;
-    if (!(fa_filter_ >> fa_bucket(tag, asid) & 1)) return kNone;
-    const uint64_t* __restrict t = tags_.data();
-    const uint32_t n = uint32_t(tags_.size());
-    for (uint32_t i = 0; i < n; ++i)
-      if (t[i] == tag && slots_[i].e.asid == asid) return i;
-    return kNone;
+    for (uint32_t p = fa_home(tag, asid);; p = (p + 1) & index_mask_) {
+      const uint32_t i = index_[p];
+      if (i == kNone) return kNone;
+      if (tags_[i] == tag && slots_[i].e.asid == asid) return i;
+    }
   }
-  void fa_count(uint32_t i, int d) {  // slot i's entry enters (+1) or leaves (-1) the filter
-    const unsigned b = fa_bucket(tags_[i], slots_[i].e.asid);
-    fa_counts_[b] = uint8_t(fa_counts_[b] + d);
-    if (fa_counts_[b]) fa_filter_ |= uint64_t(1) << b;
-    else fa_filter_ &= ~(uint64_t(1) << b);
-  }
-  void fa_insert(uint32_t i);  // slot i's tag is set: count it, make it the most recently used
+  void fa_insert(uint32_t i);  // slot i's tag is set: index it, make it the most recently used
   void fa_remove(uint32_t i);  // before slot i's tag is cleared
   void fa_rebuild();           // after a bulk invalidation
   void lru_unlink(uint32_t i);
@@ -369,12 +361,14 @@ class Tlb {
   uint32_t n_of_size_[kNumPageSizes] = {};  // valid entries of each size (lookups skip the absent)
   Route route_[kNumPageSizes];
   uint32_t n_valid_ = 0;  // valid slots
-  // Fully associative only: the hint, the filter (per bucket, the valid entries hashing there, and
-  // a bit per non-empty bucket), the LRU list (prev/next by slot, lru_ the least and mru_ the most
-  // recently used).
+  // Fully associative only: the hint, the index (kNone = empty bucket; per valid slot its home
+  // bucket and the bucket it is in), the LRU list (prev/next by slot, lru_ the least and mru_ the
+  // most recently used).
   uint32_t hint_ = kNone;
-  uint64_t fa_filter_ = 0;
-  std::array<uint8_t, kFilterBits> fa_counts_{};
+  std::vector<uint32_t> index_;
+  uint32_t index_mask_ = 0;
+  unsigned index_shift_ = 64;
+  std::vector<uint32_t> home_, pos_;
   std::vector<uint32_t> prev_, next_;
   uint32_t lru_ = kNone, mru_ = kNone;
   std::vector<uint32_t> order_scratch_;  // scratch: fill_sequence_evicting
