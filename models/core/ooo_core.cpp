@@ -694,13 +694,16 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke, bool r_ended) {
     const size_t lim = std::min(r.size(), fetched_.size() - 1);
     while (Q < lim) {
       const wl::Uop& y = fetched_[Q + 1];
-      if (uop_shape(y) != r.shape[Q] || y.kind == wl::UopKind::Syscall || y.kind == wl::UopKind::Marker) break;
+      if (uop_shape(y) != r.shape[Q] || y.kind == wl::UopKind::Syscall ||
+          y.kind == wl::UopKind::Marker)
+        break;
       ++Q;
     }
     if (Q < r.size()) Q = P;  // (a replay ends at a recorded state: state[|R|] or a position's)
   }
   // Each position R simulated is simulated again, and each ends a segment.
-  const size_t n_others = size_t(std::lower_bound(r.others.begin(), r.others.end(), uint32_t(Q)) - r.others.begin());
+  const size_t n_others =
+      size_t(std::lower_bound(r.others.begin(), r.others.end(), uint32_t(Q)) - r.others.begin());
   if (n_others > kMaxSimulatedInReplay) return ru;
   // Positions [0, P) keep R's record (the same shapes; the same times and outcomes if replayed);
   // so shape[i] == shape[i + delta] holds below P - delta for this run-ahead's record too.

@@ -418,7 +418,8 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
 
 void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t n, bool speculative,
                                  size_t readonly) {
-  MMUSIM_CHECK(full_fully_associative(), "TLB {}: fill_sequence_evicting needs a full fully associative TLB", name_);
+  MMUSIM_CHECK(full_fully_associative(),
+               "TLB {}: fill_sequence_evicting needs a full fully associative TLB", name_);
   if (n == 0) return;
   const size_t cap = slots_.size();
   fills_->inc(n);

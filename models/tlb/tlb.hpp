@@ -245,7 +245,8 @@ class Tlb {
     uint32_t first = 0;     // index of its first slot in slots_
     PageSizeMask mask = 0;
     uint32_t set_of(uint64_t vpn) const {
-      return set_mask || sets == 1 ? uint32_t(vpn & set_mask) : uint32_t(vpn % sets);  // (no division when a power of two)
+      // (No division for a power of two.)
+      return set_mask || sets == 1 ? uint32_t(vpn & set_mask) : uint32_t(vpn % sets);
     }
   };
   // The arrays that hold one size; an entry of that size goes to one of them chosen by the VPN.
@@ -371,7 +372,7 @@ class Tlb {
   std::vector<uint32_t> home_, pos_;
   std::vector<uint32_t> prev_, next_;
   uint32_t lru_ = kNone, mru_ = kNone;
-  std::vector<uint32_t> order_scratch_;  // scratch: fill_sequence_evicting
+  std::vector<uint32_t> order_scratch_;  // scratch: fill_sequence_evicting, fa_rebuild
   uint64_t clock_ = 0;
   // At or above the end of every valid entry's range (raised by fills, zeroed when the TLB is
   // emptied, not lowered by other invalidations): lowest_page_reaching's shortcut.
