@@ -194,12 +194,11 @@ class Kernel {
   // What the last entries cost; the caller converts it to time and clears it.
   CostAccount take_cost() {
     CostAccount c = cost_;
-    cost_.clear();
-    cycles_so_far_ = 0;
+    clear_cost();
     return c;
   }
   CostAccount& cost() { return cost_; }
-  // What take_cost() does after the caller has read cost().
+  // The same in place: the caller reads cost(), then clears it (no copy of the account).
   void clear_cost() {
     cost_.clear();
     cycles_so_far_ = 0;

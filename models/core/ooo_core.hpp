@@ -259,7 +259,8 @@ class OooCore {
       while (b < e) {
         const size_t w = b >> 6, lo = b & 63;
         const size_t hi = std::min<size_t>(64, lo + (e - b));
-        const uint64_t mask = (hi == 64 ? ~uint64_t(0) : (uint64_t(1) << hi) - 1) & ~((uint64_t(1) << lo) - 1);
+        const uint64_t below_hi = hi == 64 ? ~uint64_t(0) : (uint64_t(1) << hi) - 1;
+        const uint64_t mask = below_hi & ~((uint64_t(1) << lo) - 1);
         if (st_unknown[w] & mask) return true;
         b += hi - lo;
       }

@@ -340,12 +340,9 @@ std::optional<PageSize> Tlb::placement(const TlbEntry& t) const {
 }
 
 const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
-  PageSize s = t.size;
-  if (!(s == PageSize::k4K && (held_ & 1) && !(contiguous_64k_ && t.contiguous))) {  // else as is
-    std::optional<PageSize> ps = placement(t);
-    if (!ps) return nullptr;
-    s = *ps;
-  }
+  std::optional<PageSize> ps = placement(t);
+  if (!ps) return nullptr;
+  const PageSize s = *ps;
   TlbEntry e = t;
   e.size = s;
   e.vbase = va & page_size_mask(s);

@@ -108,7 +108,6 @@ void PagingStructureCache::fill(unsigned level, uint64_t va, uint16_t asid, uint
   }
   Slot& s = slots_[v];
   s.e = PscEntry{tag, table_pa, asid, uint8_t(level)};
-  s.valid = true;
   s.lru = ++clock_;
   keys_[v] = key;
   bytes_[v] = byte_of(key);
@@ -117,7 +116,6 @@ void PagingStructureCache::fill(unsigned level, uint64_t va, uint16_t asid, uint
 }
 
 void PagingStructureCache::clear(uint32_t i) {
-  slots_[i].valid = false;
   keys_[i] = 0;
   bytes_[i] = 0;
 }
@@ -142,7 +140,7 @@ unsigned PagingStructureCache::invalidate_va(uint64_t va, uint16_t asid) {
 unsigned PagingStructureCache::invalidate_asid(uint16_t asid) {
   unsigned removed = 0;
   for (uint32_t i = 0; i < slots_.size(); ++i)
-    if (slots_[i].valid && slots_[i].e.asid == asid) {
+    if (keys_[i] && slots_[i].e.asid == asid) {
       clear(i);
       ++removed;
     }
@@ -153,7 +151,7 @@ unsigned PagingStructureCache::invalidate_asid(uint16_t asid) {
 unsigned PagingStructureCache::invalidate_all() {
   unsigned removed = 0;
   for (uint32_t i = 0; i < slots_.size(); ++i) {
-    removed += slots_[i].valid;
+    removed += keys_[i] != 0;
     clear(i);
   }
   invalidations_->inc(removed);
@@ -162,7 +160,7 @@ unsigned PagingStructureCache::invalidate_all() {
 
 size_t PagingStructureCache::occupancy() const {
   size_t n = 0;
-  for (const Slot& s : slots_) n += s.valid;
+  for (uint64_t k : keys_) n += k != 0;
   return n;
 }
 

@@ -69,8 +69,8 @@ class PagingStructureCache {
 
   template <typename F>
   void for_each(F&& fn) const {
-    for (const Slot& s : slots_)
-      if (s.valid) fn(s.e);
+    for (size_t i = 0; i < slots_.size(); ++i)
+      if (keys_[i]) fn(slots_[i].e);
   }
   size_t occupancy() const;
   bool holds_level(unsigned level) const { return level < kMaxLevels && route_[level] >= 0; }
@@ -79,8 +79,7 @@ class PagingStructureCache {
  private:
   struct Slot {
     PscEntry e;
-    uint64_t lru = 0;
-    bool valid = false;
+    uint64_t lru = 0;  // (valid: keys_ is non-zero)
   };
   struct Array {
     uint32_t sets = 1, ways = 1, first = 0;
