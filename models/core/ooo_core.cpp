@@ -507,7 +507,7 @@ void OooCore::restore(const Snapshot& b) {
 }
 
 // Window position j (run-ahead position j - 1) simulated, and recorded.
-bool OooCore::ahead_issue(size_t j, uint64_t nuke) {
+bool OooCore::ahead_issue(size_t j, uint64_t nuke, size_t st_hint) {
   const wl::Uop& y = fetched_[j];
   const AheadState st = ahead_state(nuke);
   Issue yi = issue(y, seq_ + j, nuke, true);
@@ -528,7 +528,9 @@ bool OooCore::ahead_issue(size_t j, uint64_t nuke) {
     if (k == 0 || r.stores[k - 1] < i) {
       r.stores[r.n_stores++] = uint32_t(i);
       if (r.mono_end == k && (k == 0 || (y.addr >> 12) > r.page()[k - 1])) r.mono_end = k + 1;
-    } else {  // a position reuse_run_ahead simulates in place (the same micro-op: the same page)
+    } else if (st_hint < r.n_stores && r.stores[st_hint] == i) {
+      k = st_hint;  // a position reuse_run_ahead simulates in place (the same micro-op: the same page)
+    } else {
       k = size_t(std::lower_bound(r.stores.data(), r.stores.data() + r.n_stores, uint32_t(i)) -
                  r.stores.data());
     }
@@ -711,8 +713,12 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke, bool r_ended) {
   r.periodic_upto = P - std::min<size_t>(P, delta);
   // The per-store arrays follow the micro-ops: store k now is the one R had at k + ds.
   {
-    const size_t ds = size_t(std::lower_bound(r.stores.data(), r.stores.data() + r.n_stores,
-                                              uint32_t(delta)) - r.stores.data());
+    // (A few stores are counted one by one; a longer shift searches.)
+    size_t ds = 0;
+    while (ds < 8 && ds < r.n_stores && r.stores[ds] < delta) ++ds;
+    if (ds == 8)
+      ds = size_t(std::lower_bound(r.stores.data() + 8, r.stores.data() + r.n_stores,
+                                   uint32_t(delta)) - r.stores.data());
     if (ds) {
       r.shift_stores(ds);
       r.mono_end = r.mono_end > ds ? r.mono_end - ds : 0;
@@ -741,7 +747,7 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke, bool r_ended) {
       if (i >= Q) break;
     }
     // Position i: simulated (and recorded in place).
-    if (!ahead_issue(i + 1, nuke)) {
+    if (!ahead_issue(i + 1, nuke, st)) {
       ru.ended = true;
       return ru;
     }
@@ -751,20 +757,6 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke, bool r_ended) {
   }
   return ru;
 }
-
-namespace {
-// The sum of n bytes that are each 0 or 1 (eight at a time).
-size_t count_ones(const uint8_t* p, size_t n) {
-  size_t sum = 0, m = 0;
-  for (; m + 8 <= n; m += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + m, 8);
-    sum += size_t((w * 0x0101010101010101ull) >> 56);
-  }
-  for (; m < n; ++m) sum += p[m];
-  return sum;
-}
-}  // namespace
 
 // Positions [from, to) of the record, ALU micro-ops and stores that missed the L1 and hit the L2
 // (or missed the L1 too late for the L2), with the pipeline as the record had it before `from`
@@ -840,17 +832,16 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
     if (descents >> 63) return false;
   }
   // The stores up to the capacity-th fill: none may find an entry the L1 holds now (after it, every
-  // such entry has been evicted). None below the lowest page of the entries that reach the first
-  // store's page can; from there on, each is probed.
-  const bool any_late = k1 > k0 && std::memchr(cls_of + from, kPosStoreLate, to - from);
+  // such entry has been evicted). If the L1 holds no page in the range of their pages, none can;
+  // else each is probed.
+  const bool any_late = k1 > k0 && r.any_late(from, to);
   if (k1 > k0) {
-    const uint64_t lowest_held = l1.lowest_page_reaching(asid, st_page[k0]);
-    // Without kPosStoreLate stores the capacity-th fill is the capacity-th store, and if its page
-    // is below lowest_held, so are the earlier ones'; with them, the segment's last store's.
+    // Without kPosStoreLate stores the capacity-th fill is the capacity-th store; with them, the
+    // segment's last store at most.
     const size_t last = any_late ? k1 - 1 : std::min(k1, k0 + cap) - 1;
-    if (st_page[last] >= lowest_held) {
+    if (l1.covers_page_in(asid, st_page[k0], st_page[last])) {
       for (size_t k = k0, fills = 0; k < k1 && fills < cap; ++k) {
-        if (st_page[k] >= lowest_held && l1.probe(st_page[k] << 12, asid)) return false;
+        if (l1.probe(st_page[k] << 12, asid)) return false;
         fills += cls_of[stores[k]] != kPosStoreLate;
       }
     }
@@ -928,7 +919,7 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
   if (kidx) {
     readonly = l2.count_readonly(slots, n_slots);
   } else {
-    readonly = count_ones(st_ro + k0, n_slots);
+    readonly = sum_bytes(st_ro + k0, n_slots);
   }
   l2.hit_slots(slots, n_slots);
   l1.count_misses(k1 - k0);

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "base/bytescan.hpp"
 #include "base/error.hpp"
 #include "base/hwwalk.hpp"
 #include "base/log.hpp"
@@ -226,7 +227,13 @@ class OooCore {
         others.push_back(uint32_t(i));
       }
       cls[i] = c;
+      const uint64_t bit = uint64_t(1) << (i & 63);
+      if (c == kPosStoreLate) late[i >> 6] |= bit;
+      else late[i >> 6] &= ~bit;
     }
+    std::vector<uint64_t> late;  // a bit per position: cls is kPosStoreLate
+    // Some position of [from, to) has cls kPosStoreLate.
+    bool any_late(size_t from, size_t to) const { return any_bit_in(late.data(), from, to); }
     std::vector<AheadState> state;  // before it issued
     std::vector<uint32_t> stores;   // the positions of stores, ascending
     size_t n_stores = 0;
@@ -254,17 +261,7 @@ class OooCore {
     }
     // Some store of [k0, k1) has no known slot.
     bool any_unknown(size_t k0, size_t k1) const {
-      size_t b = st0 + k0;
-      const size_t e = st0 + k1;
-      while (b < e) {
-        const size_t w = b >> 6, lo = b & 63;
-        const size_t hi = std::min<size_t>(64, lo + (e - b));
-        const uint64_t below_hi = hi == 64 ? ~uint64_t(0) : (uint64_t(1) << hi) - 1;
-        const uint64_t mask = below_hi & ~((uint64_t(1) << lo) - 1);
-        if (st_unknown[w] & mask) return true;
-        b += hi - lo;
-      }
-      return false;
+      return any_bit_in(st_unknown.data(), st0 + k0, st0 + k1);
     }
     // The per-store arrays follow the micro-ops: store k becomes store k - ds.
     void shift_stores(size_t ds) {
@@ -298,6 +295,7 @@ class OooCore {
       shape.resize(positions);
       alloc.resize(positions);
       cls.resize(positions);
+      late.assign((positions + 63) / 64, 0);
       others.reserve(positions);
       state.resize(positions);
       stores.resize(positions);
@@ -350,7 +348,9 @@ class OooCore {
   // One position of the run-ahead simulated and recorded (the loop of run_ahead and
   // reuse_run_ahead's positions that did something else than an L1 miss and an L2 hit); false if
   // it did not issue.
-  __attribute__((always_inline)) inline bool ahead_issue(size_t j, uint64_t nuke);
+  // st_hint: the index of the position's store in the record, if it is one and known.
+  __attribute__((always_inline)) inline bool ahead_issue(size_t j, uint64_t nuke,
+                                                         size_t st_hint = ~size_t(0));
 
   AheadRecord ahead_;                  // the last run-ahead
   // Scratch for a replayed segment with stores of both kinds: the L2 slots, pages and store

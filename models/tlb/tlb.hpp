@@ -199,19 +199,28 @@ class Tlb {
   bool places_4k_as_is(const TlbEntry& t) const {
     return (held_ & page_size_bit(PageSize::k4K)) && !(contiguous_64k_ && t.contiguous);
   }
-  // The lowest 4K page number any entry of `asid` covers among the entries that cover some page
-  // at or above `page` (~0 if none): a lookup of `page` or of a higher page below it finds nothing.
-  uint64_t lowest_page_reaching(uint16_t asid, uint64_t page) const {
-    uint64_t lowest = ~uint64_t(0);
-    if (reach_end_ <= page << 12) return lowest;  // no entry reaches that far
+  // Whether some entry of `asid` covers a 4K page in [lo, hi] (lo <= hi): if not, a lookup of
+  // any page there finds nothing.
+  bool covers_page_in(uint16_t asid, uint64_t lo, uint64_t hi) const {
+    if (reach_end_ <= lo << 12) return false;  // no entry reaches that far
     const uint64_t* __restrict t = tags_.data();
-    for (size_t i = 0; i < tags_.size(); ++i) {
+    const Slot* __restrict sl = slots_.data();
+    const size_t n = tags_.size();
+    if (n_of_size_[unsigned(PageSize::k4K)] == n_valid_) {
+      // 4K entries only: the entry's own page in the range (an invalid slot's tag, 0, is
+      // checked after the range, which holds page 0 only if lo is 0).
+      const uint64_t span = hi - lo;
+      for (size_t i = 0; i < n; ++i)
+        if ((t[i] >> 12) - lo <= span && t[i] && sl[i].e.asid == asid) return true;
+      return false;
+    }
+    for (size_t i = 0; i < n; ++i) {
       if (!t[i]) continue;
       const uint64_t first = t[i] >> 12;  // the tag: the virtual base, the size, a valid bit
       const uint64_t end = first + (page_size_bytes(PageSize((t[i] >> 1) & 3)) >> 12);
-      if (end > page && first < lowest && slots_[i].e.asid == asid) lowest = first;
+      if (first <= hi && end > lo && sl[i].e.asid == asid) return true;
     }
-    return lowest;
+    return false;
   }
   // A fully associative TLB with every slot valid.
   bool full_fully_associative() const { return fully_associative_ && n_valid_ == slots_.size(); }
@@ -375,7 +384,7 @@ class Tlb {
   std::vector<uint32_t> order_scratch_;  // scratch: fill_sequence_evicting, fa_rebuild
   uint64_t clock_ = 0;
   // At or above the end of every valid entry's range (raised by fills, zeroed when the TLB is
-  // emptied, not lowered by other invalidations): lowest_page_reaching's shortcut.
+  // emptied, not lowered by other invalidations): covers_page_in's shortcut.
   uint64_t reach_end_ = 0;
   // Every change of a slot's content (a fill, an invalidation), counted; the last kChangeLog
   // slots changed, by count.

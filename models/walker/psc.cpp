@@ -88,7 +88,8 @@ unsigned PagingStructureCache::probe(uint64_t va, uint16_t asid, uint64_t* table
   return 0;
 }
 
-void PagingStructureCache::fill(unsigned level, uint64_t va, uint16_t asid, uint64_t table_pa) {
+void PagingStructureCache::fill(unsigned level, uint64_t va, uint16_t asid, uint64_t table_pa,
+                                bool absent) {
   if (level >= kMaxLevels || route_[level] < 0) return;
   const uint64_t tag = va >> g_.level_shift(level);
   const uint64_t key = key_of(tag, asid, level);
@@ -96,10 +97,10 @@ void PagingStructureCache::fill(unsigned level, uint64_t va, uint16_t asid, uint
   const uint32_t first = set_for(level, tag, &ways);
   // The entry for the same tag if there is one, else the first invalid slot, else the least
   // recently used (the first of equals).
-  uint32_t v = find(first, ways, key, tag);
+  uint32_t v = absent ? kNone : find(first, ways, key, tag);
   if (v == kNone) {
-    if (const void* z = std::memchr(bytes_.data() + first, 0, ways)) {
-      v = uint32_t(static_cast<const uint8_t*>(z) - bytes_.data());
+    if (const size_t z = find_byte(bytes_.data() + first, ways, 0); z < ways) {
+      v = first + uint32_t(z);
     } else {
       v = first;
       for (uint32_t w = 1; w < ways; ++w)

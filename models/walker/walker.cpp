@@ -121,7 +121,8 @@ WalkOutcome PageWalker::walk(uint64_t va, uint16_t asid, uint64_t root_pa, uint6
     ++out.mem_reads;
     if (st.level >= 1 && psc_.holds_level(st.level)) {
       pg::HwEntry h = pg::decode(isa_, st.entry, st.level);
-      if (h.valid && h.table) psc_.fill(st.level, va, asid, h.pa);
+      // (The lookup missed at every level read from memory.)
+      if (h.valid && h.table) psc_.fill(st.level, va, asid, h.pa, true);
     }
   }
 
