@@ -48,15 +48,15 @@ inline size_t sum_bytes(const uint8_t* p, size_t n) {
 
 // Whether any bit of [b, e) is set in the bit array `words` (bit i: word i / 64, bit i % 64).
 inline bool any_bit_in(const uint64_t* words, size_t b, size_t e) {
-  while (b < e) {
-    const size_t w = b >> 6, lo = b & 63;
-    const size_t hi = lo + (e - b) < 64 ? lo + (e - b) : 64;
-    const uint64_t below_hi = hi == 64 ? ~uint64_t(0) : (uint64_t(1) << hi) - 1;
-    const uint64_t mask = below_hi & ~((uint64_t(1) << lo) - 1);
-    if (words[w] & mask) return true;
-    b += hi - lo;
-  }
-  return false;
+  if (b >= e) return false;
+  const size_t first = b >> 6, last = (e - 1) >> 6;
+  const uint64_t head = ~uint64_t(0) << (b & 63);          // bits b.. of the first word
+  const uint64_t tail = ~uint64_t(0) >> (63 - ((e - 1) & 63));  // bits ..e-1 of the last word
+  if (first == last) return (words[first] & head & tail) != 0;
+  if (words[first] & head) return true;
+  for (size_t w = first + 1; w < last; ++w)
+    if (words[w]) return true;
+  return (words[last] & tail) != 0;
 }
 
 }  // namespace mmusim
