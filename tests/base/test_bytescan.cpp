@@ -30,7 +30,7 @@ TEST_CASE("find_byte returns the first match or n, at every length and offset", 
   }
 }
 
-TEST_CASE("sum_bytes counts the ones of a 0/1 byte array", "[bytescan]") {
+TEST_CASE("sum_bytes counts the ones of an array of zero and one bytes", "[bytescan]") {
   std::mt19937 rng(11);
   std::vector<uint8_t> buf(300);
   for (uint8_t& b : buf) b = uint8_t(rng() & 1);
@@ -42,7 +42,7 @@ TEST_CASE("sum_bytes counts the ones of a 0/1 byte array", "[bytescan]") {
     }
 }
 
-TEST_CASE("any_bit_in sees exactly the bits of [b, e)", "[bytescan]") {
+TEST_CASE("any_bit_in sees exactly the bits of the range b .. e - 1", "[bytescan]") {
   std::vector<uint64_t> words(6, 0);
   const size_t bits = words.size() * 64;
   // One bit set at a time: every range either holds it or not.
