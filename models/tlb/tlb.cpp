@@ -291,10 +291,7 @@ void Tlb::lru_push_mru(uint32_t i) {
 }
 
 void Tlb::fa_insert(uint32_t i) {
-  uint32_t p = home_[i] = fa_home(tags_[i], slots_[i].e.asid);
-  while (index_[p] != kNone) p = (p + 1) & index_mask_;
-  index_[p] = i;
-  pos_[i] = p;
+  fa_index(i);
   lru_push_mru(i);
 }
 
@@ -448,15 +445,7 @@ void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t 
     reach_end_ = reach;
     // The index, and the LRU list in slot order.
     std::fill(index_.begin(), index_.end(), kNone);
-    uint32_t* __restrict index = index_.data();
-    uint32_t* __restrict home = home_.data();
-    uint32_t* __restrict pos = pos_.data();
-    for (size_t v = 0; v < cap; ++v) {
-      uint32_t p = home[v] = fa_home(tags[v], to[v].e.asid);
-      while (index[p] != kNone) p = (p + 1) & index_mask_;
-      index[p] = uint32_t(v);
-      pos[v] = p;
-    }
+    for (size_t v = 0; v < cap; ++v) fa_index(uint32_t(v));
     uint32_t* __restrict prev = prev_.data();
     uint32_t* __restrict next = next_.data();
     for (size_t v = 0; v < cap; ++v) {

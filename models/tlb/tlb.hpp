@@ -331,6 +331,12 @@ class Tlb {
       if (tags_[i] == tag && slots_[i].e.asid == asid) return i;
     }
   }
+  void fa_index(uint32_t i) {  // slot i's tag is set: into the index
+    uint32_t p = home_[i] = fa_home(tags_[i], slots_[i].e.asid);
+    while (index_[p] != kNone) p = (p + 1) & index_mask_;
+    index_[p] = i;
+    pos_[i] = p;
+  }
   void fa_insert(uint32_t i);  // slot i's tag is set: index it, make it the most recently used
   void fa_remove(uint32_t i);  // before slot i's tag is cleared
   void fa_rebuild();           // after a bulk invalidation

@@ -115,7 +115,8 @@ class PagingStructureCache {
     }
     const uint8_t* const b0 = bytes_.data() + first;
     const uint8_t want = byte_of(key);
-    for (size_t w = find_byte(b0, ways, want); w < ways; w += 1 + find_byte(b0 + w + 1, ways - w - 1, want)) {
+    for (size_t w = find_byte(b0, ways, want); w < ways;
+         w += 1 + find_byte(b0 + w + 1, ways - w - 1, want)) {
       const uint32_t i = first + uint32_t(w);
       if (keys_[i] == key && slots_[i].e.tag == tag) return i;
     }
