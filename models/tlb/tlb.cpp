@@ -313,7 +313,17 @@ void Tlb::fa_remove(uint32_t i) {
   lru_unlink(i);
 }
 
+void Tlb::seq_leave() {
+  // The index and the LRU list the fills one by one would have: the slots in LRU order.
+  seq_ = false;
+  std::fill(index_.begin(), index_.end(), kNone);
+  const uint32_t cap = uint32_t(slots_.size());
+  lru_ = mru_ = kNone;
+  for (uint32_t k = 0, i = seq_rot_; k < cap; ++k, i = i + 1 == cap ? 0 : i + 1) fa_insert(i);
+}
+
 void Tlb::fa_rebuild() {
+  seq_ = false;
   std::fill(index_.begin(), index_.end(), kNone);
   std::fill(prev_.begin(), prev_.end(), kNone);
   std::fill(next_.begin(), next_.end(), kNone);
@@ -359,8 +369,9 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
       v = 0;
       while (tags_[v]) ++v;  // the first invalid slot
     } else {
+      if (seq_ && seq_rot_ >= kSeqMaxExtras) seq_leave();
       v = lru_;
-      fa_remove(v);
+      if (!seq_) fa_remove(v);  // (in the sequence state, v is slot seq_rot_)
     }
     hint_ = v;
   } else {
@@ -397,7 +408,14 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
   reach_end_ = std::max(reach_end_, e.vbase + page_size_bytes(s));
   stamp_[v] = ++clock_;
   tags_[v] = tag;
-  if (fully_associative_ && !same_page) fa_insert(v);
+  if (fully_associative_ && !same_page) {
+    if (seq_) {  // slot seq_rot_, the LRU, is now the most recently used: one more extra
+      mru_ = v;
+      lru_ = ++seq_rot_;
+    } else {
+      fa_insert(v);
+    }
+  }
   fills_->inc();
   if (!e.writable) fills_readonly_->inc();
   if (trace_ && trace_->on())
@@ -425,24 +443,54 @@ void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t 
     // Every entry is replaced: the TLB holds the last `capacity` fills, in fill order from the
     // least recently used. Which slot holds which is not observable; they go in slot order.
     const uint64_t clock0 = clock_;
-    uint32_t of_size[kNumPageSizes] = {};
-    uint64_t reach = 0;
     uint64_t* __restrict tags = tags_.data();
     uint64_t* __restrict stamp = stamp_.data();
     const uint32_t* __restrict src = slots + (n - cap);
     const uint64_t* __restrict from_tags = from.tags_.data();
+    // Whether the tags are 4K ones (their size bits all 0) strictly increasing: the sign bit of
+    // `descents` (tags < 2^63) and the size bits of `sizes`.
+    uint64_t sizes = 0, descents = 0, last = 0;
     for (size_t v = 0; v < cap; ++v) {
       const uint32_t f = src[v];
       to[v].e = fr[f].e;
       to[v].e.speculative = speculative;
       const uint64_t t = tags[v] = from_tags[f];  // the same entry: the same tag
-      const PageSize sz = PageSize((t >> 1) & 3);
-      ++of_size[unsigned(sz)];
-      reach = std::max(reach, (t & ~uint64_t(0xfff)) + page_size_bytes(sz));
+      sizes |= t;
+      descents |= t - last - 1;
+      last = t;
     }
     for (size_t v = 0; v < cap; ++v) stamp[v] = clock0 + (n - cap) + v + 1;
-    std::copy(std::begin(of_size), std::end(of_size), std::begin(n_of_size_));
-    reach_end_ = reach;
+    clock_ = clock0 + n;
+    hint_ = uint32_t(cap - 1);
+    // Every slot changed (only the last kChangeLog are logged).
+    if (log_changes_) {
+      const size_t unlogged = cap > kChangeLog ? cap - kChangeLog : 0;
+      n_changes_ += unlogged;
+      for (size_t v = unlogged; v < cap; ++v) note_change(uint32_t(v));
+    }
+    lru_ = 0;
+    mru_ = uint32_t(cap - 1);
+    if (!((sizes >> 1) & 3) && !(descents >> 63)) {
+      std::fill(std::begin(n_of_size_), std::end(n_of_size_), 0);
+      n_of_size_[unsigned(PageSize::k4K)] = uint32_t(cap);
+      reach_end_ = (last & ~uint64_t(0xfff)) + page_size_bytes(PageSize::k4K);
+      if (cap >= 2 * kSeqMaxExtras) {  // the sequence state: no index, no list (yet)
+        seq_ = true;
+        seq_rot_ = 0;
+        return;
+      }
+    } else {
+      uint32_t of_size[kNumPageSizes] = {};
+      uint64_t reach = 0;
+      for (size_t v = 0; v < cap; ++v) {
+        const PageSize sz = PageSize((tags[v] >> 1) & 3);
+        ++of_size[unsigned(sz)];
+        reach = std::max(reach, (tags[v] & ~uint64_t(0xfff)) + page_size_bytes(sz));
+      }
+      std::copy(std::begin(of_size), std::end(of_size), std::begin(n_of_size_));
+      reach_end_ = reach;
+    }
+    seq_ = false;
     // The index, and the LRU list in slot order.
     std::fill(index_.begin(), index_.end(), kNone);
     for (size_t v = 0; v < cap; ++v) fa_index(uint32_t(v));
@@ -453,19 +501,10 @@ void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t 
       next[v] = uint32_t(v) + 1;
     }
     next[cap - 1] = kNone;
-    lru_ = 0;
-    mru_ = uint32_t(cap - 1);
-    // Every slot changed (only the last kChangeLog are logged).
-    if (log_changes_) {
-      const size_t unlogged = cap > kChangeLog ? cap - kChangeLog : 0;
-      n_changes_ += unlogged;
-      for (size_t v = unlogged; v < cap; ++v) note_change(uint32_t(v));
-    }
-    clock_ = clock0 + n;
-    hint_ = uint32_t(cap - 1);
     return;
   }
   // Fewer fills than entries: fill k lands in the k-th least recently used slot.
+  if (seq_) seq_leave();
   std::vector<uint32_t>& order = order_scratch_;  // least recently used first
   order.resize(cap);
   uint32_t* __restrict o = order.data();
@@ -500,6 +539,7 @@ unsigned Tlb::invalidate_page(uint64_t va, uint16_t asid, const char* reason) {
     const uint64_t tag = tag_of(va & page_size_mask(s), s);
     if (fully_associative_) {
       if (uint32_t i = fa_find(tag, asid); i != kNone) {
+        if (seq_) seq_leave();
         fa_remove(i);
         clear_slot(i);
         ++removed;

@@ -206,6 +206,15 @@ class Tlb {
     const uint64_t* __restrict t = tags_.data();
     const Slot* __restrict sl = slots_.data();
     const size_t n = tags_.size();
+    if (seq_ && ((t[seq_rot_] >> 12) > hi || (t[n - 1] >> 12) < lo)) {
+      // The sequence state's run of 4K pages lies outside the range: the extras only.
+      for (size_t i = 0; i < seq_rot_; ++i) {
+        const uint64_t first = t[i] >> 12;
+        const uint64_t end = first + (page_size_bytes(PageSize((t[i] >> 1) & 3)) >> 12);
+        if (first <= hi && end > lo && sl[i].e.asid == asid) return true;
+      }
+      return false;
+    }
     if (n_of_size_[unsigned(PageSize::k4K)] == n_valid_) {
       // 4K entries only: the entry's own page in the range (an invalid slot's tag, 0, is
       // checked after the range, which holds page 0 only if lo is 0).
@@ -222,6 +231,9 @@ class Tlb {
     }
     return false;
   }
+  // Whether it is in the sequence state (a fully associative TLB after a whole refill of
+  // strictly increasing 4K pages: see seq_ below). For tests; nothing observable depends on it.
+  bool sequence_state() const { return seq_; }
   // A fully associative TLB with every slot valid.
   bool full_fully_associative() const { return fully_associative_ && n_valid_ == slots_.size(); }
   // fill(va, t) for the entries of `from`'s slots `slots[0..n)` in order (each marked speculative
@@ -325,6 +337,7 @@ class Tlb {
   uint32_t fa_find(uint64_t tag, uint16_t asid) const {
     const uint32_t h = hint_;
     if (h < slots_.size() && tags_[h] == tag && slots_[h].e.asid == asid) return h;
+    if (seq_) return seq_find(tag, asid);
     for (uint32_t p = fa_home(tag, asid);; p = (p + 1) & index_mask_) {
       const uint32_t i = index_[p];
       if (i == kNone) return kNone;
@@ -337,6 +350,27 @@ class Tlb {
     index_[p] = i;
     pos_[i] = p;
   }
+  // The sequence state (seq_), for fully associative TLBs after a whole refill of strictly
+  // increasing 4K pages (fill_sequence_evicting, once per fault in the run-ahead replay): the
+  // index and the LRU list are not kept. Every slot is valid; slots [seq_rot_, capacity) hold
+  // the refill's last pages in increasing order (the run), slots [0, seq_rot_) the fills since,
+  // in fill order (the extras); the LRU order is seq_rot_, ..., capacity - 1, 0, ..., seq_rot_ - 1
+  // (lru_ and mru_ are kept), which each fill of a new page (evicting the LRU, slot seq_rot_)
+  // keeps. A lookup scans the extras and binary-searches the run (a page outside the run's range
+  // costs two comparisons). Whatever the state cannot express (a hit that reorders, an
+  // invalidation that removes, a partial sequence, more than kSeqMaxExtras extras) first builds
+  // the index and the list (seq_leave): the same state the fills one by one would have left.
+  static constexpr uint32_t kSeqMaxExtras = 8;
+  uint32_t seq_find(uint64_t tag, uint16_t asid) const {
+    const uint64_t* __restrict t = tags_.data();
+    for (uint32_t i = 0; i < seq_rot_; ++i)
+      if (t[i] == tag && slots_[i].e.asid == asid) return i;
+    const uint32_t cap = uint32_t(tags_.size());
+    if (tag < t[seq_rot_] || tag > t[cap - 1]) return kNone;  // (seq_rot_ < cap)
+    const uint32_t i = uint32_t(std::lower_bound(t + seq_rot_, t + cap, tag) - t);
+    return t[i] == tag && slots_[i].e.asid == asid ? i : kNone;
+  }
+  void seq_leave();
   void fa_insert(uint32_t i);  // slot i's tag is set: index it, make it the most recently used
   void fa_remove(uint32_t i);  // before slot i's tag is cleared
   void fa_rebuild();           // after a bulk invalidation
@@ -344,6 +378,7 @@ class Tlb {
   void lru_push_mru(uint32_t i);
   void lru_to_mru(uint32_t i) {
     if (mru_ == i) return;
+    if (seq_) seq_leave();
     lru_unlink(i);
     lru_push_mru(i);
   }
@@ -387,6 +422,8 @@ class Tlb {
   std::vector<uint32_t> home_, pos_;
   std::vector<uint32_t> prev_, next_;
   uint32_t lru_ = kNone, mru_ = kNone;
+  bool seq_ = false;       // the sequence state (above)
+  uint32_t seq_rot_ = 0;   // in it: the extras, the LRU slot
   std::vector<uint32_t> order_scratch_;  // scratch: fill_sequence_evicting, fa_rebuild
   uint64_t clock_ = 0;
   // At or above the end of every valid entry's range (raised by fills, zeroed when the TLB is

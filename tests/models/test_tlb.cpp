@@ -701,3 +701,149 @@ TEST_CASE("tlb: a fill sequence on a full fully associative TLB is the fills one
     CHECK(contents(l2a) == contents(l2b));
   }
 }
+
+TEST_CASE("tlb: after a whole refill of increasing 4K pages (the sequence state), any mix of operations does what the fills one by one would",
+          "[tlb][differential]") {
+  // fill_sequence_evicting keeps neither the index nor the LRU list after a whole refill of
+  // strictly increasing 4K pages; lookups, probes, fills, invalidations, range checks and more
+  // sequences must then do exactly what they do after the fills one by one. Two L1s: `a` filled
+  // one by one, `b` by sequences; after every operation their answers, contents and counters
+  // agree (the LRU order shows in what later fills evict).
+  for (const TlbParams& l1p : {TlbParams::golden_cove_dtlb_store(), TlbParams::neoverse_n1_l1_dtlb()}) {
+    for (uint64_t seed : {1, 2, 3, 4, 5, 6}) {
+      INFO("TLB " << l1p.name << " seed " << seed);
+      Stats sa, sb;
+      const TlbParams l2p = TlbParams::golden_cove_stlb();
+      Tlb l1a(l1p, sa), l1b(l1p, sb), l2a(l2p, sa), l2b(l2p, sb);
+      const size_t cap = l1a.capacity();
+      wl::Rng rng{seed};
+      auto rnd = [&](uint64_t n) { return rng.below(n); };
+      // The L2s hold 4K pages 0x10000000 + [0, 256) * 4K, some read-only, ASIDs 1 and 2.
+      for (unsigned k = 0; k < 256; ++k) {
+        const uint64_t va = 0x10000000 + uint64_t(k) * 4096;
+        l2a.fill(va, tr(va, 0x7000000 + k * 4096, PageSize::k4K, k % 3 != 0, uint16_t(1 + (k % 7 == 0))));
+        l2b.fill(va, tr(va, 0x7000000 + k * 4096, PageSize::k4K, k % 3 != 0, uint16_t(1 + (k % 7 == 0))));
+      }
+      auto contents = [](const Tlb& t) {
+        std::vector<std::tuple<uint64_t, uint64_t, uint16_t, bool, bool, int>> v;
+        t.for_each([&](const TlbEntry& e) {
+          v.emplace_back(e.vbase, e.pbase, e.asid, e.writable, e.speculative, int(e.size));
+        });
+        std::sort(v.begin(), v.end());
+        return v;
+      };
+      // A sequence of n fills from the L2s, increasing pages from `first` (with gaps of up to
+      // `gap` pages), or with one page out of order.
+      auto sequence = [&](size_t n, unsigned first, unsigned gap, bool disorder) {
+        std::vector<uint64_t> vas;
+        unsigned k = first;
+        for (size_t i = 0; i < n && k < 256; ++i, k += 1 + unsigned(rnd(gap + 1)))
+          vas.push_back(0x10000000 + uint64_t(k) * 4096);
+        if (disorder && vas.size() > 2) std::swap(vas[vas.size() - 1], vas[vas.size() - 2]);
+        std::vector<uint32_t> slots;
+        for (uint64_t va : vas) {
+          const TlbEntry* e = l2b.probe(va, l2b.probe(va, 1) ? 1 : 2);
+          REQUIRE(e);
+          slots.push_back(l2b.slot_of(e));
+        }
+        // (The caller's conditions: every page misses the L1 and none of the sequence finds an
+        // earlier one of it.)
+        for (uint64_t va : vas) {
+          const uint16_t asid = l2a.probe(va, 1) ? 1 : 2;
+          if (l1a.probe(va, asid)) l1a.invalidate_page(va, asid, "test");
+          if (l1b.probe(va, asid)) l1b.invalidate_page(va, asid, "test");
+        }
+        if (!l1b.full_fully_associative()) return;  // (fill_sequence_evicting's precondition)
+        for (uint64_t va : vas) {
+          const uint16_t asid = l2a.probe(va, 1) ? 1 : 2;
+          REQUIRE(!l1a.lookup(va, asid));
+          TlbEntry c = *l2a.lookup(va, asid);
+          c.speculative = true;
+          l1a.fill(va, c);
+        }
+        const size_t readonly = l2b.count_readonly(slots.data(), slots.size());
+        l2b.hit_slots(slots.data(), slots.size());
+        l1b.count_misses(slots.size());
+        l1b.fill_sequence_evicting(l2b, slots.data(), slots.size(), true, readonly);
+      };
+      // Full first (every slot valid).
+      for (unsigned i = 0; i < cap; ++i) {
+        const uint64_t va = 0x20000000 + uint64_t(i) * 4096;
+        l1a.fill(va, tr(va, 0x9000000 + i * 4096, PageSize::k4K));
+        l1b.fill(va, tr(va, 0x9000000 + i * 4096, PageSize::k4K));
+      }
+      bool entered = false;
+      for (int op = 0; op < 3000; ++op) {
+        const uint64_t page = 0x10000000 + rnd(256) * 4096;
+        const uint16_t asid = uint16_t(1 + rnd(2));
+        switch (rnd(12)) {
+          case 0:
+          case 1:  // a whole refill, increasing (the sequence state) or not
+            sequence(cap + rnd(cap), unsigned(rnd(64)), unsigned(rnd(3)), rnd(6) == 0);
+            break;
+          case 2:  // a partial one
+            sequence(1 + rnd(cap - 1), unsigned(rnd(200)), 1, false);
+            break;
+          case 3:
+          case 4: {  // lookups: hits (the most recently used or not) and misses
+            const TlbEntry* a = l1a.lookup(page, asid);
+            const TlbEntry* b = l1b.lookup(page, asid);
+            REQUIRE(bool(a) == bool(b));
+            if (a) REQUIRE(a->pbase == b->pbase);
+            break;
+          }
+          case 5: {  // a lookup of a page the L1 holds: the most recently used, or another
+            std::vector<uint64_t> held;
+            l1a.for_each([&](const TlbEntry& e) { held.push_back(e.vbase | e.asid); });
+            if (held.empty()) break;
+            std::sort(held.begin(), held.end());
+            const uint64_t h = held[rnd(held.size())];
+            REQUIRE(bool(l1a.lookup(h & ~uint64_t(0xfff), uint16_t(h & 0xfff))) ==
+                    bool(l1b.lookup(h & ~uint64_t(0xfff), uint16_t(h & 0xfff))));
+            break;
+          }
+          case 6:
+          case 7: {  // fills: new pages, 2M pages, the same page again
+            const PageSize s = rnd(8) == 0 ? PageSize::k2M : PageSize::k4K;
+            const uint64_t va = rnd(4) == 0 ? page : 0x40000000 + rnd(1 << 12) * 4096;
+            const TlbEntry t = tr(va, 0x50000000 + rnd(1 << 16) * 4096, s, rnd(2), asid);
+            const TlbEntry* a = l1a.fill(va, t);
+            const TlbEntry* b = l1b.fill(va, t);
+            REQUIRE(bool(a) == bool(b));
+            break;
+          }
+          case 8: {  // invalidations
+            const uint64_t va = rnd(2) ? page : 0x40000000 + rnd(1 << 12) * 4096;
+            REQUIRE(l1a.invalidate_page(va, asid, "test") == l1b.invalidate_page(va, asid, "test"));
+            if (rnd(40) == 0) REQUIRE(l1a.invalidate_asid(asid, "test") == l1b.invalidate_asid(asid, "test"));
+            break;
+          }
+          case 9:
+          case 10: {  // the range check, against lookups of every page of the range
+            const uint64_t lo = (page >> 12) - rnd(40), hi = lo + rnd(40);
+            bool any = false;
+            for (uint64_t p = lo; p <= hi; ++p) any = any || l1a.probe(p << 12, asid);
+            REQUIRE(l1b.covers_page_in(asid, lo, hi) == any);
+            break;
+          }
+          default: {  // probes
+            const TlbEntry* a = l1a.probe(page, asid);
+            const TlbEntry* b = l1b.probe(page, asid);
+            REQUIRE(bool(a) == bool(b));
+            break;
+          }
+        }
+        entered = entered || l1b.sequence_state();
+        REQUIRE(contents(l1a) == contents(l1b));
+        REQUIRE(l1a.occupancy() == l1b.occupancy());
+      }
+      CHECK(entered);
+      for (const char* c : {"hits", "misses", "fills", "fills_readonly", "evictions", "invalidations"}) {
+        INFO(c);
+        CHECK(count(sa, "tlb." + l1p.name + "." + c) == count(sb, "tlb." + l1p.name + "." + c));
+        CHECK(count(sa, std::string("tlb.stlb.") + c) == count(sb, std::string("tlb.stlb.") + c));
+      }
+      CHECK(contents(l2a) == contents(l2b));
+    }
+  }
+}
