@@ -38,6 +38,14 @@ inline size_t sum_bytes(const uint8_t* p, size_t n) {
   for (; i + 16 <= n; i += 16)
     acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)),
                                           _mm_setzero_si128()));
+  if (i < n && n >= 16) {
+    // The rest: the last sixteen bytes, without the 16 - (n - i) of them already counted.
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + n - 16));
+    const __m128i index = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m128i keep = _mm_cmpgt_epi8(index, _mm_set1_epi8(char(15 - (n - i))));
+    acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_and_si128(v, keep), _mm_setzero_si128()));
+    i = n;
+  }
   uint64_t halves[2];
   std::memcpy(halves, &acc, sizeof halves);
   sum = size_t(halves[0] + halves[1]);

@@ -35,7 +35,7 @@ TEST_CASE("sum_bytes counts the ones of an array of zero and one bytes", "[bytes
   std::vector<uint8_t> buf(300);
   for (uint8_t& b : buf) b = uint8_t(rng() & 1);
   for (size_t off = 0; off < 17; ++off)
-    for (size_t n = 0; off + n <= buf.size(); n += 1 + n / 8) {
+    for (size_t n = 0; off + n <= buf.size(); n += n < 80 ? 1 : 1 + n / 8) {  // every tail length
       size_t expect = 0;
       for (size_t i = 0; i < n; ++i) expect += buf[off + i];
       REQUIRE(sum_bytes(buf.data() + off, n) == expect);
