@@ -94,8 +94,20 @@ struct CostModel {
   std::array<mmusim::Duration, kNumCosts> d{};
   void visit(mmusim::Params& p);
   const mmusim::Duration& operator[](Cost c) const { return d[static_cast<size_t>(c)]; }
-  // Time of an account at `ghz`, in cycles (fractional cycles kept), extra cycles included.
-  double cycles(const CostAccount& a, double ghz) const;
+  // Time of an account at `ghz`, in cycles (fractional cycles kept), extra cycles included;
+  // `each(item, count)` is called for every charged item on the way (one pass).
+  template <typename F>
+  double cycles(const CostAccount& a, double ghz, F&& each) const {
+    double c = a.extra_cycles;
+    a.for_each_charged([&](size_t i, uint64_t k) {
+      each(i, k);
+      c += double(k) * d[i].cycles(ghz);
+    });
+    return c;
+  }
+  double cycles(const CostAccount& a, double ghz) const {
+    return cycles(a, ghz, [](size_t, uint64_t) {});
+  }
   double price(Cost c, double ghz) const { return d[static_cast<size_t>(c)].cycles(ghz); }
 };
 

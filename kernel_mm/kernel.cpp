@@ -91,12 +91,6 @@ void CostModel::visit(mmusim::Params& p) {
 #undef KMM_COST_VISIT
 }
 
-double CostModel::cycles(const CostAccount& a, double ghz) const {
-  double c = a.extra_cycles;
-  a.for_each_charged([&](size_t i, uint64_t k) { c += double(k) * d[i].cycles(ghz); });
-  return c;
-}
-
 const char* fault_kind_name(FaultKind k) {
   switch (k) {
     case FaultKind::none: return "none";

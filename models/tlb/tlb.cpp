@@ -244,6 +244,7 @@ Tlb::Tlb(const TlbParams& p, Stats& stats, TraceContext* trace)
     arrays_.push_back(a);
   }
   slots_.resize(first);
+  cap_ = first;
   tags_.assign(first, 0);
   stamp_.assign(first, 0);
   if (fully_associative_) {
@@ -317,7 +318,7 @@ void Tlb::seq_leave() {
   // The index and the LRU list the fills one by one would have: the slots in LRU order.
   seq_ = false;
   std::fill(index_.begin(), index_.end(), kNone);
-  const uint32_t cap = uint32_t(slots_.size());
+  const uint32_t cap = cap_;
   lru_ = mru_ = kNone;
   for (uint32_t k = 0, i = seq_rot_; k < cap; ++k, i = i + 1 == cap ? 0 : i + 1) fa_insert(i);
 }
@@ -330,7 +331,7 @@ void Tlb::fa_rebuild() {
   lru_ = mru_ = kNone;
   std::vector<uint32_t>& valid = order_scratch_;
   valid.clear();
-  for (uint32_t i = 0; i < slots_.size(); ++i)
+  for (uint32_t i = 0; i < cap_; ++i)
     if (tags_[i]) valid.push_back(i);
   std::sort(valid.begin(), valid.end(), [&](uint32_t a, uint32_t b) { return stamp_[a] < stamp_[b]; });
   for (uint32_t i : valid) fa_insert(i);
@@ -365,7 +366,7 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
     same_page = v != kNone;
     if (same_page) {
       lru_to_mru(v);  // refreshed in place
-    } else if (n_valid_ < slots_.size()) {
+    } else if (n_valid_ < cap_) {
       v = 0;
       while (tags_[v]) ++v;  // the first invalid slot
     } else {
@@ -433,7 +434,7 @@ void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t 
   MMUSIM_CHECK(full_fully_associative(),
                "TLB {}: fill_sequence_evicting needs a full fully associative TLB", name_);
   if (n == 0) return;
-  const size_t cap = slots_.size();
+  const size_t cap = cap_;
   fills_->inc(n);
   fills_readonly_->inc(readonly);
   evictions_->inc(n);
@@ -561,7 +562,7 @@ unsigned Tlb::invalidate_page(uint64_t va, uint16_t asid, const char* reason) {
 
 unsigned Tlb::invalidate_asid(uint16_t asid, const char* reason) {
   unsigned removed = 0;
-  for (uint32_t i = 0; i < slots_.size(); ++i)
+  for (uint32_t i = 0; i < cap_; ++i)
     if (tags_[i] && slots_[i].e.asid == asid) {
       clear_slot(i);
       ++removed;
@@ -574,7 +575,7 @@ unsigned Tlb::invalidate_asid(uint16_t asid, const char* reason) {
 
 unsigned Tlb::invalidate_all(const char* reason) {
   unsigned removed = 0;
-  for (uint32_t i = 0; i < slots_.size(); ++i) {
+  for (uint32_t i = 0; i < cap_; ++i) {
     removed += tags_[i] != 0;
     clear_slot(i);
   }

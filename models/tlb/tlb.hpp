@@ -110,7 +110,7 @@ class Tlb {
 
   const std::string& name() const { return name_; }
   uint32_t latency() const { return latency_; }
-  size_t capacity() const { return slots_.size(); }
+  size_t capacity() const { return cap_; }
   size_t occupancy() const;
   PageSizeMask page_sizes() const { return held_; }
   void set_trace(TraceContext* t) { trace_ = t; }
@@ -153,7 +153,7 @@ class Tlb {
   // Whether lookup(va, asid) would return slot i, for a 4K entry (no smaller size exists): slot i
   // holds the 4K page of `va` for `asid`.
   bool slot_holds_4k(uint32_t i, uint64_t va, uint16_t asid) const {
-    return i < slots_.size() && tags_[i] == tag_of(va & page_size_mask(PageSize::k4K), PageSize::k4K) &&
+    return i < cap_ && tags_[i] == tag_of(va & page_size_mask(PageSize::k4K), PageSize::k4K) &&
            slots_[i].e.asid == asid;
   }
   static constexpr uint32_t kNoSlot = ~uint32_t(0);
@@ -205,7 +205,7 @@ class Tlb {
     if (reach_end_ <= lo << 12) return false;  // no entry reaches that far
     const uint64_t* __restrict t = tags_.data();
     const Slot* __restrict sl = slots_.data();
-    const size_t n = tags_.size();
+    const size_t n = cap_;
     if (seq_ && ((t[seq_rot_] >> 12) > hi || (t[n - 1] >> 12) < lo)) {
       // The sequence state's run of 4K pages lies outside the range: the extras only.
       for (size_t i = 0; i < seq_rot_; ++i) {
@@ -235,7 +235,7 @@ class Tlb {
   // strictly increasing 4K pages: see seq_ below). For tests; nothing observable depends on it.
   bool sequence_state() const { return seq_; }
   // A fully associative TLB with every slot valid.
-  bool full_fully_associative() const { return fully_associative_ && n_valid_ == slots_.size(); }
+  bool full_fully_associative() const { return fully_associative_ && n_valid_ == cap_; }
   // fill(va, t) for the entries of `from`'s slots `slots[0..n)` in order (each marked speculative
   // or not), on a full fully associative TLB, when none of them finds its page in the TLB and no
   // lookup in between hits (the caller has checked): each evicts the least recently used entry,
@@ -249,7 +249,7 @@ class Tlb {
   // Every valid entry, in array/set/way order (the invariant checker).
   template <typename F>
   void for_each(F&& fn) const {
-    for (size_t i = 0; i < slots_.size(); ++i)
+    for (size_t i = 0; i < cap_; ++i)
       if (tags_[i]) fn(slots_[i].e);
   }
 
@@ -336,7 +336,7 @@ class Tlb {
   }
   uint32_t fa_find(uint64_t tag, uint16_t asid) const {
     const uint32_t h = hint_;
-    if (h < slots_.size() && tags_[h] == tag && slots_[h].e.asid == asid) return h;
+    if (h < cap_ && tags_[h] == tag && slots_[h].e.asid == asid) return h;
     if (seq_) return seq_find(tag, asid);
     for (uint32_t p = fa_home(tag, asid);; p = (p + 1) & index_mask_) {
       const uint32_t i = index_[p];
@@ -365,7 +365,7 @@ class Tlb {
     const uint64_t* __restrict t = tags_.data();
     for (uint32_t i = 0; i < seq_rot_; ++i)
       if (t[i] == tag && slots_[i].e.asid == asid) return i;
-    const uint32_t cap = uint32_t(tags_.size());
+    const uint32_t cap = cap_;
     if (tag < t[seq_rot_] || tag > t[cap - 1]) return kNone;  // (seq_rot_ < cap)
     const uint32_t i = uint32_t(std::lower_bound(t + seq_rot_, t + cap, tag) - t);
     return t[i] == tag && slots_[i].e.asid == asid ? i : kNone;
@@ -407,6 +407,7 @@ class Tlb {
   bool fully_associative_ = true;      // every array has one set
   std::vector<Array> arrays_;
   std::vector<Slot> slots_;
+  uint32_t cap_ = 0;  // slots_.size()
   std::vector<uint64_t> tags_;  // per slot (tag_of, 0 = invalid)
   std::vector<uint64_t> stamp_;  // per slot: the clock at its last fill or hit (LRU order in a set)
   uint32_t n_of_size_[kNumPageSizes] = {};  // valid entries of each size (lookups skip the absent)

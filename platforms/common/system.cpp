@@ -198,8 +198,7 @@ double System::leave_kernel() {
 }
 
 double System::account(const kmm::CostAccount& a) {
-  a.for_each_charged([&](size_t i, uint64_t k) { cost_counters_[i]->inc(k); });
-  double c = cost_.cycles(a, pp_.clock_ghz);
+  double c = cost_.cycles(a, pp_.clock_ghz, [&](size_t i, uint64_t k) { cost_counters_[i]->inc(k); });
   kernel_cycles_frac_ += c;
   uint64_t whole = uint64_t(kernel_cycles_frac_);
   kernel_cycles_->inc(whole);
