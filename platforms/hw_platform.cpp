@@ -56,21 +56,8 @@ void PlatformMmuHw::kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool wri
 }
 
 hw::CoreMmuParams platform_preset(PlatformName name) {
-  hw::CoreMmuParams p;
-  if (name == PlatformName::neoverse_n1) {
-    p.l1 = {hw::TlbParams::neoverse_n1_l1_dtlb()};
-    p.l2 = hw::TlbParams::neoverse_n1_l2_tlb();
-    p.walker = hw::WalkerParams::neoverse_n1();
-    p.caches = hw::HierarchyParams::neoverse_n1();
-    p.core = hw::CoreParams::neoverse_n1();
-  } else {
-    p.l1 = {hw::TlbParams::golden_cove_dtlb_load(), hw::TlbParams::golden_cove_dtlb_store()};
-    p.l2 = hw::TlbParams::golden_cove_stlb();
-    p.walker = hw::WalkerParams::golden_cove();
-    p.caches = hw::HierarchyParams::golden_cove();
-    p.core = hw::CoreParams::golden_cove();
-  }
-  return p;
+  return name == PlatformName::neoverse_n1 ? hw::CoreMmuParams::neoverse_n1()
+                                           : hw::CoreMmuParams::golden_cove();
 }
 
 void visit_hw_params(hw::CoreMmuParams& p, Params& v) {

@@ -8,25 +8,8 @@ CoreModule::CoreModule(sc_core::sc_module_name n, int cpu, const CoreMmuParams& 
     : sc_core::sc_module(n), cpu_(cpu), ghz_(os.ghz()), quantum_(p.core.quantum) {
   tctx_.trace = trace;
   tctx_.cpu = cpu;
-  caches_ = std::make_unique<MemoryHierarchy>(p.caches, ghz_, stats, shared_llc);
-  l1_load_ = std::make_unique<Tlb>(p.l1.at(0), stats, &tctx_);
-  if (p.l1.size() > 1) {
-    l1_store_owned_ = std::make_unique<Tlb>(p.l1.at(1), stats, &tctx_);
-    l1_store_ = l1_store_owned_.get();
-  } else {
-    l1_store_ = l1_load_.get();
-  }
-  if (p.has_l2) l2_ = std::make_unique<Tlb>(p.l2, stats, &tctx_);
-  pg::WalkOptions wopt;
-  wopt.set_accessed = isa == pg::Isa::x86_64 || p.core.hafdbs;
-  walker_ = std::make_unique<PageWalker>(p.walker, mem, *caches_, stats, wopt);
-  std::vector<Tlb*> tlbs;
-  tlbs.reserve(3);
-  for (Tlb* t : {l1_load_.get(), l1_store_ != l1_load_.get() ? l1_store_ : nullptr, l2_.get()})
-    if (t) tlbs.push_back(t);
-  maint_ = std::make_unique<TranslationCaches>(tlbs, walker_.get());
-  core_ = std::make_unique<OooCore>(cpu, p.core, isa, os, mem, *l1_load_, *l1_store_, l2_.get(),
-                                    *walker_, *maint_, *caches_, stats, &tctx_);
+  mmu_ = std::make_unique<CoreMmu>(p, isa, mem, ghz_, stats, &tctx_, shared_llc);
+  core_ = std::make_unique<OooCore>(cpu, p.core, isa, os, mem, *mmu_, stats, &tctx_);
   SC_THREAD(run);
 }
 
