@@ -95,8 +95,10 @@ class TranslationPath {
   // The translation of an access (`write`: a store) to `va` requested at cycle `now`. With
   // `speculative`, nothing at or after `limit` takes effect (see above); a non-speculative access
   // ignores `limit`. Counts TLB hits, misses, fills and walks in their statistics.
-  TranslateResult translate(uint64_t va, bool write, uint16_t asid, uint64_t root_pa, uint64_t now,
-                            uint64_t limit, bool speculative, ReplayHint* hint = nullptr);
+  // (The simulator's hottest code: the TLB lookups are inlined into it, the trace is a call.)
+  __attribute__((flatten)) TranslateResult translate(uint64_t va, bool write, uint16_t asid,
+                                                     uint64_t root_pa, uint64_t now, uint64_t limit,
+                                                     bool speculative, ReplayHint* hint = nullptr);
   // The same for an access that has retired or will (no limit).
   TranslateResult translate(uint64_t va, bool write, uint16_t asid, uint64_t root_pa, uint64_t now) {
     return translate(va, write, asid, root_pa, now, 0, false, nullptr);
@@ -114,7 +116,7 @@ class TranslationPath {
   PageWalker& walker() { return walker_; }
 
  private:
-  void trace_walk(uint64_t va, const WalkOutcome& wo);
+  __attribute__((noinline, cold)) void trace_walk(uint64_t va, const WalkOutcome& wo);
 
   Tlb& l1_load_;
   Tlb& l1_store_;
