@@ -2,8 +2,9 @@
 // The functional platform: no hardware timing. Each core executes its task's micro-ops in program
 // order through kmm::UserAccess (a walk per access, no TLB, so no stale entries and no spurious
 // faults; the fault and syndrome rules are base/hwwalk.hpp's, the functions the timed cores'
-// TranslationPath applies), delivering faults and system calls through the System. Time is one cycle per micro-op
-// plus the kernel's cost account: useful to check kernel logic and count faults fast.
+// TranslationPath applies), delivering faults and system calls through the System. Time is one
+// cycle per micro-op plus the kernel's cost account: useful to check kernel logic and count faults
+// fast.
 #pragma once
 
 #include <exception>
