@@ -91,6 +91,8 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
               st->origin, spec->key);
   }
 
+  fault_meter_ = std::make_unique<wl::FaultLatencyMeter>(
+      pp_.clock_ghz, [this](int kind, double ns) { record_fault_latency(kind, ns); });
   check_resources(cfg);
   kernel_ = std::make_unique<kmm::Kernel>(kp_, pp_.effective_isa(), hw, stats, &trace);
   workload_ = wl::make_workload(wp_, &stats);

@@ -20,6 +20,7 @@
 #include "base/trace.hpp"
 #include "kernel_mm/cost.hpp"
 #include "kernel_mm/kernel.hpp"
+#include "workloads/fault_latency.hpp"
 #include "workloads/workload.hpp"
 
 namespace mmusim {
@@ -92,8 +93,11 @@ class System {
 
   bool region_active() const { return region_open_; }
   bool in_region(uint64_t va) const { return va >= region_start_ && va < region_end_; }
-  // The core reports a faulting store's latency as the benchmark would see it.
+  // A region fault's latency as the benchmark would see it (fault.latency_ns and .<kind>).
   void record_fault_latency(int kind, double ns);
+  // What the out-of-order cores report (RDTSCPs, faults, retirement of a faulted micro-op) goes
+  // here, and its samples to record_fault_latency().
+  wl::FaultLatencyMeter& fault_meter() { return *fault_meter_; }
 
   // Called once when the run has ended: sim.* and region.* statistics.
   void finish(uint64_t end_ps, uint64_t uops, double host_seconds);
@@ -143,6 +147,7 @@ class System {
   Counter& ctx_switches_;
   Distribution& fault_latency_;
   Distribution* kind_latency_[16] = {};
+  std::unique_ptr<wl::FaultLatencyMeter> fault_meter_;
   std::array<Counter*, kmm::kNumCosts> cost_counters_{};
   Counter* kernel_cycles_ = nullptr;
   double kernel_cycles_frac_ = 0;

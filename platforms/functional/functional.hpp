@@ -39,7 +39,6 @@ class FunctionalPlatform : public Platform {
   System sys_;
   std::unique_ptr<kmm::UserAccess> ua_;
   double now_cycles_ = 0;
-  uint64_t tsc_ps_ = 0, prev_tsc_ps_ = 0;
   int cpu_ = 0;
   uint64_t counted_cycles_ = 0;
   Counter& uops_;
