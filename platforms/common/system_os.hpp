@@ -3,7 +3,7 @@
 #pragma once
 
 #include "models/core/os.hpp"
-#include "platforms/common/system.hpp"
+#include "os/system.hpp"
 
 namespace mmusim {
 

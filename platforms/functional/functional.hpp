@@ -10,7 +10,7 @@
 
 #include "kernel_mm/hw.hpp"
 #include "kernel_mm/user_access.hpp"
-#include "platforms/common/system.hpp"
+#include "os/system.hpp"
 #include "platforms/platform.hpp"
 
 namespace mmusim {
