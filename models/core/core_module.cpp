@@ -15,7 +15,19 @@ CoreModule::CoreModule(sc_core::sc_module_name n, int cpu, const CoreMmuParams& 
 
 void CoreModule::run() {
   // The core runs a quantum ahead of SystemC time, then waits for the kernel of SystemC to catch
-  // up (tlm_quantumkeeper style). A single-core platform synchronises only for the time base.
+  // up. A single-core platform synchronises only for the time base.
+  //
+  // Why not tlm_utils::tlm_quantumkeeper: the keeper holds a local time that an initiator
+  // advances by the delay annotated on each transaction (inc()), and places its sync points on
+  // the grid of one global quantum (tlm_global_quantum::compute_local_quantum(): the next
+  // multiple of it after sc_time_stamp()). The core has no per-transaction delay to annotate:
+  // OooCore computes each micro-op's cycle itself and runs to a cycle limit (run_until), in its
+  // own clock's cycles. The quantum here is per core, in those cycles, from where the core is;
+  // expressing that through the keeper would convert the limit to sc_time and back (100,000
+  // cycles at 4.9 GHz is no whole number of picoseconds: the sync points would move by a cycle)
+  // and need its local time to go negative for a core that resumes behind SystemC time. What
+  // the keeper does, this loop does in three lines: the limit, run_until, sync_to. How much the
+  // results depend on the quantum is measured by tests/scripts/test_quantum.py.
   try {
     for (;;) {
       const uint64_t base = uint64_t(sc_core::sc_time_stamp().to_seconds() * ghz_ * 1e9 + 0.5);

@@ -228,8 +228,7 @@ void OooCore::advance_cycles(uint64_t to) {
 
 void OooCore::write_store(const wl::Uop& u, uint64_t pa, uint64_t retire_cycle) {
   uint8_t buf[64];
-  uint64_t v = u.value;
-  if (u.flags & wl::kUopValueFromTsc) v = uint64_t(double(tsc_cycle_ - prev_tsc_cycle_) / ghz_);
+  const uint64_t v = u.flags & wl::kUopValueFromProgram ? ctx_.prog->store_value(u) : u.value;
   if (u.size <= 8) std::memcpy(buf, &v, u.size);
   else std::memset(buf, int(v & 0xff), u.size);
   // A store within one page (the workloads never split a store across pages).
@@ -281,12 +280,9 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
       lfences_->inc();
       break;
     case wl::UopKind::Rdtscp:
-      prev_tsc_cycle_ = tsc_cycle_;
-      tsc_cycle_ = is.done;
-      if (pending_fault_kind_ >= 0 && seen_rdtscp_)
-        os_.record_fault_latency(pending_fault_kind_, double(tsc_cycle_ - prev_tsc_cycle_) / ghz_);
-      pending_fault_kind_ = -1;
-      seen_rdtscp_ = true;
+      // The TSC was read when it executed (is.done); its result reaches the program's register.
+      ctx_.prog->rdtscp_return(ps(is.done));
+      os_.rdtscp_retired(cpu_, is.done);
       break;
     case wl::UopKind::Marker:
       os_.marker(cpu_, u, ps(r));
@@ -295,10 +291,7 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
       break;
   }
   if (fault_seq_ == seq) {
-    if (!seen_rdtscp_ && pending_fault_kind_ >= 0) {
-      os_.record_fault_latency(pending_fault_kind_, double(r - fault_first_head_) / ghz_);
-      pending_fault_kind_ = -1;
-    }
+    os_.faulted_retired(cpu_, r);
     fault_seq_ = ~uint64_t(0);
     fault_repeats_ = 0;
   }
@@ -313,8 +306,8 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
 void OooCore::check_load(const wl::Uop& u, uint64_t pa) {
   uint64_t got = 0;
   mem_.read(pa, &got, std::min<size_t>(u.size, 8));
-  const uint64_t mask = u.size >= 8 ? ~uint64_t(0) : (uint64_t(1) << (8 * u.size)) - 1;
-  if ((got & mask) != (u.value & mask))
+  const uint64_t mask = wl::loaded_value_mask(u.size);
+  if (!wl::loaded_value_matches(u, got))
     panic("data integrity: cpu {} task {} load at VA {:#x} ({} bytes, PA {:#x}) read {:#x}, "
           "expected {:#x}, after op #{}",
           cpu_, ctx_.task.pid, u.addr, u.size, pa, got & mask, u.value & mask, u.extra);
@@ -869,14 +862,14 @@ void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
   const uint64_t resume = nuke + uint64_t(of.cycles + 0.5);
 
   // Watchdog: the same micro-op faulting again and again.
-  if (fault_seq_ == seq_) {
+  const bool repeat = fault_seq_ == seq_;
+  if (repeat) {
     if (++fault_repeats_ >= p_.fault_repeat_limit) watchdog(f, fis.syndrome);
   } else {
     fault_seq_ = seq_;
     fault_repeats_ = 1;
-    fault_first_head_ = head;
   }
-  if (of.in_region && pending_fault_kind_ < 0) pending_fault_kind_ = of.kind;
+  os_.fault_taken(cpu_, head, repeat, of);
 
   restart(resume);  // at the faulting micro-op
 }

@@ -419,10 +419,6 @@ class OooCore {
   // Faults and measurement.
   uint64_t fault_seq_ = ~uint64_t(0);
   unsigned fault_repeats_ = 0;
-  uint64_t tsc_cycle_ = 0, prev_tsc_cycle_ = 0;
-  bool seen_rdtscp_ = false;
-  int pending_fault_kind_ = -1;      // a region fault since the last RDTSCP
-  uint64_t fault_first_head_ = 0;    // non-RDTSCP workloads: when the faulting uop first reached retirement
   uint64_t counted_cycles_ = 0;
   double pending_interrupt_ = 0;
 

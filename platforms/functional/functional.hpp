@@ -12,7 +12,7 @@
 
 #include "kernel_mm/hw.hpp"
 #include "kernel_mm/user_access.hpp"
-#include "platforms/common/system.hpp"
+#include "os/system.hpp"
 #include "platforms/platform.hpp"
 
 namespace mmusim {
@@ -41,7 +41,6 @@ class FunctionalPlatform : public Platform {
   System sys_;
   std::unique_ptr<kmm::UserAccess> ua_;
   double now_cycles_ = 0;
-  uint64_t tsc_ps_ = 0, prev_tsc_ps_ = 0;
   int cpu_ = 0;
   uint64_t counted_cycles_ = 0;
   Counter& uops_;

@@ -178,7 +178,9 @@ class FakeOs : public Os {
     if (on_marker) on_marker(marker_ps.size() - 1);
   }
   bool region_active() const override { return false; }
-  void record_fault_latency(int, double) override {}
+  void rdtscp_retired(int, uint64_t) override {}
+  void fault_taken(int, uint64_t, bool, const OsFault&) override {}
+  void faulted_retired(int, uint64_t) override {}
   double ghz() const override { return ghz_; }
 
  private:
