@@ -95,6 +95,7 @@ bool Cache::probe(uint64_t pa) const {
 
 void Cache::invalidate_all() {
   std::fill(tags_.begin(), tags_.end(), kInvalid);
+  repl_.forget_all();
 }
 
 bool Cache::check_invariants(std::string* why) const {

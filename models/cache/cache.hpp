@@ -71,20 +71,18 @@ class Cache {
   uint32_t set_of(uint64_t line) const {
     return set_mask_ ? uint32_t(line & set_mask_) : uint32_t(line % sets_);
   }
-  // A line stays in its way until replaced; the policy (models/replacement) chooses the victim of
-  // a full set. The sets are searched for the line and the first empty way in one pass.
+  // A line stays in its way until replaced; the policy (models/replacement) chooses the way a
+  // miss fills (Replacement::fill_way: invalidate_all() is the only way lines leave, and it
+  // calls forget_all()).
   bool lookup_fill(uint64_t line) {
     const uint32_t first = set_of(line) * ways_;
-    uint64_t* __restrict t = &tags_[first];
-    uint32_t empty = ways_;
-    for (uint32_t w = 0; w < ways_; ++w) {
+    const uint64_t* __restrict t = &tags_[first];
+    for (uint32_t w = 0; w < ways_; ++w)
       if (t[w] == line) {
         repl_.touch(first + w);
         return true;
       }
-      if (t[w] == kInvalid && empty == ways_) empty = w;
-    }
-    const uint32_t v = empty < ways_ ? first + empty : repl_.victim(first, ways_);
+    const uint32_t v = repl_.fill_way(first, ways_, [&](uint32_t i) { return tags_[i] == kInvalid; });
     tags_[v] = line;
     repl_.touch(v);
     return false;

@@ -25,6 +25,7 @@
 // branch; nothing allocates after construction.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -85,6 +86,8 @@ class LruReplacement {
   // The slots [first, first + ways) least recently used first (out gets `ways` slots).
   void order(uint32_t first, uint32_t ways, uint32_t* out) const;
   uint64_t stamp(uint32_t slot) const { return stamp_[slot]; }
+  // Every slot as never touched (stamp 0: before every touched one).
+  void forget_all() { std::fill(stamp_.begin(), stamp_.end(), 0); }
 
   // Within each set, the valid ways' stamps are distinct, non-zero and at most the clock: the
   // order is a permutation of the valid ways. On failure *why says which.
@@ -106,6 +109,7 @@ class TreePlruReplacement {
 
   void touch(uint32_t slot);
   uint32_t victim(uint32_t first, uint32_t ways) const;
+  void forget_all() { std::fill(bits_.begin(), bits_.end(), 0); }
 
   // Every bit is 0 or 1, a node whose upper half holds no way points to the lower one, and the
   // bits of every set lead to one of its ways. On failure *why says which.
@@ -138,6 +142,20 @@ class Replacement {
   // The way of the full set [first, first + ways) to replace.
   uint32_t victim(uint32_t first, uint32_t ways) const {
     return kind_ == ReplacementKind::lru ? lru_.victim(first, ways) : plru_.victim(first, ways);
+  }
+  // The way to fill in the set [first, first + ways) on a miss: the first empty way (`empty(slot)`),
+  // else victim(). For a structure that calls forget_all() whenever it empties slots and empties
+  // no slot otherwise (the data caches): under LRU the empty ways are then exactly those with
+  // stamp 0, which victim() returns first, so the empty ways need no scan of their own.
+  template <typename Empty>
+  uint32_t fill_way(uint32_t first, uint32_t ways, Empty&& empty) const {
+    if (kind_ == ReplacementKind::lru) return lru_.victim(first, ways);
+    for (uint32_t w = 0; w < ways; ++w)
+      if (empty(first + w)) return first + w;
+    return plru_.victim(first, ways);
+  }
+  void forget_all() {
+    if (kind_ == ReplacementKind::lru) lru_.forget_all(); else plru_.forget_all();
   }
   // The LRU state, or null for another policy (the run-ahead replay's accelerator works on LRU
   // only: models/tlb/tlb_replay.hpp).
