@@ -120,16 +120,6 @@ const char* lock_class_name(LockClass c) {
   return "?";
 }
 
-const char* tlbi_op_name(TlbiOp op) {
-  switch (op) {
-    case TlbiOp::VALE1: return "vale1";
-    case TlbiOp::VAE1: return "vae1";
-    case TlbiOp::ASIDE1: return "aside1";
-    case TlbiOp::VMALLE1: return "vmalle1";
-  }
-  return "?";
-}
-
 // ------------------------------------------------------------------------------------------------
 // Counters
 

@@ -24,16 +24,22 @@
 
 #include "base/params.hpp"
 #include "base/stats.hpp"
+#include "base/tlb_maintenance.hpp"
 #include "base/trace.hpp"
 #include "kernel_mm/arch/arch.hpp"
 #include "kernel_mm/cost.hpp"
-#include "kernel_mm/hw.hpp"
 #include "kernel_mm/mm_types.hpp"
 #include "kernel_mm/page.hpp"
 #include "base/physmem.hpp"
 #include "kernel_mm/types.hpp"
 
 namespace kmm {
+
+// The TLB-maintenance seam to the hardware (base/tlb_maintenance.hpp), by the kernel's names.
+using mmusim::MmuHw;
+using mmusim::NullMmuHw;
+using mmusim::TlbiOp;
+using mmusim::tlbi_op_name;
 
 using mmusim::PhysMem;
 

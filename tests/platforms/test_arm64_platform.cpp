@@ -39,7 +39,7 @@
 #include "base/stats.hpp"
 #include "base/trace.hpp"
 #include "kernel_mm/cost.hpp"
-#include "kernel_mm/hw.hpp"
+#include "base/tlb_maintenance.hpp"
 #include "models/core/core_module.hpp"
 #include "models/core/os.hpp"
 #include "platforms/hw_platform.hpp"
