@@ -11,13 +11,12 @@ namespace kmm {
 namespace pg = mmusim::pg;
 
 uint64_t UserAccess::syndrome(const pg::Walk& w, bool write) const {
-  const bool present = w.result == pg::Walk::Ok;
-  if (k_.isa() == pg::Isa::x86_64) return pg::x86_pf_error_code(present, write, true, false);
-  return pg::arm64_dabt_esr(w.result, present, w.level, write);
+  return k_.arch().user_fault_syndrome(w, write);
 }
 
 uint64_t UserAccess::probe(task_struct* t, uint64_t va, bool write) const {
-  pg::Walk w = pg::walk(k_.isa(), k_.phys(), t->mm->pgd, va, pg::WalkOptions{hafdbs_ || k_.isa() == pg::Isa::x86_64});
+  pg::Walk w = pg::walk(k_.isa(), k_.phys(), t->mm->pgd, va,
+                        pg::WalkOptions{k_.arch().arch_has_hw_pte_young(hafdbs_)});
   if (w.result != pg::Walk::Ok || !w.user) return ~uint64_t(0);
   if (write && !w.writable && !(w.dbm && hafdbs_)) return ~uint64_t(0);
   return w.pa(va);
@@ -25,7 +24,7 @@ uint64_t UserAccess::probe(task_struct* t, uint64_t va, bool write) const {
 
 uint64_t UserAccess::translate(task_struct* t, uint64_t va, bool write) {
   const pg::Isa isa = k_.isa();
-  pg::WalkOptions opt{hafdbs_ || isa == pg::Isa::x86_64};
+  pg::WalkOptions opt{k_.arch().arch_has_hw_pte_young(hafdbs_)};
   // A fault that changes nothing the walk sees would repeat forever: the kernel must make
   // progress within a few attempts (a retry, a race with itself is impossible here).
   uint64_t last_syndrome = ~uint64_t(0), last_leaf = ~uint64_t(0);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "base/hwwalk.hpp"
 #include "base/pgformat.hpp"
 #include "kernel_mm/mm_types.hpp"
 #include "kernel_mm/types.hpp"
@@ -33,6 +34,23 @@ class Arch {
   virtual ~Arch() = default;
   virtual mmusim::pg::Isa isa() const = 0;
   const char* name() const { return mmusim::pg::isa_name(isa()); }
+
+  // ---- address space and configuration the arch gives generic code ---------------------------
+  // TASK_SIZE (asm/processor.h): the end of the user address space.
+  virtual uint64_t task_size() const = 0;
+  // IS_ENABLED(CONFIG_MEM_SOFT_DIRTY): soft-dirty tracking needs CONFIG_HAVE_ARCH_SOFT_DIRTY,
+  // which x86 selects and arm64 does not.
+  virtual bool mem_soft_dirty() const { return false; }
+
+  // ---- the CPU's MMU, for user accesses without a hardware model (UserAccess) ----------------
+  // The walk itself is the architecture's (base/hwwalk.hpp); what differs by arch is how much the
+  // hardware does on its own and what it tells the kernel when an access fails.
+  // arch_has_hw_pte_young() (include/linux/pgtable.h, overridden by arm64): whether the CPU sets
+  // the accessed flag itself; `cpu_has_hw_af` is the CPU's feature (arm64 FEAT_HAFDBS).
+  virtual bool arch_has_hw_pte_young(bool cpu_has_hw_af) const = 0;
+  // The syndrome the CPU reports for a user access that walk `w` cannot complete, in the form
+  // the arch fault handler (handle_user_fault below) decodes it.
+  virtual uint64_t user_fault_syndrome(const mmusim::pg::Walk& w, bool write) const = 0;
 
   // ---- PTE helpers (pure) --------------------------------------------------------------------
   virtual bool pte_present(pte_t pte) const = 0;

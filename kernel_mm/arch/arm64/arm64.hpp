@@ -126,6 +126,14 @@ class Arm64Arch : public Arch {
   using Arch::Arch;
   mmusim::pg::Isa isa() const override { return mmusim::pg::Isa::arm64; }
 
+  // VA_BITS (CONFIG_ARM64_VA_BITS_48): the descriptor's 48-bit virtual address space.
+  static constexpr unsigned VA_BITS = mmusim::pg::kArm64_4K.va_bits();
+  // TASK_SIZE_64 (asm/processor.h): all of TTBR0's range.
+  static constexpr uint64_t TASK_SIZE_64 = uint64_t(1) << VA_BITS;
+  uint64_t task_size() const override { return TASK_SIZE_64; }
+  bool arch_has_hw_pte_young(bool cpu_has_hw_af) const override;
+  uint64_t user_fault_syndrome(const mmusim::pg::Walk& w, bool write) const override;
+
   // ---- PTE helpers (pgtable.h) ----
   bool pte_present(pte_t) const override;
   bool pte_write(pte_t) const override;
