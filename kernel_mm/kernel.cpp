@@ -52,7 +52,7 @@ void KernelParams::visit(mmusim::Params& p) {
   p.size("memory.size", phys_mem, "4G", 64ull << 20, 1ull << 40,
          "Simulated physical memory (sparse: only touched frames cost host memory; the memmap "
          "costs 80 bytes per frame touched)",
-         1ull << 21);
+         PMD_SIZE);
   p.enumeration("thp.enabled", thp_enabled, ThpMode::always,
                 {{"always", ThpMode::always}, {"madvise", ThpMode::madvise}, {"never", ThpMode::never}},
                 "/sys/kernel/mm/transparent_hugepage/enabled");

@@ -474,7 +474,7 @@ void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t 
     if (!((sizes >> 1) & 3) && !(descents >> 63)) {
       std::fill(std::begin(n_of_size_), std::end(n_of_size_), 0);
       n_of_size_[unsigned(PageSize::k4K)] = uint32_t(cap);
-      reach_end_ = (last & ~uint64_t(0xfff)) + page_size_bytes(PageSize::k4K);
+      reach_end_ = (last & pg::kBasePageMask) + page_size_bytes(PageSize::k4K);
       if (cap >= 2 * kSeqMaxExtras) {  // the sequence state: no index, no list (yet)
         seq_ = true;
         seq_rot_ = 0;
@@ -486,7 +486,7 @@ void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t 
       for (size_t v = 0; v < cap; ++v) {
         const PageSize sz = PageSize((tags[v] >> 1) & 3);
         ++of_size[unsigned(sz)];
-        reach = std::max(reach, (tags[v] & ~uint64_t(0xfff)) + page_size_bytes(sz));
+        reach = std::max(reach, (tags[v] & pg::kBasePageMask) + page_size_bytes(sz));
       }
       std::copy(std::begin(of_size), std::end(of_size), std::begin(n_of_size_));
       reach_end_ = reach;

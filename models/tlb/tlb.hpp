@@ -103,6 +103,9 @@ struct TlbParams {
 class Tlb {
  public:
   static constexpr unsigned kMaxArrays = 4;
+  // Page numbers (covers_page_in, the run-ahead replay's pages) count base pages
+  // (base/pgformat.hpp); a tag shifted by it gives its entry's first page.
+  static constexpr unsigned kPageShift = pg::kBasePageShift;
 
   // `params` must have been validated (visit() does it when reading). Registers
   // tlb.<name>.{hits,misses,fills,fills_readonly,invalidations,evictions}.
@@ -202,15 +205,15 @@ class Tlb {
   // Whether some entry of `asid` covers a 4K page in [lo, hi] (lo <= hi): if not, a lookup of
   // any page there finds nothing.
   bool covers_page_in(uint16_t asid, uint64_t lo, uint64_t hi) const {
-    if (reach_end_ <= lo << 12) return false;  // no entry reaches that far
+    if (reach_end_ <= lo << kPageShift) return false;  // no entry reaches that far
     const uint64_t* __restrict t = tags_.data();
     const Slot* __restrict sl = slots_.data();
     const size_t n = cap_;
-    if (seq_ && ((t[seq_rot_] >> 12) > hi || (t[n - 1] >> 12) < lo)) {
+    if (seq_ && ((t[seq_rot_] >> kPageShift) > hi || (t[n - 1] >> kPageShift) < lo)) {
       // The sequence state's run of 4K pages lies outside the range: the extras only.
       for (size_t i = 0; i < seq_rot_; ++i) {
-        const uint64_t first = t[i] >> 12;
-        const uint64_t end = first + (page_size_bytes(PageSize((t[i] >> 1) & 3)) >> 12);
+        const uint64_t first = t[i] >> kPageShift;
+        const uint64_t end = first + (page_size_bytes(PageSize((t[i] >> 1) & 3)) >> kPageShift);
         if (first <= hi && end > lo && sl[i].e.asid == asid) return true;
       }
       return false;
@@ -220,13 +223,13 @@ class Tlb {
       // checked after the range, which holds page 0 only if lo is 0).
       const uint64_t span = hi - lo;
       for (size_t i = 0; i < n; ++i)
-        if ((t[i] >> 12) - lo <= span && t[i] && sl[i].e.asid == asid) return true;
+        if ((t[i] >> kPageShift) - lo <= span && t[i] && sl[i].e.asid == asid) return true;
       return false;
     }
     for (size_t i = 0; i < n; ++i) {
       if (!t[i]) continue;
-      const uint64_t first = t[i] >> 12;  // the tag: the virtual base, the size, a valid bit
-      const uint64_t end = first + (page_size_bytes(PageSize((t[i] >> 1) & 3)) >> 12);
+      const uint64_t first = t[i] >> kPageShift;  // the tag: the virtual base, the size, a valid bit
+      const uint64_t end = first + (page_size_bytes(PageSize((t[i] >> 1) & 3)) >> kPageShift);
       if (first <= hi && end > lo && sl[i].e.asid == asid) return true;
     }
     return false;
@@ -276,8 +279,8 @@ class Tlb {
     uint8_t arr[kMaxArrays] = {};
   };
 
-  // A valid slot's key: the virtual base (aligned, so its low 12 bits are free), the size and a
-  // valid bit; an invalid slot's tag is 0. The tags sit apart from the entries so that a set's
+  // A valid slot's key: the virtual base (aligned, so its page-offset bits are free), the size and
+  // a valid bit; an invalid slot's tag is 0. The tags sit apart from the entries so that a set's
   // ways are compared within one or two cache lines.
   static uint64_t tag_of(uint64_t vbase, PageSize s) { return vbase | (uint64_t(s) << 1) | 1; }
 
