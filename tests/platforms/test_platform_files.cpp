@@ -51,7 +51,7 @@ TEST_CASE("platform files: platform.name alone gives every value the file states
       CHECK(named.setting(spec->key).text == st->text);
       const std::string& origin = named.setting(spec->key).origin;
       const bool home = spec->key == "platform.clock_ghz" || spec->key.rfind("cost.", 0) == 0;
-          // The clock and the prices come from the file itself (file:line); the other keys from the
+      // The clock and the prices come from the file itself (file:line); the other keys from the
       // declarations (the models' presets), which the file restates.
       if (home) {
         CHECK(origin.rfind(std::string("default (") + f.platform + ": " + f.path + ":", 0) == 0);
