@@ -11,7 +11,6 @@
 
 #include <cstdint>
 
-#include "base/hwwalk.hpp"
 #include "base/pgformat.hpp"
 #include "kernel_mm/mm_types.hpp"
 #include "kernel_mm/types.hpp"
@@ -43,14 +42,11 @@ class Arch {
   virtual bool mem_soft_dirty() const { return false; }
 
   // ---- the CPU's MMU, for user accesses without a hardware model (UserAccess) ----------------
-  // The walk itself is the architecture's (base/hwwalk.hpp); what differs by arch is how much the
-  // hardware does on its own and what it tells the kernel when an access fails.
+  // The walk, the fault rules and the syndrome are the hardware's (base/hwwalk.hpp, shared with
+  // the timed cores); what the kernel's view of the CPU adds:
   // arch_has_hw_pte_young() (include/linux/pgtable.h, overridden by arm64): whether the CPU sets
   // the accessed flag itself; `cpu_has_hw_af` is the CPU's feature (arm64 FEAT_HAFDBS).
   virtual bool arch_has_hw_pte_young(bool cpu_has_hw_af) const = 0;
-  // The syndrome the CPU reports for a user access that walk `w` cannot complete, in the form
-  // the arch fault handler (handle_user_fault below) decodes it.
-  virtual uint64_t user_fault_syndrome(const mmusim::pg::Walk& w, bool write) const = 0;
 
   // ---- PTE helpers (pure) --------------------------------------------------------------------
   virtual bool pte_present(pte_t pte) const = 0;

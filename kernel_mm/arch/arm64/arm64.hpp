@@ -132,7 +132,6 @@ class Arm64Arch : public Arch {
   static constexpr uint64_t TASK_SIZE_64 = uint64_t(1) << VA_BITS;
   uint64_t task_size() const override { return TASK_SIZE_64; }
   bool arch_has_hw_pte_young(bool cpu_has_hw_af) const override;
-  uint64_t user_fault_syndrome(const mmusim::pg::Walk& w, bool write) const override;
 
   // ---- PTE helpers (pgtable.h) ----
   bool pte_present(pte_t) const override;

@@ -88,13 +88,6 @@ inline bool is_ttbr0_addr(uint64_t addr) { return addr < Arm64Arch::TASK_SIZE_64
 // hardware when the CPU has FEAT_HAFDBS (HA); otherwise an access-flag fault asks the kernel.
 bool Arm64Arch::arch_has_hw_pte_young(bool cpu_has_hw_af) const { return cpu_has_hw_af; }
 
-// The ESR_EL1 of a data abort from EL0 as do_mem_abort() and esr_to_fault_info() (fault.c) read
-// it: a translation, access-flag or permission fault at the level the walk stopped, with WnR.
-uint64_t Arm64Arch::user_fault_syndrome(const mmusim::pg::Walk& w, bool write) const {
-  const bool permission = w.result == mmusim::pg::Walk::Ok;
-  return mmusim::pg::arm64_dabt_esr(w.result, permission, w.level, write);
-}
-
 // do_mem_abort() (fault.c:885) -> fault_info[esr & ESR_ELx_FSC].fn: do_translation_fault() for
 // translation faults (fault.c:746: do_page_fault() for a TTBR0 address, else do_bad_area() =
 // SIGSEGV), do_page_fault() for access-flag and permission faults; anything else (address size,

@@ -251,14 +251,6 @@ static bool access_error(uint64_t error_code, const vm_area_struct* vma) {
 // always sets Accessed (and Dirty) itself (SDM Vol 3A §4.8).
 bool X86Arch::arch_has_hw_pte_young(bool) const { return true; }
 
-// The #PF error code as do_user_addr_fault() reads it (X86_PF_* above): P when the walk reached a
-// present leaf (a protection fault), W for a write, U (user mode); never I (no instruction
-// fetches are modelled).
-uint64_t X86Arch::user_fault_syndrome(const mmusim::pg::Walk& w, bool write) const {
-  const bool present = w.result == mmusim::pg::Walk::Ok;
-  return mmusim::pg::x86_pf_error_code(present, write, true, false);
-}
-
 FaultReturn X86Arch::handle_user_fault(task_struct* tsk, uint64_t address, uint64_t error_code, uint64_t ip) {
   FaultReturn r;
   mm_struct* mm = tsk->mm;

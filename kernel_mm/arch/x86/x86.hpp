@@ -19,7 +19,6 @@ class X86Arch : public Arch {
   uint64_t task_size() const override { return TASK_SIZE_MAX; }
   bool mem_soft_dirty() const override { return true; }
   bool arch_has_hw_pte_young(bool) const override;
-  uint64_t user_fault_syndrome(const mmusim::pg::Walk& w, bool write) const override;
 
   bool pte_present(pte_t) const override;
   bool pte_write(pte_t) const override;
