@@ -363,6 +363,12 @@ void Schema::add_variant(ParamSpec spec, const std::string& variant) {
   s.variant_defaults[variant] = spec.default_text;
 }
 
+void Schema::set_default_source(std::string_view key, const std::string& variant, const std::string& source) {
+  auto it = index_.find(key);
+  if (it == index_.end()) panic("default source for undeclared key '{}'", key);
+  specs_[it->second].default_sources[variant] = source;
+}
+
 const ParamSpec* Schema::find(std::string_view key) const {
   auto it = index_.find(key);
   return it == index_.end() ? nullptr : &specs_[it->second];
@@ -427,10 +433,13 @@ Config::Config(const Schema& schema) : schema_(&schema) {
 void Config::apply_default(const ParamSpec& spec) {
   std::string text = spec.default_text;
   std::string origin = "default";
+  auto src = spec.default_sources.find("");
+  if (src != spec.default_sources.end()) origin = "default (" + src->second + ")";
   auto it = spec.variant_defaults.find(variant_);
   if (it != spec.variant_defaults.end()) {
     text = it->second;
-    origin = "default (" + variant_ + ")";
+    src = spec.default_sources.find(variant_);
+    origin = "default (" + variant_ + (src == spec.default_sources.end() ? "" : ": " + src->second) + ")";
   }
   Setting st;
   st.value = parse_value(spec, text, origin);
@@ -524,6 +533,11 @@ void Config::load_file(const std::string& path) {
   load_file_inner(path, stack);
 }
 
+void Config::load_text(const std::string& path, const std::string& text) {
+  std::vector<std::string> stack;
+  load_text_inner(path, text, stack);
+}
+
 namespace {
 
 // One setting of an INI file, with the line it is on.
@@ -586,6 +600,15 @@ IniFile read_ini(const std::string& path, const std::string& text) {
 
 void Config::load_file_inner(const std::string& path, std::vector<std::string>& stack) {
   std::error_code ec;
+  std::ifstream in(path, std::ios::binary);
+  if (!in || fs::is_directory(path, ec))
+    throw UserError(fmt::format("cannot open config file '{}'", path));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  load_text_inner(path, text, stack);
+}
+
+void Config::load_text_inner(const std::string& path, const std::string& text, std::vector<std::string>& stack) {
+  std::error_code ec;
   fs::path canon = fs::weakly_canonical(fs::path(path), ec);
   std::string id = ec ? path : canon.string();
   if (std::find(stack.begin(), stack.end(), id) != stack.end()) {
@@ -593,10 +616,6 @@ void Config::load_file_inner(const std::string& path, std::vector<std::string>& 
     for (auto& s : stack) chain += s + " -> ";
     throw UserError(fmt::format("{}: include cycle: {}{}", stack.back(), chain, id));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in || fs::is_directory(path, ec))
-    throw UserError(fmt::format("cannot open config file '{}'", path));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   for (size_t i = 0; i < text.size(); ++i) {
     unsigned char c = static_cast<unsigned char>(text[i]);
     if (c == 0 || (c < 0x20 && c != '\n' && c != '\r' && c != '\t')) {

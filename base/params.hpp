@@ -63,6 +63,10 @@ struct ParamSpec {
   // i7-12700kf, 128 on the neoverse-n1).
   std::vector<std::string> variants;
   std::map<std::string, std::string> variant_defaults;
+  // Where a default is stated when not in the declaration: a platform's config file built into
+  // the binary ("configs/platforms/neoverse-n1.cfg:97"), for the generic default ("") or a
+  // variant's. `mmusim describe` shows it.
+  std::map<std::string, std::string> default_sources;
 
   std::string section() const;
   bool applies_to(const std::string& variant) const;  // everything before the last '.'
@@ -99,6 +103,8 @@ class Schema {
   void set_variant_key(const std::string& key) { variant_key_ = key; }
   const std::string& variant_key() const { return variant_key_; }
   const ParamSpec* find(std::string_view key) const;
+  // Records where the default of `key` for `variant` ("" = the generic default) is stated.
+  void set_default_source(std::string_view key, const std::string& variant, const std::string& source);
   bool has_section(std::string_view section) const;
   // The closest known key (edit distance, weighted towards the same section or the same leaf).
   std::string closest_key(std::string_view key) const;
@@ -126,6 +132,9 @@ class Config {
   // `include = other.cfg` lines (before the first section; relative to this file). Later
   // settings override earlier ones. Errors name file:line.
   void load_file(const std::string& path);
+  // The same for a file's text held in memory (a config file built into the binary); `path`
+  // names it in origins and errors, and relative includes resolve from it.
+  void load_text(const std::string& path, const std::string& text);
   // One `--set section.key=value` override.
   void set_override(const std::string& assignment);
   // Set `key` from `text`; validates. Used by the above and by tools that build configs in code.
@@ -154,6 +163,7 @@ class Config {
 
  private:
   void load_file_inner(const std::string& path, std::vector<std::string>& stack);
+  void load_text_inner(const std::string& path, const std::string& text, std::vector<std::string>& stack);
   void apply_default(const ParamSpec& spec);
   // `origin` is a line of a config file that selected another platform than the current one.
   bool from_other_platform_file(const std::string& origin) const;

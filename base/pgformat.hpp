@@ -22,6 +22,7 @@ struct Geometry {
   unsigned cont_entries;    // arm64 contiguous hint at level 0: 16 (0: no such hint)
 
   constexpr uint64_t page_size() const { return uint64_t(1) << page_shift; }
+  constexpr uint64_t page_mask() const { return ~(page_size() - 1); }  // Linux PAGE_MASK
   constexpr unsigned ptrs_per_table() const { return 1u << bits_per_level; }
   constexpr unsigned level_shift(unsigned lvl) const { return page_shift + lvl * bits_per_level; }
   constexpr uint64_t level_size(unsigned lvl) const { return uint64_t(1) << level_shift(lvl); }
@@ -38,6 +39,18 @@ inline constexpr Geometry kX86_64{12, 4, 9, 8, 0};
 inline constexpr Geometry kArm64_4K{12, 4, 9, 8, 16};
 
 inline constexpr const Geometry& geometry(Isa isa) { return isa == Isa::x86_64 ? kX86_64 : kArm64_4K; }
+
+// The base page both formats share (4 KiB). Code that does not know the ISA counts pages in it:
+// the TLB models' tags and run-ahead replay, the kernel port's PAGE_SHIFT, the workloads. A
+// format with another base page (a 16K or 64K granule) would have to be threaded through that
+// code explicitly; the static_assert is where that starts.
+inline constexpr const Geometry& kBaseGeometry = kX86_64;
+inline constexpr unsigned kBasePageShift = kBaseGeometry.page_shift;
+inline constexpr uint64_t kBasePageSize = kBaseGeometry.page_size();
+inline constexpr uint64_t kBasePageMask = kBaseGeometry.page_mask();
+static_assert(kArm64_4K.page_shift == kBasePageShift && kArm64_4K.bits_per_level == kX86_64.bits_per_level &&
+                  kArm64_4K.levels == kX86_64.levels,
+              "the ISA-independent code assumes one base page and one table geometry");
 
 inline constexpr uint64_t bit(unsigned n) { return uint64_t(1) << n; }
 inline constexpr uint64_t genmask(unsigned hi, unsigned lo) {
@@ -62,7 +75,7 @@ inline constexpr uint64_t DEVMAP = bit(57);      // SOFTW4
 inline constexpr uint64_t SAVED_DIRTY = bit(58); // SOFTW5
 inline constexpr uint64_t PROTNONE = GLOBAL;     // only when !PRESENT
 inline constexpr uint64_t NX = bit(63);
-inline constexpr uint64_t PFN_MASK = genmask(51, 12);
+inline constexpr uint64_t PFN_MASK = genmask(51, kX86_64.page_shift);
 // _PAGE_TABLE: what a non-leaf entry carries.
 inline constexpr uint64_t TABLE = PRESENT | RW | USER | ACCESSED | DIRTY;
 }  // namespace x86
@@ -91,7 +104,7 @@ inline constexpr uint64_t DIRTY = bit(55);
 inline constexpr uint64_t SPECIAL = bit(56);
 inline constexpr uint64_t DEVMAP = bit(57);
 inline constexpr uint64_t PRESENT_INVALID = NG;  // only when !VALID (PROT_NONE)
-inline constexpr uint64_t ADDR_MASK = genmask(47, 12);
+inline constexpr uint64_t ADDR_MASK = genmask(47, kArm64_4K.page_shift);
 }  // namespace arm64
 
 // What the hardware makes of one entry at one level. The walker decodes with this; the kernel's

@@ -793,15 +793,15 @@ class Checker {
     Leaf r;
     const uint64_t* pgdt = table(mm->pgd >> PAGE_SHIFT);
     if (!pgdt) return r;
-    uint64_t e = pgdt[(va >> PGDIR_SHIFT) & 511];
+    uint64_t e = pgdt[(va >> PGDIR_SHIFT) & (PTRS_PER_PGD - 1)];
     if (!arch_.table_present(e)) return r;
     const uint64_t* pudt = table(arch_.table_pfn(e));
     if (!pudt) return r;
-    e = pudt[(va >> PUD_SHIFT) & 511];
+    e = pudt[(va >> PUD_SHIFT) & (PTRS_PER_PUD - 1)];
     if (!arch_.table_present(e)) return r;
     const uint64_t* pmdt = table(arch_.table_pfn(e));
     if (!pmdt) return r;
-    const pmd_t pmd{pmdt[(va >> PMD_SHIFT) & 511]};
+    const pmd_t pmd{pmdt[(va >> PMD_SHIFT) & (PTRS_PER_PMD - 1)]};
     if (pmd_none(pmd)) return r;
     if (arch_.pmd_trans_huge(pmd)) {
       r.present = pgf::decode(isa_, pmd.val, 1).valid;
@@ -814,7 +814,7 @@ class Checker {
     if (!arch_.table_present(pmd.val)) return r;
     const uint64_t* pt = table(arch_.table_pfn(pmd.val));
     if (!pt) return r;
-    const pte_t pte{pt[(va >> PAGE_SHIFT) & 511]};
+    const pte_t pte{pt[(va >> PAGE_SHIFT) & (PTRS_PER_PTE - 1)]};
     r.entry = pte.val;
     if (pte_none(pte) || !pgf::decode(isa_, pte.val, 0).valid) return r;
     r.present = true;

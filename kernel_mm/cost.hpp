@@ -5,50 +5,60 @@
 //
 // Items are charged where the kernel does the work they name (the exception entry/exit by whoever
 // delivers the exception: the core model or the functional driver).
+//
+// Two kinds of item: S, the kernel's software paths, with their default price here (calibrated on
+// the reference experiments or marked [U]); H, hardware instructions and exception delivery,
+// whose prices belong to the machine: they have no default here, each platform's config file
+// (configs/platforms/*.cfg, built into the binary: platforms/platform.cpp) states them with their
+// sources.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <string>
 
 #include "base/params.hpp"
 
 namespace kmm {
 
-#define KMM_COST_ITEMS(X)                                                                          \
-  X(exc_entry, "715cyc", "exception delivery and kernel entry, user to kernel (#PF / data abort); Haswell 715 cycles [UARCH B.vi, M]") \
-  X(exc_exit, "330cyc", "return to user (IRET / ERET path); Haswell 330 cycles [UARCH B.vi, M]")     \
-  X(fault_arch, "150cyc", "arch fault handler fixed work up to handle_mm_fault: do_user_addr_fault / do_page_fault, lock_vma_under_rcu, access checks") \
-  X(fault_core, "450cyc", "handle_mm_fault to the PTE decision: __handle_mm_fault, page-table walk, handle_pte_fault, PTL; calibrated on C2 (a one-PTE reuse fault costs 420 ns) with wp_fixed") \
-  X(wp_fixed, "50cyc", "do_wp_page decision work: vm_normal_page, the reuse checks of wp_can_reuse_anon_folio; small beside fault_core: the patch author found a spurious fault to cost about as much as the reuse fault it replaces (C3) [calibrated]") \
-  X(pte_scan, "10cyc", "one PTE examined by a batch scan (folio_pte_batch*, pte_range_none); C2: about 2 ns of the 14-20 ns per PTE of the whole-folio reuse")        \
-  X(pte_write, "33cyc", "one PTE written, cleared or exchanged (set_ptes, get_and_clear, wrprotect, modify_prot_*); calibrated on C2 (whole-folio reuse: 14-20 ns per PTE)") \
-  X(page_op, "21cyc", "one struct page update (PageAnonExclusive, per-page mapcount): an atomic bit or count operation; calibrated on C2 with pte_write")              \
-  X(folio_op, "20cyc", "one folio-level atomic (refcount, large mapcount, MM-id slots, folio lock)") \
-  X(folio_alloc, "400cyc", "allocating a folio: buddy allocator, memcg charge, LRU add")            \
-  X(folio_free, "200cyc", "freeing a folio back to the allocator")                                   \
-  X(clear_page, "245ns", "zeroing 4 KiB (clear_page / folio_zero_user, per subpage); calibrated on C2 (allocation faults: 4.6 us for 64K, 63-68 us for 1M, 126 us for 2M)")              \
-  X(copy_page, "890ns", "copying 4 KiB (copy_user_highpage) from a cold source; calibrated on C2 (a COW fault that copies 4K costs 1,500 ns)")               \
-  X(pt_alloc, "300cyc", "allocating and zeroing a page-table page")                                  \
-  X(lock_op, "20cyc", "one uncontended lock acquire and release (mmap_lock, VMA lock, PTL, folio lock)") \
-  X(invlpg, "350cyc", "x86 INVLPG of one page (about 100 ns on ~2014 hardware) [UARCH B.vi, M-old]") \
-  X(flush_full, "300cyc", "x86 full flush of the current PCID (CR3 write) [UARCH F.1, U]")          \
-  X(ipi, "1500cyc", "x86 TLB-shootdown IPI to one remote CPU, send and wait for the acknowledgement [U]") \
-  X(tlbi_local, "30cyc", "arm64 TLBI VALE1 / VAE1 (this CPU) [UARCH F.2, U]")                      \
-  X(tlbi_bcast, "100cyc", "arm64 TLBI VALE1IS / VAE1IS (broadcast to the inner-shareable domain) [UARCH F.2, U]") \
-  X(tlbi_asid, "100cyc", "arm64 TLBI ASIDE1IS [U]")                                                  \
-  X(dsb_local, "20cyc", "arm64 DSB NSH / ISHST after local maintenance [UARCH F.2, U]")            \
-  X(dsb_bcast, "500cyc", "arm64 DSB ISH completing broadcast TLB maintenance [UARCH F.2, U]")      \
-  X(syscall, "100cyc", "system call entry and exit")                                                 \
-  X(fork_fixed, "20000cyc", "fork(): task and mm creation outside the page-table copy (copy_process, dup_mm)") \
-  X(exit_fixed, "10000cyc", "exit(): task teardown outside the page tables")                      \
-  X(thread_fixed, "8000cyc", "clone() of a thread (CLONE_VM): task creation without an mm copy [U]") \
-  X(vma_op, "500cyc", "one VMA created, copied, split or freed")                                     \
-  X(ctx_switch, "2000cyc", "a context switch between tasks")
+#define KMM_COST_ITEMS(S, H)                                                                          \
+  H(exc_entry, "exception delivery and kernel entry, user to kernel (#PF / data abort)")            \
+  H(exc_exit, "return to user (IRET / ERET path)")                                                  \
+  S(fault_arch, "150cyc", "arch fault handler fixed work up to handle_mm_fault: do_user_addr_fault / do_page_fault, lock_vma_under_rcu, access checks [U]") \
+  S(fault_core, "450cyc", "handle_mm_fault to the PTE decision: __handle_mm_fault, page-table walk, handle_pte_fault, PTL; calibrated on C2 (a one-PTE reuse fault costs 420 ns) with wp_fixed") \
+  S(wp_fixed, "50cyc", "do_wp_page decision work: vm_normal_page, the reuse checks of wp_can_reuse_anon_folio; small beside fault_core: the patch author found a spurious fault to cost about as much as the reuse fault it replaces (C3) [calibrated]") \
+  S(pte_scan, "10cyc", "one PTE examined by a batch scan (folio_pte_batch*, pte_range_none); C2: about 2 ns of the 14-20 ns per PTE of the whole-folio reuse")        \
+  S(pte_write, "33cyc", "one PTE written, cleared or exchanged (set_ptes, get_and_clear, wrprotect, modify_prot_*); calibrated on C2 (whole-folio reuse: 14-20 ns per PTE)") \
+  S(page_op, "21cyc", "one struct page update (PageAnonExclusive, per-page mapcount): an atomic bit or count operation; calibrated on C2 with pte_write")              \
+  S(folio_op, "20cyc", "one folio-level atomic (refcount, large mapcount, MM-id slots, folio lock) [U]") \
+  S(folio_alloc, "400cyc", "allocating a folio: buddy allocator, memcg charge, LRU add [U]")            \
+  S(folio_free, "200cyc", "freeing a folio back to the allocator [U]")                                   \
+  S(clear_page, "245ns", "zeroing 4 KiB (clear_page / folio_zero_user, per subpage); calibrated on C2 (allocation faults: 4.6 us for 64K, 63-68 us for 1M, 126 us for 2M)")              \
+  S(copy_page, "890ns", "copying 4 KiB (copy_user_highpage) from a cold source; calibrated on C2 (a COW fault that copies 4K costs 1,500 ns)")               \
+  S(pt_alloc, "300cyc", "allocating and zeroing a page-table page [U]")                                  \
+  S(lock_op, "20cyc", "one uncontended lock acquire and release (mmap_lock, VMA lock, PTL, folio lock) [U]") \
+  H(invlpg, "x86 INVLPG of one page")                                                               \
+  H(flush_full, "x86 full flush of the current PCID (CR3 write)")                                   \
+  H(ipi, "x86 TLB-shootdown IPI to one remote CPU, send and wait for the acknowledgement")          \
+  H(tlbi_local, "arm64 TLBI VALE1 / VAE1 (this CPU)")                                               \
+  H(tlbi_bcast, "arm64 TLBI VALE1IS / VAE1IS (broadcast to the inner-shareable domain)")            \
+  H(tlbi_asid, "arm64 TLBI ASIDE1IS")                                                               \
+  H(dsb_local, "arm64 DSB NSH / ISHST after local maintenance")                                     \
+  H(dsb_bcast, "arm64 DSB ISH completing broadcast TLB maintenance")                                \
+  S(syscall, "100cyc", "system call entry and exit [U]")                                                 \
+  S(fork_fixed, "20000cyc", "fork(): task and mm creation outside the page-table copy (copy_process, dup_mm) [U]") \
+  S(exit_fixed, "10000cyc", "exit(): task teardown outside the page tables [U]")                      \
+  S(thread_fixed, "8000cyc", "clone() of a thread (CLONE_VM): task creation without an mm copy [U]") \
+  S(vma_op, "500cyc", "one VMA created, copied, split or freed [U]")                                     \
+  S(ctx_switch, "2000cyc", "a context switch between tasks [U]")
 
 enum class Cost : uint8_t {
-#define KMM_COST_ENUM(name, def, desc) name,
-  KMM_COST_ITEMS(KMM_COST_ENUM)
-#undef KMM_COST_ENUM
+#define KMM_COST_ENUM_S(name, def, desc) name,
+#define KMM_COST_ENUM_H(name, desc) name,
+  KMM_COST_ITEMS(KMM_COST_ENUM_S, KMM_COST_ENUM_H)
+#undef KMM_COST_ENUM_S
+#undef KMM_COST_ENUM_H
       COUNT
 };
 inline constexpr size_t kNumCosts = static_cast<size_t>(Cost::COUNT);
@@ -89,10 +99,16 @@ struct CostAccount {
   }
 };
 
+// Whether an item is a hardware instruction (an H item above), priced by the platform.
+bool cost_is_hardware(Cost c);
+
 // The platform's price list: `cost.<item>` parameters.
 struct CostModel {
   std::array<mmusim::Duration, kNumCosts> d{};
-  void visit(mmusim::Params& p);
+  // Declares or reads the cost.* keys. `hw_default` gives the generic default of each hardware
+  // item when declaring (the platform layer takes it from the platform config files); without
+  // it a hardware item is declared at 0 (a placeholder, for reading those files).
+  void visit(mmusim::Params& p, const std::function<std::string(Cost)>& hw_default = {});
   const mmusim::Duration& operator[](Cost c) const { return d[static_cast<size_t>(c)]; }
   // Time of an account at `ghz`, in cycles (fractional cycles kept), extra cycles included;
   // `each(item, count)` is called for every charged item on the way (one pass).

@@ -26,11 +26,6 @@ inline uint64_t addr_end(uint64_t addr, uint64_t end, uint64_t size) {
   uint64_t boundary = (addr + size) & ~(size - 1);
   return (boundary - 1 < end - 1) ? boundary : end;
 }
-// vma_soft_dirty_enabled() (include/linux/mm.h): CONFIG_MEM_SOFT_DIRTY (x86 only) and a VMA whose
-// VM_SOFTDIRTY has been cleared (clear_refs); new VMAs carry VM_SOFTDIRTY.
-inline bool vma_soft_dirty_enabled(mmusim::pg::Isa isa, const vm_area_struct* vma) {
-  return isa == mmusim::pg::Isa::x86_64 && !(vma->vm_flags & VM_SOFTDIRTY);
-}
 }  // namespace
 
 // ------------------------------------------------------------------------------------------------
@@ -501,7 +496,7 @@ int Kernel::copy_present_ptes(vm_area_struct* dst_vma, vm_area_struct* src_vma, 
   // folio" case is as fast as possible by keeping the batching logic separate.
   if (!*prealloc && folio_test_large(f) && max_nr != 1) {
     if (src_vma->vm_flags & VM_SHARED) flags |= FPB_IGNORE_DIRTY;
-    if (!vma_soft_dirty_enabled(isa_, src_vma)) flags |= FPB_IGNORE_SOFT_DIRTY;
+    if (!vma_soft_dirty_enabled(src_vma)) flags |= FPB_IGNORE_SOFT_DIRTY;
 
     nr = folio_pte_batch(f, addr, src_pte, pte, max_nr, flags, &any_writable, nullptr, nullptr);
     folio_ref_add(f, nr);

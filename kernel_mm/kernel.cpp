@@ -52,7 +52,7 @@ void KernelParams::visit(mmusim::Params& p) {
   p.size("memory.size", phys_mem, "4G", 64ull << 20, 1ull << 40,
          "Simulated physical memory (sparse: only touched frames cost host memory; the memmap "
          "costs 80 bytes per frame touched)",
-         1ull << 21);
+         PMD_SIZE);
   p.enumeration("thp.enabled", thp_enabled, ThpMode::always,
                 {{"always", ThpMode::always}, {"madvise", ThpMode::madvise}, {"never", ThpMode::never}},
                 "/sys/kernel/mm/transparent_hugepage/enabled");
@@ -77,18 +77,38 @@ void KernelParams::visit(mmusim::Params& p) {
 
 const char* cost_name(Cost c) {
   static const char* names[] = {
-#define KMM_COST_NAME(name, def, desc) #name,
-      KMM_COST_ITEMS(KMM_COST_NAME)
-#undef KMM_COST_NAME
+#define KMM_COST_NAME_S(name, def, desc) #name,
+#define KMM_COST_NAME_H(name, desc) #name,
+      KMM_COST_ITEMS(KMM_COST_NAME_S, KMM_COST_NAME_H)
+#undef KMM_COST_NAME_S
+#undef KMM_COST_NAME_H
   };
   return names[static_cast<size_t>(c)];
 }
 
-void CostModel::visit(mmusim::Params& p) {
+bool cost_is_hardware(Cost c) {
+  static const bool hw[] = {
+#define KMM_COST_HW_S(name, def, desc) false,
+#define KMM_COST_HW_H(name, desc) true,
+      KMM_COST_ITEMS(KMM_COST_HW_S, KMM_COST_HW_H)
+#undef KMM_COST_HW_S
+#undef KMM_COST_HW_H
+  };
+  return hw[static_cast<size_t>(c)];
+}
+
+void CostModel::visit(mmusim::Params& p, const std::function<std::string(Cost)>& hw_default) {
   size_t i = 0;
-#define KMM_COST_VISIT(name, def, desc) p.duration("cost." #name, d[i++], def, desc);
-  KMM_COST_ITEMS(KMM_COST_VISIT)
-#undef KMM_COST_VISIT
+  auto hw = [&](const char* key, const char* desc) {
+    const std::string def = hw_default ? hw_default(Cost(i)) : "0cyc";
+    p.duration(key, d[i], def, std::string(desc) + "; priced by the platform (configs/platforms/*.cfg gives the source)");
+    ++i;
+  };
+#define KMM_COST_VISIT_S(name, def, desc) p.duration("cost." #name, d[i++], def, desc);
+#define KMM_COST_VISIT_H(name, desc) hw("cost." #name, desc);
+  KMM_COST_ITEMS(KMM_COST_VISIT_S, KMM_COST_VISIT_H)
+#undef KMM_COST_VISIT_S
+#undef KMM_COST_VISIT_H
 }
 
 const char* fault_kind_name(FaultKind k) {
@@ -116,16 +136,6 @@ const char* lock_class_name(LockClass c) {
     case LockClass::folio_lock: return "folio_lock";
     case LockClass::large_mapcount: return "large_mapcount";
     case LockClass::COUNT: break;
-  }
-  return "?";
-}
-
-const char* tlbi_op_name(TlbiOp op) {
-  switch (op) {
-    case TlbiOp::VALE1: return "vale1";
-    case TlbiOp::VAE1: return "vae1";
-    case TlbiOp::ASIDE1: return "aside1";
-    case TlbiOp::VMALLE1: return "vmalle1";
   }
   return "?";
 }

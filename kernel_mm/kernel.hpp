@@ -24,16 +24,22 @@
 
 #include "base/params.hpp"
 #include "base/stats.hpp"
+#include "base/tlb_maintenance.hpp"
 #include "base/trace.hpp"
 #include "kernel_mm/arch/arch.hpp"
 #include "kernel_mm/cost.hpp"
-#include "kernel_mm/hw.hpp"
 #include "kernel_mm/mm_types.hpp"
 #include "kernel_mm/page.hpp"
 #include "base/physmem.hpp"
 #include "kernel_mm/types.hpp"
 
 namespace kmm {
+
+// The TLB-maintenance seam to the hardware (base/tlb_maintenance.hpp), by the kernel's names.
+using mmusim::MmuHw;
+using mmusim::NullMmuHw;
+using mmusim::TlbiOp;
+using mmusim::tlbi_op_name;
 
 using mmusim::PhysMem;
 
@@ -376,6 +382,16 @@ class Kernel {
                       fpb_t flags, bool* any_writable, bool* any_young, bool* any_dirty);
   int folio_pte_batch_flags(folio* f, vm_area_struct* vma, pte_t* ptep, pte_t* ptentp, int max_nr,
                             fpb_t flags);
+  // vma_soft_dirty_enabled() and pte_needs_soft_dirty_wp() (mm/internal.h): soft-dirty tracking
+  // is on for a VMA whose VM_SOFTDIRTY was cleared (clear_refs), where the arch has
+  // CONFIG_MEM_SOFT_DIRTY (x86); new VMAs carry VM_SOFTDIRTY.
+  bool vma_soft_dirty_enabled(const vm_area_struct* vma) const {
+    if (!arch_->mem_soft_dirty()) return false;
+    return !(vma->vm_flags & VM_SOFTDIRTY);
+  }
+  bool pte_needs_soft_dirty_wp(const vm_area_struct* vma, pte_t pte) const {
+    return vma_soft_dirty_enabled(vma) && !arch_->pte_soft_dirty(pte);
+  }
   // can_change_pte_writable() (mm/mprotect.c)
   bool can_change_pte_writable(vm_area_struct* vma, uint64_t addr, pte_t pte);
   void mm_account_fault(uint64_t address, uint32_t flags, vm_fault_t ret);

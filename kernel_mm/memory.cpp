@@ -560,11 +560,9 @@ bool Kernel::can_change_pte_writable(vm_area_struct* vma, uint64_t addr, pte_t p
   if (!(vma->vm_flags & VM_WRITE)) return false;  // WARN_ON_ONCE
   // Don't touch entries that are not even readable.
   if (arch_->pte_protnone(pte)) return false;
-  // Do we need write faults for softdirty tracking? pte_needs_soft_dirty_wp(): soft-dirty tracking
-  // is on only for VMAs without VM_SOFTDIRTY (after clear_refs), which never happens here; arm64
-  // has no soft-dirty.
-  if (isa_ == mmusim::pg::Isa::x86_64 && !(vma->vm_flags & VM_SOFTDIRTY) && !arch_->pte_soft_dirty(pte))
-    return false;
+  // Do we need write faults for softdirty tracking? (On only for VMAs without VM_SOFTDIRTY, after
+  // clear_refs, which never happens here; arm64 has no soft-dirty.)
+  if (pte_needs_soft_dirty_wp(vma, pte)) return false;
   // Do we need write faults for uffd-wp tracking?
   if (userfaultfd_pte_wp(vma, pte)) return false;
   if (!(vma->vm_flags & VM_SHARED)) {

@@ -18,12 +18,6 @@ namespace {
 // mmap_min_addr (CONFIG_DEFAULT_MMAP_MIN_ADDR=65536 on x86 and arm64 distribution kernels).
 constexpr uint64_t kMmapMinAddr = 65536;
 
-// TASK_SIZE: x86-64 4-level paging (arch/x86/include/asm/page_64_types.h: (1 << 47) - PAGE_SIZE);
-// arm64 48-bit VA (1 << 48).
-uint64_t task_size(mmusim::pg::Isa isa) {
-  return isa == mmusim::pg::Isa::x86_64 ? (uint64_t(1) << 47) - PAGE_SIZE : uint64_t(1) << 48;
-}
-
 inline bool IS_ERR_VALUE(uint64_t x) { return x >= uint64_t(-4095); }
 inline uint64_t ERR_VALUE(int err) { return uint64_t(int64_t(err)); }  // -errno as unsigned long
 inline uint64_t PAGE_ALIGN(uint64_t x) { return ALIGN(x, PAGE_SIZE); }
@@ -137,7 +131,7 @@ uint64_t unmapped_area(mm_struct* mm, uint64_t length, uint64_t low_limit, uint6
 // generic_get_unmapped_area_topdown() (mm/mmap.c:808), with `mm_get_unmapped_area_vmflags()` on
 // an MMF_TOPDOWN mm.
 uint64_t arch_get_unmapped_area_topdown(Kernel& k, mm_struct* mm, uint64_t addr, uint64_t len) {
-  const uint64_t mmap_end = task_size(k.isa());  // arch_get_mmap_end()
+  const uint64_t mmap_end = k.arch().task_size();  // arch_get_mmap_end(): TASK_SIZE
   // requested length too big for entire address space
   if (len > mmap_end - kMmapMinAddr) return ERR_VALUE(-ENOMEM);
   // requesting a specific address
@@ -200,7 +194,7 @@ int64_t Kernel::sys_mmap(task_struct* t, uint64_t addr, uint64_t len, int prot, 
   if (!len) return -ENOMEM;
   if (flags & MAP_FIXED) {
     if (!IS_ALIGNED(addr, PAGE_SIZE)) return -EINVAL;
-    if (addr > task_size(isa_) - len || addr < kMmapMinAddr) return -ENOMEM;
+    if (addr > arch_->task_size() - len || addr < kMmapMinAddr) return -ENOMEM;
   } else if (addr) {
     // round_hint_to_min()
     addr &= PAGE_MASK;
@@ -221,7 +215,7 @@ int64_t Kernel::sys_mmap(task_struct* t, uint64_t addr, uint64_t len, int prot, 
       mmap_write_unlock(mm);
       return int64_t(addr);
     }
-    if (addr > task_size(isa_) - len) {
+    if (addr > arch_->task_size() - len) {
       mmap_write_unlock(mm);
       return -ENOMEM;
     }

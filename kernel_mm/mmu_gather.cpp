@@ -716,8 +716,8 @@ void Kernel::free_pgd_range_all(mm_struct* mm) {
   MMUSIM_CHECK(mm->mm_mt.empty(), "free_pgd_range_all of an mm that still has VMAs");
   mmu_gather tlb;
   tlb_gather_mmu_fullmm(&tlb, mm);
-  // [FIRST_USER_ADDRESS, TASK_SIZE) rounded to whole pgd entries: every user pgd entry
-  const uint64_t top = uint64_t(1) << (isa_ == mmusim::pg::Isa::x86_64 ? 47 : 48);
+  // [FIRST_USER_ADDRESS, TASK_SIZE) rounded up to whole pgd entries: every user pgd entry
+  const uint64_t top = ALIGN(arch_->task_size(), uint64_t(1) << PGDIR_SHIFT);
   free_pgd_range(&tlb, FIRST_USER_ADDRESS, top, FIRST_USER_ADDRESS, USER_PGTABLES_CEILING);
   tlb_finish_mmu(&tlb);
 }

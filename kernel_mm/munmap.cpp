@@ -43,11 +43,6 @@ inline uint64_t addr_end(uint64_t addr, uint64_t end, uint64_t size) {
   return (boundary - 1 < end - 1) ? boundary : end;
 }
 
-// TASK_SIZE: x86-64 4-level (1 << 47) - PAGE_SIZE; arm64 48-bit VA 1 << 48.
-uint64_t task_size(mmusim::pg::Isa isa) {
-  return isa == mmusim::pg::Isa::x86_64 ? (uint64_t(1) << 47) - PAGE_SIZE : uint64_t(1) << 48;
-}
-
 // calc_vm_prot_bits() (include/linux/mman.h), no pkeys / arch bits
 vm_flags_t calc_vm_prot_bits(int prot) {
   vm_flags_t f = 0;
@@ -391,7 +386,7 @@ bool can_change_pmd_writable(Kernel& k, vm_area_struct* vma, uint64_t addr, pmd_
 // do_vmi_munmap() (mm/vma.c:1399) -> do_vmi_align_munmap() (mm/vma.c:1352). Called with the mmap
 // write lock; with `unlock`, returns with it released on success.
 int Kernel::do_vmi_munmap(mm_struct* mm, uint64_t start, uint64_t len, bool unlock) {
-  const uint64_t TASK_SIZE = task_size(isa_);
+  const uint64_t TASK_SIZE = arch_->task_size();
   if ((start & ~PAGE_MASK) || start > TASK_SIZE || len > TASK_SIZE - start) return -EINVAL;
   const uint64_t end = start + PAGE_ALIGN(len);
   if (end == start) return -EINVAL;

@@ -12,7 +12,8 @@
 namespace kmm {
 
 namespace {
-inline unsigned idx(uint64_t addr, unsigned shift) { return unsigned((addr >> shift) & 511); }
+// pgd_index() .. pte_index(): every level has the same number of entries (PTRS_PER_*).
+inline unsigned idx(uint64_t addr, unsigned shift) { return unsigned((addr >> shift) & (PTRS_PER_PTE - 1)); }
 }  // namespace
 
 // pgd_offset(mm, addr)

@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstdint>
 
+#include "base/pgformat.hpp"
+
 namespace kmm {
 
 using pfn_t = uint64_t;
@@ -38,11 +40,16 @@ inline bool pte_none(pte_t p) { return p.val == 0; }
 inline bool pmd_same(pmd_t a, pmd_t b) { return a.val == b.val; }
 inline bool pmd_none(pmd_t p) { return p.val == 0; }
 
+// The kernel's page-table geometry, written as the kernel writes it (asm/page_types.h,
+// asm/pgtable_64_types.h, asm/pgtable-hwdef.h with 4K pages and 4 levels) and tied below to the
+// paging-format descriptor both ISAs share (base/pgformat.hpp), which the hardware models use.
 inline constexpr unsigned PAGE_SHIFT = 12;
 inline constexpr uint64_t PAGE_SIZE = uint64_t(1) << PAGE_SHIFT;
 inline constexpr uint64_t PAGE_MASK = ~(PAGE_SIZE - 1);
 inline constexpr unsigned PTRS_PER_PTE = 512;
 inline constexpr unsigned PTRS_PER_PMD = 512;
+inline constexpr unsigned PTRS_PER_PUD = 512;
+inline constexpr unsigned PTRS_PER_PGD = 512;
 inline constexpr unsigned PMD_SHIFT = PAGE_SHIFT + 9;
 inline constexpr uint64_t PMD_SIZE = uint64_t(1) << PMD_SHIFT;
 inline constexpr uint64_t PMD_MASK = ~(PMD_SIZE - 1);
@@ -60,6 +67,22 @@ inline constexpr unsigned CONT_PTE_SHIFT = 4 + PAGE_SHIFT;
 inline constexpr unsigned CONT_PTES = 1u << (CONT_PTE_SHIFT - PAGE_SHIFT);  // 16
 inline constexpr uint64_t CONT_PTE_SIZE = uint64_t(CONT_PTES) * PAGE_SIZE;
 inline constexpr uint64_t CONT_PTE_MASK = ~(CONT_PTE_SIZE - 1);
+
+namespace geometry_check {
+namespace pg = mmusim::pg;
+static_assert(PAGE_SHIFT == pg::kBasePageShift && PAGE_SIZE == pg::kBasePageSize && PAGE_MASK == pg::kBasePageMask,
+              "PAGE_SHIFT is the descriptor's base page");
+static_assert(PTRS_PER_PTE == pg::kX86_64.ptrs_per_table() && PTRS_PER_PMD == pg::kX86_64.ptrs_per_table() &&
+                  PTRS_PER_PUD == pg::kX86_64.ptrs_per_table() && PTRS_PER_PGD == pg::kX86_64.ptrs_per_table(),
+              "PTRS_PER_* are the descriptor's entries per table");
+static_assert(PMD_SHIFT == pg::kX86_64.level_shift(1) && PUD_SHIFT == pg::kX86_64.level_shift(2) &&
+                  PGDIR_SHIFT == pg::kX86_64.level_shift(3),
+              "the level shifts are the descriptor's (x86-64)");
+static_assert(PMD_SHIFT == pg::kArm64_4K.level_shift(1) && PUD_SHIFT == pg::kArm64_4K.level_shift(2) &&
+                  PGDIR_SHIFT == pg::kArm64_4K.level_shift(3),
+              "the level shifts are the descriptor's (arm64, 4K granule)");
+static_assert(CONT_PTES == pg::kArm64_4K.cont_entries, "CONT_PTES is the descriptor's contiguous hint");
+}  // namespace geometry_check
 
 inline constexpr uint64_t ALIGN_DOWN(uint64_t x, uint64_t a) { return x & ~(a - 1); }
 inline constexpr uint64_t ALIGN(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }

@@ -17,7 +17,8 @@ uint64_t UserAccess::syndrome(const pg::Walk& w, bool write) const {
 }
 
 uint64_t UserAccess::probe(task_struct* t, uint64_t va, bool write) const {
-  pg::Walk w = pg::walk(k_.isa(), k_.phys(), t->mm->pgd, va, pg::WalkOptions{hafdbs_ || k_.isa() == pg::Isa::x86_64});
+  pg::Walk w = pg::walk(k_.isa(), k_.phys(), t->mm->pgd, va,
+                        pg::WalkOptions{k_.arch().arch_has_hw_pte_young(hafdbs_)});
   if (pg::walk_faults(w)) return ~uint64_t(0);
   if (write && !pg::write_permitted(k_.isa(), w, hafdbs_)) return ~uint64_t(0);
   return w.pa(va);
@@ -25,7 +26,7 @@ uint64_t UserAccess::probe(task_struct* t, uint64_t va, bool write) const {
 
 uint64_t UserAccess::translate(task_struct* t, uint64_t va, bool write) {
   const pg::Isa isa = k_.isa();
-  pg::WalkOptions opt{hafdbs_ || isa == pg::Isa::x86_64};
+  pg::WalkOptions opt{k_.arch().arch_has_hw_pte_young(hafdbs_)};
   // A fault that changes nothing the walk sees would repeat forever: the kernel must make
   // progress within a few attempts (a retry, a race with itself is impossible here).
   uint64_t last_syndrome = ~uint64_t(0), last_leaf = ~uint64_t(0);

@@ -3,7 +3,8 @@
 // hardware does (base/hwwalk.hpp: accessed/dirty updates, HAFDBS on arm64), takes the fault the
 // hardware would take into the kernel's arch fault handler, and retries. No TLB, so no stale
 // entries and no spurious faults: the kernel's logic in program order. The functional platform
-// and the kernel tests run workloads through it.
+// and the kernel tests run workloads through it. What differs by ISA (whether the CPU sets the
+// accessed flag, the fault syndrome) comes from the arch layer (arch/arch.hpp).
 #pragma once
 
 #include <cstddef>

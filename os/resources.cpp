@@ -11,7 +11,7 @@ namespace mmusim {
 // the simulated memory the run touches. Estimates, on the safe side; UserError (exit 2) naming the
 // keys and the numbers.
 void System::check_resources(const Config& cfg) {
-  constexpr uint64_t kFrame = 4096, kSlack = 16ull << 20;  // zero page, LRU batches, stacks
+  constexpr uint64_t kFrame = kmm::PAGE_SIZE, kSlack = 16ull << 20;  // zero page, LRU batches, stacks
   uint64_t mapped = 0;     // bytes of simulated memory the workload's data needs at most
   std::string what;        // which keys that comes from
   if (wp_.name == wl::WorkloadName::random_ops) {
@@ -26,8 +26,8 @@ void System::check_resources(const Config& cfg) {
     what = fmt::format("workload.size = {}{}", format_size(wp_.size),
                        copies ? " twice (kernel.large_folio_reuse = false copies it)" : "");
   }
-  // Page tables: a PTE table per 2 MiB, for the parent and a fork child.
-  const uint64_t sim_need = mapped + 2 * (mapped / 512) + kSlack;
+  // Page tables: a PTE table (one page) per PMD_SIZE, for the parent and a fork child.
+  const uint64_t sim_need = mapped + 2 * (mapped / kmm::PTRS_PER_PTE) + kSlack;
   const std::string& origin =
       cfg.setting(wp_.name == wl::WorkloadName::random_ops ? "workload.max_mapped" : "workload.size").origin;
   if (sim_need > kp_.phys_mem)

@@ -93,7 +93,7 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
     for (size_t i = 0; i < cores_.size(); ++i) {
       for (hw::Tlb* t : cores_[i]->maintenance().tlbs()) {
         t->for_each([&](const hw::TlbEntry& e) {
-          fn(kmm::Kernel::CachedTranslation{int(i), e.asid, e.vbase, e.bytes(), e.pbase >> 12, e.writable});
+          fn(kmm::Kernel::CachedTranslation{int(i), e.asid, e.vbase, e.bytes(), e.pbase >> kmm::PAGE_SHIFT, e.writable});
         });
       }
     }

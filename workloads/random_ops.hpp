@@ -31,13 +31,18 @@
 #include <utility>
 #include <vector>
 
+#include "base/pgformat.hpp"
 #include "workloads/rng.hpp"
 
 namespace mmusim::wl::rops {
 
 using mmusim::wl::Rng;  // workloads/rng.hpp
 
-inline constexpr uint64_t kPage = 4096;
+// The program's page, the arm64 contiguous block (the 64K mTHP / contpte size) and the PMD block,
+// from the paging geometry (base/pgformat.hpp).
+inline constexpr uint64_t kPage = mmusim::pg::kBasePageSize;
+inline constexpr uint64_t kCont = kPage * mmusim::pg::kArm64_4K.cont_entries;
+inline constexpr uint64_t kPmd = mmusim::pg::kBaseGeometry.level_size(1);
 // mmap/mprotect/madvise constants (include/uapi/asm-generic/mman*.h)
 inline constexpr int kProtRead = 1, kProtWrite = 2;
 inline constexpr int kMapPrivateAnon = 0x02 | 0x20;
@@ -188,21 +193,21 @@ inline std::pair<uint64_t, uint64_t> pick_range(const std::pair<uint64_t, uint64
   switch (a % 5) {
     case 0: return ar;  // the whole area
     case 1: {           // 64K-aligned chunk(s)
-      uint64_t s = (ar.first + 0xffff) & ~0xffffull;
-      uint64_t e = (ar.first + ar.second) & ~0xffffull;
+      uint64_t s = (ar.first + kCont - 1) & ~(kCont - 1);
+      uint64_t e = (ar.first + ar.second) & ~(kCont - 1);
       if (e > s) {
-        uint64_t n = (e - s) >> 16;
+        uint64_t n = (e - s) / kCont;
         uint64_t i = b % n, k = 1 + (b >> 20) % std::min<uint64_t>(n - i, 4);
-        return {s + (i << 16), k << 16};
+        return {s + i * kCont, k * kCont};
       }
       break;
     }
     case 2: {  // 2M-aligned block
-      uint64_t s = (ar.first + 0x1fffff) & ~0x1fffffull;
-      uint64_t e = (ar.first + ar.second) & ~0x1fffffull;
+      uint64_t s = (ar.first + kPmd - 1) & ~(kPmd - 1);
+      uint64_t e = (ar.first + ar.second) & ~(kPmd - 1);
       if (e > s) {
-        uint64_t n = (e - s) >> 21;
-        return {s + ((b % n) << 21), 2ull << 20};
+        uint64_t n = (e - s) / kPmd;
+        return {s + (b % n) * kPmd, kPmd};
       }
       break;
     }
@@ -218,8 +223,8 @@ inline uint64_t mmap_len(uint64_t a) {
   switch (a % 4) {
     case 0: return (1 + (a >> 8) % 16) * kPage;                    // a few pages
     case 1: return (16 + (a >> 8) % 240) * kPage;                  // 64K-1M
-    case 2: return (2ull << 20) + ((a >> 8) % 32) * (64ull << 10); // 2M plus a bit: one THP fits if aligned
-    default: return (4ull << 20) + ((a >> 8) % 8) * kPage;         // 4M: at least one aligned 2M block
+    case 2: return kPmd + ((a >> 8) % 32) * kCont;              // 2M plus a bit: one THP fits if aligned
+    default: return 2 * kPmd + ((a >> 8) % 8) * kPage;         // 4M: at least one aligned 2M block
   }
 }
 

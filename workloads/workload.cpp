@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "base/pgformat.hpp"
 #include "workloads/rng.hpp"
 
 namespace mmusim::wl {
@@ -14,8 +15,9 @@ namespace {
 constexpr uint64_t kProtRead = 1, kProtWrite = 2;
 constexpr uint64_t kMapPrivateAnon = 0x02 | 0x20;
 constexpr uint64_t kMadvHugepage = 14;
-constexpr uint64_t kPage = 4096;
-constexpr uint64_t kPmd = 2ull << 20;
+// The base page and the PMD block (base/pgformat.hpp).
+constexpr uint64_t kPage = pg::kBasePageSize;
+constexpr uint64_t kPmd = pg::kBaseGeometry.level_size(1);
 
 // Instruction addresses of the benchmark's loop, for traces and fault reports.
 constexpr uint64_t kIpPopulate = 0x401000;
@@ -429,8 +431,8 @@ void WorkloadParams::visit(Params& p) {
                 "random-ops: random mmap/munmap/mprotect/madvise/fork/exit/stores/loads over "
                 "several processes, every load checked against a reference model of memory "
                 "(differential testing; workload.ops, workload.processes, workload.max_mapped)");
-  p.size("workload.size", size, "256M", 2ull << 20, 64ull << 30,
-         "bytes of the measured region (a multiple of 2M)", 2ull << 20);
+  p.size("workload.size", size, "256M", kPmd, 64ull << 30,
+         "bytes of the measured region (a multiple of 2M)", kPmd);
   p.enumeration("workload.folio", folio, FolioKind::k64K,
                 {{"4K", FolioKind::k4K},
                  {"64K", FolioKind::k64K},
@@ -466,7 +468,7 @@ void WorkloadParams::visit(Params& p) {
             "loop micro-ops per store besides the store (address add, fused cmp+jcc)");
   p.integer("workload.result_entry_bytes", result_entry_bytes, 4, 1, 8,
             "seq-byte-clock: bytes per recorded store latency in the benchmark's result array");
-  p.size("workload.result_offset", result_offset, "16", 0, 4096,
+  p.size("workload.result_offset", result_offset, "16", 0, kPage,
          "seq-byte-clock: offset of the result array in its mapping (malloc's chunk header); an "
          "array of 64K 4-byte entries at offset 16 spans 65 pages");
   p.enumeration("workload.measure", measure, Measure::pass,
@@ -485,7 +487,7 @@ void WorkloadParams::visit(Params& p) {
   p.integer("workload.processes", processes, 4, 1, 64,
             "random-ops: processes alive at once at most (the first one included)");
   p.size("workload.max_mapped", max_mapped, "16M", 8ull << 20, 1ull << 40,
-         "random-ops: bytes one process has mapped at most (areas of 4K to 4M)", 4096);
+         "random-ops: bytes one process has mapped at most (areas of 4K to 4M)", kPage);
   p.integer("sim.seed", seed, 1, 0, int64_t(1) << 62,
             "seed of every random choice (random-byte order); --seed sets it");
   vdso.visit(p);

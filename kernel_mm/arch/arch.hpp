@@ -34,6 +34,20 @@ class Arch {
   virtual mmusim::pg::Isa isa() const = 0;
   const char* name() const { return mmusim::pg::isa_name(isa()); }
 
+  // ---- address space and configuration the arch gives generic code ---------------------------
+  // TASK_SIZE (asm/processor.h): the end of the user address space.
+  virtual uint64_t task_size() const = 0;
+  // IS_ENABLED(CONFIG_MEM_SOFT_DIRTY): soft-dirty tracking needs CONFIG_HAVE_ARCH_SOFT_DIRTY,
+  // which x86 selects and arm64 does not.
+  virtual bool mem_soft_dirty() const { return false; }
+
+  // ---- the CPU's MMU, for user accesses without a hardware model (UserAccess) ----------------
+  // The walk, the fault rules and the syndrome are the hardware's (base/hwwalk.hpp, shared with
+  // the timed cores); what the kernel's view of the CPU adds:
+  // arch_has_hw_pte_young() (include/linux/pgtable.h, overridden by arm64): whether the CPU sets
+  // the accessed flag itself; `cpu_has_hw_af` is the CPU's feature (arm64 FEAT_HAFDBS).
+  virtual bool arch_has_hw_pte_young(bool cpu_has_hw_af) const = 0;
+
   // ---- PTE helpers (pure) --------------------------------------------------------------------
   virtual bool pte_present(pte_t pte) const = 0;
   virtual bool pte_write(pte_t pte) const = 0;

@@ -433,14 +433,15 @@ bool OooCore::ahead_issue(size_t j, uint64_t nuke, size_t st_hint) {
     size_t k = r.n_stores;
     if (k == 0 || r.stores[k - 1] < i) {
       r.stores[r.n_stores++] = uint32_t(i);
-      if (r.mono_end == k && (k == 0 || (y.addr >> 12) > r.page()[k - 1])) r.mono_end = k + 1;
+      if (r.mono_end == k && (k == 0 || (y.addr >> Tlb::kPageShift) > r.page()[k - 1]))
+        r.mono_end = k + 1;
     } else if (st_hint < r.n_stores && r.stores[st_hint] == i) {
       k = st_hint;  // a position reuse_run_ahead simulates in place (the same micro-op: the same page)
     } else {
       k = size_t(std::lower_bound(r.stores.data(), r.stores.data() + r.n_stores, uint32_t(i)) -
                  r.stores.data());
     }
-    r.page()[k] = y.addr >> 12;
+    r.page()[k] = y.addr >> Tlb::kPageShift;
     r.set_slot(k, Tlb::kNoSlot);
     if (tr_slot != Tlb::kNoSlot) claim_l2_slot(k, tr_slot);
     r.ro()[k] = tr_slot != Tlb::kNoSlot && !TlbReplay(*l2_).slot_entry(tr_slot).writable;
@@ -462,14 +463,14 @@ void OooCore::check_replay(size_t k0, size_t k1, const uint32_t* slots, const ui
                  "run-ahead replay: the pages of stores {} and {} do not increase", k - 1, k);
     const wl::Uop& u = fetched_.ring()[(fetched_.head() + 1 + r.stores[k]) & fetched_.mask()];
     const uint64_t addr = u.addr;
-    MMUSIM_CHECK(u.kind == wl::UopKind::Store && r.page()[k] == addr >> 12,
+    MMUSIM_CHECK(u.kind == wl::UopKind::Store && r.page()[k] == addr >> Tlb::kPageShift,
                  "run-ahead replay: store {} of the record has page {:#x}, its micro-op {:#x}", k,
                  r.page()[k], addr);
   }
   for (size_t m = 0; m < n_slots; ++m) {
     const size_t k = kidx ? kidx[m] : k0 + m;
     MMUSIM_CHECK(pages[m] == r.page()[k], "run-ahead replay: slot list out of step at {}", k);
-    const TlbEntry* e = l2_->probe(pages[m] << 12, asid);
+    const TlbEntry* e = l2_->probe(pages[m] << Tlb::kPageShift, asid);
     MMUSIM_CHECK(e && e->size == PageSize::k4K && l2_->slot_of(e) == slots[m] &&
                      r.slot()[k] == slots[m] && r.ro()[k] == !e->writable,
                  "run-ahead replay: store {} (page {:#x}) replays L2 slot {} (read-only {}), the L2 "
@@ -637,7 +638,7 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke, bool r_ended) {
     if (Q > P) {
       uint64_t* page = r.page();
       for (size_t k = r.n_stores - ds; k < r.n_stores; ++k) {
-        page[k] = fetched_[r.stores[k] + 1].addr >> 12;
+        page[k] = fetched_[r.stores[k] + 1].addr >> Tlb::kPageShift;
         r.set_slot(k, Tlb::kNoSlot);
         r.ro()[k] = 0;
         if (r.mono_end == k && (k == 0 || page[k] > page[k - 1])) r.mono_end = k + 1;
@@ -751,7 +752,7 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
     const size_t last = any_late ? k1 - 1 : std::min(k1, k0 + cap) - 1;
     if (l1r.covers_page_in(asid, st_page[k0], st_page[last])) {
       for (size_t k = k0, fills = 0; k < k1 && fills < cap; ++k) {
-        if (l1.probe(st_page[k] << 12, asid)) return false;
+        if (l1.probe(st_page[k] << Tlb::kPageShift, asid)) return false;
         fills += cls_of[stores[k]] != kPosStoreLate;
       }
     }
@@ -788,12 +789,12 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
   uint8_t* __restrict st_ro = ahead_.ro();
   bool failed = false;
   auto check = [&](size_t m) {  // slots[m] for pages[m]: held, or found
-    if (slots[m] != Tlb::kNoSlot && l2r.slot_holds_4k(slots[m], pages[m] << 12, asid)) {
+    if (slots[m] != Tlb::kNoSlot && l2r.slot_holds_4k(slots[m], pages[m] << Tlb::kPageShift, asid)) {
       if (!kidx) st_ro[k0 + m] = !l2r.slot_entry(slots[m]).writable;
       return;
     }
     // 4K entries only: a larger one would cover later stores' pages (hits the replay cannot see).
-    const TlbEntry* e = l2.probe(pages[m] << 12, asid);
+    const TlbEntry* e = l2.probe(pages[m] << Tlb::kPageShift, asid);
     if (!e || e->size != PageSize::k4K) {
       failed = true;
       return;

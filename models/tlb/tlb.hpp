@@ -112,6 +112,9 @@ struct TlbParams {
 class Tlb {
  public:
   static constexpr unsigned kMaxArrays = 4;
+  // Page numbers (covers_page_in, the run-ahead replay's pages) count base pages
+  // (base/pgformat.hpp); a tag shifted by it gives its entry's first page.
+  static constexpr unsigned kPageShift = pg::kBasePageShift;
 
   // `params` must have been validated (visit() does it when reading). Registers
   // tlb.<name>.{hits,misses,fills,fills_readonly,invalidations,evictions}.
@@ -196,8 +199,8 @@ class Tlb {
     uint8_t arr[kMaxArrays] = {};
   };
 
-  // A valid slot's key: the virtual base (aligned, so its low 12 bits are free), the size and a
-  // valid bit; an invalid slot's tag is 0. The tags sit apart from the entries so that a set's
+  // A valid slot's key: the virtual base (aligned, so its page-offset bits are free), the size and
+  // a valid bit; an invalid slot's tag is 0. The tags sit apart from the entries so that a set's
   // ways are compared within one or two cache lines.
   static uint64_t tag_of(uint64_t vbase, PageSize s) { return vbase | (uint64_t(s) << 1) | 1; }
 

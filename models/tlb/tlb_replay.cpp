@@ -28,15 +28,15 @@ void TlbReplay::hit_slots(const uint32_t* slots, size_t n) {
 
 bool TlbReplay::covers_page_in(uint16_t asid, uint64_t lo, uint64_t hi) const {
   const TlbReplayState& rs = t_.rs_;
-  if (rs.reach_end <= lo << 12) return false;  // no entry reaches that far
+  if (rs.reach_end <= lo << Tlb::kPageShift) return false;  // no entry reaches that far
   const uint64_t* __restrict t = t_.tags_.data();
   const Tlb::Slot* __restrict sl = t_.slots_.data();
   const size_t n = t_.cap_;
-  if (rs.seq && ((t[rs.seq_rot] >> 12) > hi || (t[n - 1] >> 12) < lo)) {
+  if (rs.seq && ((t[rs.seq_rot] >> Tlb::kPageShift) > hi || (t[n - 1] >> Tlb::kPageShift) < lo)) {
     // The sequence state's run of 4K pages lies outside the range: the extras only.
     for (size_t i = 0; i < rs.seq_rot; ++i) {
-      const uint64_t first = t[i] >> 12;
-      const uint64_t end = first + (page_size_bytes(PageSize((t[i] >> 1) & 3)) >> 12);
+      const uint64_t first = t[i] >> Tlb::kPageShift;
+      const uint64_t end = first + (page_size_bytes(PageSize((t[i] >> 1) & 3)) >> Tlb::kPageShift);
       if (first <= hi && end > lo && sl[i].e.asid == asid) return true;
     }
     return false;
@@ -46,13 +46,13 @@ bool TlbReplay::covers_page_in(uint16_t asid, uint64_t lo, uint64_t hi) const {
     // checked after the range, which holds page 0 only if lo is 0).
     const uint64_t span = hi - lo;
     for (size_t i = 0; i < n; ++i)
-      if ((t[i] >> 12) - lo <= span && t[i] && sl[i].e.asid == asid) return true;
+      if ((t[i] >> Tlb::kPageShift) - lo <= span && t[i] && sl[i].e.asid == asid) return true;
     return false;
   }
   for (size_t i = 0; i < n; ++i) {
     if (!t[i]) continue;
-    const uint64_t first = t[i] >> 12;  // the tag: the virtual base, the size, a valid bit
-    const uint64_t end = first + (page_size_bytes(PageSize((t[i] >> 1) & 3)) >> 12);
+    const uint64_t first = t[i] >> Tlb::kPageShift;  // the tag: the virtual base, the size, a valid bit
+    const uint64_t end = first + (page_size_bytes(PageSize((t[i] >> 1) & 3)) >> Tlb::kPageShift);
     if (first <= hi && end > lo && sl[i].e.asid == asid) return true;
   }
   return false;
@@ -102,7 +102,7 @@ void TlbReplay::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, s
     if (!((sizes >> 1) & 3) && !(descents >> 63)) {
       std::fill(std::begin(t.n_of_size_), std::end(t.n_of_size_), 0);
       t.n_of_size_[unsigned(PageSize::k4K)] = uint32_t(cap);
-      rs.reach_end = (last & ~uint64_t(0xfff)) + page_size_bytes(PageSize::k4K);
+      rs.reach_end = (last & pg::kBasePageMask) + page_size_bytes(PageSize::k4K);
       if (cap >= 2 * Tlb::kSeqMaxExtras) {  // the sequence state: no index (yet)
         rs.seq = true;
         rs.seq_rot = 0;
@@ -114,7 +114,7 @@ void TlbReplay::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, s
       for (size_t v = 0; v < cap; ++v) {
         const PageSize sz = PageSize((tags[v] >> 1) & 3);
         ++of_size[unsigned(sz)];
-        reach = std::max(reach, (tags[v] & ~uint64_t(0xfff)) + page_size_bytes(sz));
+        reach = std::max(reach, (tags[v] & pg::kBasePageMask) + page_size_bytes(sz));
       }
       std::copy(std::begin(of_size), std::end(of_size), std::begin(t.n_of_size_));
       rs.reach_end = reach;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // The architectural effect of each TLB-maintenance operation on one core's translation caches
 // (its TLBs and its walker's paging-structure caches), so that the rules live in the models and
-// the platform only forwards kmm::MmuHw calls (and the core its page faults) here.
+// the platform only forwards the kernel's MmuHw calls (base/tlb_maintenance.hpp, the seam both
+// sides see) and the core its page faults here.
 //
 //   x86 INVLPG va           TLB entries of any size covering va (PCID); ALL PSC entries of the
 //                           PCID (SDM Vol 3A §4.10.4.1)
@@ -18,7 +19,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernel_mm/hw.hpp"
+#include "base/tlb_maintenance.hpp"
 #include "models/tlb/tlb.hpp"
 #include "models/walker/walker.hpp"
 
@@ -48,21 +49,21 @@ class TranslationCaches {
     if (walker_) walker_->invalidate_asid(pcid);
     return n;
   }
-  unsigned arm64_tlbi(kmm::TlbiOp op, uint16_t asid, uint64_t va) {
+  unsigned arm64_tlbi(TlbiOp op, uint16_t asid, uint64_t va) {
     unsigned n = 0;
     switch (op) {
-      case kmm::TlbiOp::VALE1:
+      case TlbiOp::VALE1:
         for (Tlb* t : tlbs_) n += t->invalidate_page(va, asid, "tlbi_vale1");
         break;
-      case kmm::TlbiOp::VAE1:
+      case TlbiOp::VAE1:
         for (Tlb* t : tlbs_) n += t->invalidate_page(va, asid, "tlbi_vae1");
         if (walker_) walker_->invalidate_va(va, asid);
         break;
-      case kmm::TlbiOp::ASIDE1:
+      case TlbiOp::ASIDE1:
         for (Tlb* t : tlbs_) n += t->invalidate_asid(asid, "tlbi_aside1");
         if (walker_) walker_->invalidate_asid(asid);
         break;
-      case kmm::TlbiOp::VMALLE1:
+      case TlbiOp::VMALLE1:
         for (Tlb* t : tlbs_) n += t->invalidate_all("tlbi_vmalle1");
         if (walker_) walker_->invalidate_all();
         break;

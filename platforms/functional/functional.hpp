@@ -10,7 +10,7 @@
 #include <exception>
 #include <memory>
 
-#include "kernel_mm/hw.hpp"
+#include "base/tlb_maintenance.hpp"
 #include "kernel_mm/user_access.hpp"
 #include "os/system.hpp"
 #include "platforms/platform.hpp"

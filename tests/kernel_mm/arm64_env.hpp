@@ -12,7 +12,7 @@
 
 #include "base/stats.hpp"
 #include "kernel_mm/arch/arm64/arm64.hpp"
-#include "kernel_mm/hw.hpp"
+#include "base/tlb_maintenance.hpp"
 #include "kernel_mm/kernel.hpp"
 
 namespace arm64test {

@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "base/stats.hpp"
-#include "kernel_mm/hw.hpp"
+#include "base/tlb_maintenance.hpp"
 #include "kernel_mm/kernel.hpp"
 #include "kernel_mm/user_access.hpp"
 

@@ -319,7 +319,7 @@ TEST_CASE("walker: arm64 contpte block through the path; VALE1 keeps the walk ca
   CHECK(count(r.stats, "tlb.l1_dtlb.fills_readonly") == 1);
 
   // TLBI VALE1 of page 9: the TLB entries go, the walk-cache entries stay.
-  CHECK(r.maint.arm64_tlbi(kmm::TlbiOp::VALE1, 7, block + 9 * K4) == 2);
+  CHECK(r.maint.arm64_tlbi(mmusim::TlbiOp::VALE1, 7, block + 9 * K4) == 2);
   CHECK(r.l1.occupancy() == 0);
   CHECK(r.walker.psc().occupancy() == 3);
   t = r.load(block, 7, 1000);
@@ -329,7 +329,7 @@ TEST_CASE("walker: arm64 contpte block through the path; VALE1 keeps the walk ca
   CHECK(count(r.stats, "walker.psc.l2.hits") == 1);  // Arm ARM lookup level 2 table descriptor
 
   // TLBI VAE1 of page 12: the walk cache's entries for it go too.
-  CHECK(r.maint.arm64_tlbi(kmm::TlbiOp::VAE1, 7, block + 12 * K4) == 2);
+  CHECK(r.maint.arm64_tlbi(mmusim::TlbiOp::VAE1, 7, block + 12 * K4) == 2);
   CHECK(r.walker.psc().occupancy() == 0);
   CHECK(count(r.stats, "walker.psc.invalidations") == 3);
   t = r.load(block, 7, 2000);
@@ -337,11 +337,11 @@ TEST_CASE("walker: arm64 contpte block through the path; VALE1 keeps the walk ca
   CHECK(r.path.last_walk().mem_reads == 4);
 
   // ASIDE1 of another ASID leaves everything; ASIDE1 of 7 and VMALLE1 empty the TLBs and PSC.
-  CHECK(r.maint.arm64_tlbi(kmm::TlbiOp::ASIDE1, 8, 0) == 0);
-  CHECK(r.maint.arm64_tlbi(kmm::TlbiOp::ASIDE1, 7, 0) == 2);
+  CHECK(r.maint.arm64_tlbi(mmusim::TlbiOp::ASIDE1, 8, 0) == 0);
+  CHECK(r.maint.arm64_tlbi(mmusim::TlbiOp::ASIDE1, 7, 0) == 2);
   CHECK(r.walker.psc().occupancy() == 0);
   r.load(block, 7, 3000);
-  CHECK(r.maint.arm64_tlbi(kmm::TlbiOp::VMALLE1, 0, 0) == 2);
+  CHECK(r.maint.arm64_tlbi(mmusim::TlbiOp::VMALLE1, 0, 0) == 2);
   CHECK(r.walker.psc().occupancy() == 0);
 }
 

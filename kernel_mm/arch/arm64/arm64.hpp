@@ -50,8 +50,8 @@ inline constexpr uint64_t PTE_PRESENT_INVALID = a::PRESENT_INVALID;  // == PTE_N
 inline constexpr uint64_t PTE_ATTRINDX_MASK = uint64_t(7) << 2;
 inline constexpr uint64_t PTE_ATTRINDX_NORMAL = a::ATTRINDX_NORMAL;  // PTE_ATTRINDX(MT_NORMAL)
 inline constexpr uint64_t PTE_PO_IDX_MASK = mmusim::pg::genmask(62, 60);
-// PTE_ADDR_LOW without CONFIG_ARM64_PA_BITS_52: bits 49..12.
-inline constexpr uint64_t PTE_ADDR_LOW = mmusim::pg::genmask(49, 12);
+// PTE_ADDR_LOW without CONFIG_ARM64_PA_BITS_52: bits 49..PAGE_SHIFT.
+inline constexpr uint64_t PTE_ADDR_LOW = mmusim::pg::genmask(49, PAGE_SHIFT);
 inline constexpr uint64_t PMD_TYPE_MASK = 3;
 inline constexpr uint64_t PMD_TYPE_TABLE = 3;
 inline constexpr uint64_t PMD_TYPE_SECT = 1;
@@ -125,6 +125,13 @@ class Arm64Arch : public Arch {
  public:
   using Arch::Arch;
   mmusim::pg::Isa isa() const override { return mmusim::pg::Isa::arm64; }
+
+  // VA_BITS (CONFIG_ARM64_VA_BITS_48): the descriptor's 48-bit virtual address space.
+  static constexpr unsigned VA_BITS = mmusim::pg::kArm64_4K.va_bits();
+  // TASK_SIZE_64 (asm/processor.h): all of TTBR0's range.
+  static constexpr uint64_t TASK_SIZE_64 = uint64_t(1) << VA_BITS;
+  uint64_t task_size() const override { return TASK_SIZE_64; }
+  bool arch_has_hw_pte_young(bool cpu_has_hw_af) const override;
 
   // ---- PTE helpers (pgtable.h) ----
   bool pte_present(pte_t) const override;
@@ -258,7 +265,7 @@ class Arm64Arch : public Arch {
   // aligns the pointer; host buffers of simulated frames are not 128-byte aligned, so the slot
   // comes from the table's physical address.
   pte_t* contpte_align_down(pte_t* ptep) const;
-  unsigned pte_slot(const pte_t* ptep) const;  // index of ptep in its table (0..511)
+  unsigned pte_slot(const pte_t* ptep) const;  // index of ptep in its table (0..PTRS_PER_PTE-1)
 
  private:
   void contpte_try_unfold_partial(mm_struct* mm, uint64_t addr, pte_t* ptep, unsigned nr);

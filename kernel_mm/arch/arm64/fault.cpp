@@ -81,8 +81,12 @@ Arm64Abort arm64_decode_esr(uint64_t e) {
 
 namespace {
 // is_ttbr0_addr() (asm/processor.h): a user (TTBR0) address, below TASK_SIZE (48-bit VA).
-inline bool is_ttbr0_addr(uint64_t addr) { return addr < (uint64_t(1) << 48); }
+inline bool is_ttbr0_addr(uint64_t addr) { return addr < Arm64Arch::TASK_SIZE_64; }
 }  // namespace
+
+// arch_has_hw_pte_young() (asm/pgtable.h: cpu_has_hw_af()): the access flag is set by the
+// hardware when the CPU has FEAT_HAFDBS (HA); otherwise an access-flag fault asks the kernel.
+bool Arm64Arch::arch_has_hw_pte_young(bool cpu_has_hw_af) const { return cpu_has_hw_af; }
 
 // do_mem_abort() (fault.c:885) -> fault_info[esr & ESR_ELx_FSC].fn: do_translation_fault() for
 // translation faults (fault.c:746: do_page_fault() for a TTBR0 address, else do_bad_area() =

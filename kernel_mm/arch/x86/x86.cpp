@@ -247,6 +247,10 @@ static bool access_error(uint64_t error_code, const vm_area_struct* vma) {
 }
 
 // do_user_addr_fault() (arch/x86/mm/fault.c:1209), with the fault-retry-once variant.
+// arch_has_hw_pte_young(): x86 selects CONFIG_ARCH_HAS_HW_PTE_YOUNG (arch/x86/Kconfig): the CPU
+// always sets Accessed (and Dirty) itself (SDM Vol 3A §4.8).
+bool X86Arch::arch_has_hw_pte_young(bool) const { return true; }
+
 FaultReturn X86Arch::handle_user_fault(task_struct* tsk, uint64_t address, uint64_t error_code, uint64_t ip) {
   FaultReturn r;
   mm_struct* mm = tsk->mm;

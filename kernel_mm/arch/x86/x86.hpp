@@ -11,6 +11,15 @@ class X86Arch : public Arch {
   using Arch::Arch;
   mmusim::pg::Isa isa() const override { return mmusim::pg::Isa::x86_64; }
 
+  // __VIRTUAL_MASK_SHIFT (asm/page_64_types.h) with 4-level paging: 47, the lower half of the
+  // descriptor's 48-bit virtual address space (the upper half is the kernel's).
+  static constexpr unsigned __VIRTUAL_MASK_SHIFT = mmusim::pg::kX86_64.va_bits() - 1;
+  // TASK_SIZE_MAX (asm/page_64_types.h): the guard page below the canonical hole stays unmapped.
+  static constexpr uint64_t TASK_SIZE_MAX = (uint64_t(1) << __VIRTUAL_MASK_SHIFT) - PAGE_SIZE;
+  uint64_t task_size() const override { return TASK_SIZE_MAX; }
+  bool mem_soft_dirty() const override { return true; }
+  bool arch_has_hw_pte_young(bool) const override;
+
   bool pte_present(pte_t) const override;
   bool pte_write(pte_t) const override;
   bool pte_dirty(pte_t) const override;

@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// The seam from the kernel port to the hardware models: the TLB-maintenance instructions the
-// kernel executes, by architecture, and the physical memory the kernel touches in bulk. The
-// platform implements it on its TLB and cache models; the functional driver has no TLBs.
+// The seam between the kernel port and the hardware models: the TLB-maintenance instructions the
+// kernel executes, by architecture, and the physical memory the kernel touches in bulk. It lives
+// in base/ so that both sides see it without seeing each other: kernel_mm/ calls it (through
+// its arch layer), models/walker/maintenance.hpp gives each operation its effect on one core's
+// TLBs and paging-structure caches, and the platform implements it by forwarding there; the
+// functional driver has no TLBs (NullMmuHw).
 // The time of each instruction is charged to the cost account by the kernel; this interface only
 // changes hardware state.
 #pragma once
 
 #include <cstdint>
 
-namespace kmm {
+namespace mmusim {
 
 enum class TlbiOp : uint8_t {
   VALE1,   // by VA and ASID, last level only (leaf entries)
@@ -16,7 +19,16 @@ enum class TlbiOp : uint8_t {
   ASIDE1,  // every entry of an ASID
   VMALLE1, // everything
 };
-const char* tlbi_op_name(TlbiOp op);
+
+inline const char* tlbi_op_name(TlbiOp op) {
+  switch (op) {
+    case TlbiOp::VALE1: return "vale1";
+    case TlbiOp::VAE1: return "vae1";
+    case TlbiOp::ASIDE1: return "aside1";
+    case TlbiOp::VMALLE1: return "vmalle1";
+  }
+  return "?";
+}
 
 class MmuHw {
  public:
@@ -51,4 +63,4 @@ class NullMmuHw : public MmuHw {
   void arm64_dsb(int, bool) override {}
 };
 
-}  // namespace kmm
+}  // namespace mmusim
