@@ -28,6 +28,7 @@ TEST_CASE("mmusim --help, --version and no arguments", "[cli]") {
   CHECK(h.status == 0);
   CHECK(h.out.find("mmusim run CONFIG") != std::string::npos);
   CHECK(h.out.find("mmusim describe") != std::string::npos);
+  CHECK(h.out.find("mmusim list [--format text|ini|json]") != std::string::npos);
   Result rh = mmusim("run --help");
   CHECK(rh.status == 0);
   CHECK(rh.out.find("mmusim run CONFIG") != std::string::npos);
