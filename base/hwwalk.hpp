@@ -104,6 +104,22 @@ inline Walk walk(Isa isa, PhysMem& mem, uint64_t root_pa, uint64_t va, const Wal
                             : walk_isa<Isa::arm64>(mem, root_pa, va, opt);
 }
 
+// The access rules every translation path applies (the timed cores' TranslationPath in
+// models/walker/translation.hpp and the functional UserAccess in kernel_mm/user_access.cpp), so
+// that both raise the same faults with the same syndromes.
+//
+// A walk that gives a user access no translation at all: not present, an access-flag fault
+// (arm64 without HA), or a supervisor-only page. Such a result is never cached in a TLB (SDM Vol
+// 3A §4.10.2.3; Arm ARM D8.16).
+inline bool walk_faults(const Walk& w) { return w.result != Walk::Ok || !w.user; }
+
+// Whether the hardware completes a write through the translation `w` describes: x86 if the
+// effective R/W permits it (SDM Vol 3A §4.6); arm64 if the leaf is writable, or writable-clean
+// (DBM) with hardware dirty-state management on (FEAT_HAFDBS, TCR_EL1.HD; Arm ARM D8.5).
+inline bool write_permitted(Isa isa, const Walk& w, bool hafdbs_dirty) {
+  return w.writable || (isa == Isa::arm64 && w.dbm && hafdbs_dirty);
+}
+
 // The hardware dirty update of a write through a translation that permits it: x86 sets D in the
 // leaf; arm64 with HD clears AP[2] of a writable-clean leaf. Returns false if the write is not
 // permitted (a permission fault).
@@ -157,6 +173,17 @@ inline uint64_t arm64_dabt_esr(Walk::Result r, bool permission, unsigned level, 
                : r == Walk::AccessFlag ? esr::FSC_ACCESS
                                        : esr::FSC_FAULT;
   return (esr::EC_DABT_LOW << esr::EC_SHIFT) | esr::IL | (write ? esr::WNR : 0) | fsc | arch_level;
+}
+
+// The syndrome of a user data access that faults, as the kernel's fault handler receives it: x86
+// the #PF error code (P set when a translation exists, i.e. `r` is Ok: a protection fault), arm64
+// the ESR of a Data Abort from EL0 (a permission fault when `r` is Ok, else a translation or
+// access-flag fault). `level` is the leaf's level (Ok) or where the walk stopped (our numbering,
+// 0 = the PTE level).
+inline uint64_t fault_syndrome(Isa isa, Walk::Result r, unsigned level, bool write) {
+  const bool present = r == Walk::Ok;
+  if (isa == Isa::x86_64) return x86_pf_error_code(present, write, true, false);
+  return arm64_dabt_esr(r, present, level, write);
 }
 
 }  // namespace mmusim::pg

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "base/params.hpp"
 
-#include <boost/program_options/parsers.hpp>
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -528,20 +526,24 @@ void Config::load_file(const std::string& path) {
 
 namespace {
 
-struct ScannedLine {
+// One setting of an INI file, with the line it is on.
+struct IniSetting {
   int line;
-  std::string key;  // section-prefixed key as Boost.Program_options names it
+  std::string key;    // section-prefixed: "core.rob_entries" for rob_entries under [core]
+  std::string value;  // trimmed; may be empty
 };
 
-// Reads the file for its line structure: where each setting and section is, and the first line
-// that is not valid INI. The values themselves come from Boost.Program_options' parser.
-struct Scan {
-  std::vector<ScannedLine> settings;
+struct IniFile {
+  std::vector<IniSetting> settings;          // in file order (a repeated key: the later wins)
   std::map<std::string, int> section_lines;  // section -> line of its header
 };
 
-Scan scan_ini(const std::string& path, const std::string& text) {
-  Scan sc;
+// The INI reader (the only one: Boost.Program_options reads the command line, not the files).
+// `[section]` headers, `key = value` lines, `#` starts a comment anywhere on a line, blank lines;
+// keys and values are trimmed, a value may contain '=' (the first '=' ends the key). Anything
+// else is an error naming file:line and what was expected.
+IniFile read_ini(const std::string& path, const std::string& text) {
+  IniFile sc;
   std::string section;
   int lineno = 0;
   std::istringstream in(text);
@@ -555,7 +557,6 @@ Scan scan_ini(const std::string& path, const std::string& text) {
       if (t.back() != ']' || t.size() < 3)
         throw UserError(fmt::format("{}:{}: malformed section header '{}'; expected [name]", path,
                                     lineno, t));
-      // Not trimmed: Boost.Program_options keeps spaces inside the brackets in the key.
       section = t.substr(1, t.size() - 2);
       for (char c : section)
         if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'))
@@ -575,7 +576,8 @@ Scan scan_ini(const std::string& path, const std::string& text) {
     for (char c : key)
       if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'))
         throw UserError(fmt::format("{}:{}: malformed key '{}'", path, lineno, key));
-    sc.settings.push_back({lineno, section.empty() ? key : section + "." + key});
+    sc.settings.push_back(
+        {lineno, section.empty() ? key : section + "." + key, trim(t.substr(eq + 1))});
   }
   return sc;
 }
@@ -605,34 +607,17 @@ void Config::load_file_inner(const std::string& path, std::vector<std::string>& 
     }
   }
 
-  Scan sc = scan_ini(path, text);
+  IniFile sc = read_ini(path, text);
   if (sc.settings.empty() && sc.section_lines.empty())
     throw UserError(fmt::format("{}: the config file is empty (no sections, no settings)", path));
-
-  boost::program_options::options_description none;
-  std::istringstream bin(text);
-  boost::program_options::parsed_options parsed(&none);
-  try {
-    parsed = boost::program_options::parse_config_file(bin, none, /*allow_unregistered=*/true);
-  } catch (const std::exception& e) {
-    throw UserError(fmt::format("{}: {}", path, e.what()));
-  }
-  if (parsed.options.size() != sc.settings.size())
-    panic("{}: INI scan found {} settings, Boost.Program_options {}", path, sc.settings.size(),
-          parsed.options.size());
 
   stack.push_back(id);
   files_.push_back(path);
   bool seen_setting = false;
-  for (size_t i = 0; i < parsed.options.size(); ++i) {
-    const auto& opt = parsed.options[i];
-    const ScannedLine& sl = sc.settings[i];
-    if (opt.string_key != sl.key)
-      panic("{}:{}: INI scan read key '{}', Boost.Program_options '{}'", path, sl.line, sl.key,
-            opt.string_key);
+  for (const IniSetting& sl : sc.settings) {
     std::string origin = fmt::format("{}:{}", path, sl.line);
-    std::string value = opt.value.empty() ? "" : opt.value.front();
-    if (opt.string_key == "include") {
+    const std::string& value = sl.value;
+    if (sl.key == "include") {
       if (seen_setting)
         throw UserError(fmt::format("{}: include must come before the settings it is overridden by "
                                     "(put it first, before any [section])",
@@ -647,10 +632,10 @@ void Config::load_file_inner(const std::string& path, std::vector<std::string>& 
       continue;
     }
     seen_setting = true;
-    auto dot = opt.string_key.rfind('.');
-    std::string section = dot == std::string::npos ? "" : opt.string_key.substr(0, dot);
-    if (!section.empty() && opt.string_key.compare(dot + 1, std::string::npos, "include") == 0 &&
-        !schema_->find(opt.string_key))
+    auto dot = sl.key.rfind('.');
+    std::string section = dot == std::string::npos ? "" : sl.key.substr(0, dot);
+    if (!section.empty() && sl.key.compare(dot + 1, std::string::npos, "include") == 0 &&
+        !schema_->find(sl.key))
       throw UserError(fmt::format("{}: include inside [{}]: include lines must come first, before "
                                   "any [section]",
                                   origin, section));
@@ -660,7 +645,7 @@ void Config::load_file_inner(const std::string& path, std::vector<std::string>& 
                                   path, sc.section_lines[section], section,
                                   hint.empty() ? "" : fmt::format("; did you mean [{}]?", hint)));
     }
-    set(opt.string_key, value, origin);
+    set(sl.key, value, origin);
   }
   stack.pop_back();
 }

@@ -10,16 +10,16 @@ namespace kmm {
 
 namespace pg = mmusim::pg;
 
+// The fault rules are the hardware's (base/hwwalk.hpp), the same functions the timed cores'
+// translation path applies (models/walker/translation.hpp): no TLB here, so every access walks.
 uint64_t UserAccess::syndrome(const pg::Walk& w, bool write) const {
-  const bool present = w.result == pg::Walk::Ok;
-  if (k_.isa() == pg::Isa::x86_64) return pg::x86_pf_error_code(present, write, true, false);
-  return pg::arm64_dabt_esr(w.result, present, w.level, write);
+  return pg::fault_syndrome(k_.isa(), w.result, w.level, write);
 }
 
 uint64_t UserAccess::probe(task_struct* t, uint64_t va, bool write) const {
   pg::Walk w = pg::walk(k_.isa(), k_.phys(), t->mm->pgd, va, pg::WalkOptions{hafdbs_ || k_.isa() == pg::Isa::x86_64});
-  if (w.result != pg::Walk::Ok || !w.user) return ~uint64_t(0);
-  if (write && !w.writable && !(w.dbm && hafdbs_)) return ~uint64_t(0);
+  if (pg::walk_faults(w)) return ~uint64_t(0);
+  if (write && !pg::write_permitted(k_.isa(), w, hafdbs_)) return ~uint64_t(0);
   return w.pa(va);
 }
 
@@ -31,7 +31,7 @@ uint64_t UserAccess::translate(task_struct* t, uint64_t va, bool write) {
   uint64_t last_syndrome = ~uint64_t(0), last_leaf = ~uint64_t(0);
   for (int attempt = 0; attempt < 8; ++attempt) {
     pg::Walk w = pg::walk(isa, k_.phys(), t->mm->pgd, va, opt);
-    if (w.result == pg::Walk::Ok && w.user) {
+    if (!pg::walk_faults(w)) {
       if (!write) return w.pa(va);
       if (pg::hw_mark_dirty(isa, k_.phys(), w, hafdbs_)) return w.pa(va);
     }

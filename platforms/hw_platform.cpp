@@ -18,27 +18,16 @@ void PlatformMmuHw::x86_flush_pcid(int cpu, uint16_t pcid) {
 double PlatformMmuHw::arm64_tlbi(int cpu, kmm::TlbiOp op, uint16_t asid, uint64_t va, bool broadcast) {
   for (size_t i = 0; i < cores.size(); ++i)
     if (broadcast || int(i) == cpu) cores[i]->maintenance().arm64_tlbi(op, asid, va);
-  if (!broadcast || cores.size() < 2) return 0;
-  // DVM messages on the mesh: a broadcast costs more the more CPUs broadcast at the same time
-  // (UARCH C.4: latency grows almost linearly with concurrent broadcasters).
-  if (tlbi_broadcasts) tlbi_broadcasts->inc();
-  last_broadcast_ps_.resize(cores.size(), ~uint64_t(0));
+  if (!broadcast || cores.size() < 2 || !tlbi) return 0;
   const uint64_t now = kernel ? kernel->now_ps() : 0;
-  last_broadcast_ps_[size_t(cpu)] = now;
-  unsigned others = 0;
-  for (size_t i = 0; i < cores.size(); ++i) {
-    uint64_t t = last_broadcast_ps_[i];
-    if (int(i) != cpu && t != ~uint64_t(0) && (t > now ? t - now : now - t) <= tlbi_window_ps) ++others;
-  }
-  if (others && tlbi_contended) tlbi_contended->inc();
-  const double extra = double(others) * tlbi_contention_cycles;
+  const hw::TlbiBroadcast::Cost c = tlbi->broadcast(cpu, unsigned(cores.size()), now);
   hw::TraceContext& tc = cores[size_t(cpu)]->trace_context();
   if (tc.on())
     tc.trace->event(now, cpu, tc.task, "tlb_shootdown",
                     {TraceField::str("kind", "tlbi_broadcast"), TraceField::dec("from", unsigned(cpu)),
-                     TraceField::str("to", "all"), TraceField::dec("contending", others),
-                     TraceField::dec("extra_cycles", uint64_t(extra + 0.5))});
-  return extra;
+                     TraceField::str("to", "all"), TraceField::dec("contending", c.contending),
+                     TraceField::dec("extra_cycles", uint64_t(c.extra_cycles + 0.5))});
+  return c.extra_cycles;
 }
 
 void PlatformMmuHw::x86_ipi(int from, int to) {
@@ -56,21 +45,8 @@ void PlatformMmuHw::kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool wri
 }
 
 hw::CoreMmuParams platform_preset(PlatformName name) {
-  hw::CoreMmuParams p;
-  if (name == PlatformName::neoverse_n1) {
-    p.l1 = {hw::TlbParams::neoverse_n1_l1_dtlb()};
-    p.l2 = hw::TlbParams::neoverse_n1_l2_tlb();
-    p.walker = hw::WalkerParams::neoverse_n1();
-    p.caches = hw::HierarchyParams::neoverse_n1();
-    p.core = hw::CoreParams::neoverse_n1();
-  } else {
-    p.l1 = {hw::TlbParams::golden_cove_dtlb_load(), hw::TlbParams::golden_cove_dtlb_store()};
-    p.l2 = hw::TlbParams::golden_cove_stlb();
-    p.walker = hw::WalkerParams::golden_cove();
-    p.caches = hw::HierarchyParams::golden_cove();
-    p.core = hw::CoreParams::golden_cove();
-  }
-  return p;
+  return name == PlatformName::neoverse_n1 ? hw::CoreMmuParams::neoverse_n1()
+                                           : hw::CoreMmuParams::golden_cove();
 }
 
 void visit_hw_params(hw::CoreMmuParams& p, Params& v) {
@@ -100,12 +76,14 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
   }
   mmu_.kernel = &sys_.kernel();
   mmu_.ipi_handler_cycles = pp.ipi_handler.cycles(pp.clock_ghz);
-  mmu_.tlbi_contention_cycles = pp.tlbi_contention.cycles(pp.clock_ghz);
-  mmu_.tlbi_window_ps = uint64_t(pp.tlbi_window.ns(pp.clock_ghz) * 1000.0);
   if (pp.cores > 1) {
     mmu_.ipis = &stats.counter("kernel.tlb_shootdown_ipis", "x86 TLB-shootdown IPIs sent to other CPUs");
-    mmu_.tlbi_broadcasts = &stats.counter("kernel.tlbi_broadcasts", "arm64 broadcast TLBIs (multi-core)");
-    mmu_.tlbi_contended = &stats.counter("kernel.tlbi_broadcasts_contended", "arm64 broadcast TLBIs that met another CPU's");
+    Counter* broadcasts = &stats.counter("kernel.tlbi_broadcasts", "arm64 broadcast TLBIs (multi-core)");
+    Counter* contended = &stats.counter("kernel.tlbi_broadcasts_contended", "arm64 broadcast TLBIs that met another CPU's");
+    tlbi_ = std::make_unique<hw::TlbiBroadcast>(pp.tlbi_contention.cycles(pp.clock_ghz),
+                                                uint64_t(pp.tlbi_window.ns(pp.clock_ghz) * 1000.0),
+                                                broadcasts, contended);
+    mmu_.tlbi = tlbi_.get();
     // Kernel entries in simulated-time order; idle cores wake when a task becomes runnable.
     sys_.set_sync([this](int cpu, uint64_t ps) { cores_.at(size_t(cpu))->sync_to(ps); });
     sys_.set_wake([this](int cpu) { cores_.at(size_t(cpu))->wake(); });

@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "models/core/core_module.hpp"
-#include "platforms/common/system.hpp"
+#include "models/interconnect/tlbi_broadcast.hpp"
+#include "os/system.hpp"
 #include "platforms/common/system_os.hpp"
 #include "platforms/platform.hpp"
 
@@ -25,16 +26,12 @@ class PlatformMmuHw : public kmm::MmuHw {
   void kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool write) override;
   bool wants_kernel_memory() const override { return true; }
   std::vector<hw::CoreModule*> cores;
-  // Multi-core costs (platform.ipi_handler, platform.tlbi_contention/_window) and the clock.
-  double ipi_handler_cycles = 0, tlbi_contention_cycles = 0;
-  uint64_t tlbi_window_ps = 0;
+  // Multi-core: what an IPI costs its receiver (platform.ipi_handler), the interconnect's
+  // broadcast-TLBI timing (null: one core).
+  double ipi_handler_cycles = 0;
+  hw::TlbiBroadcast* tlbi = nullptr;
   const kmm::Kernel* kernel = nullptr;  // for the current time of a kernel entry
   Counter* ipis = nullptr;
-  Counter* tlbi_broadcasts = nullptr;
-  Counter* tlbi_contended = nullptr;
-
- private:
-  std::vector<uint64_t> last_broadcast_ps_;
 };
 
 // The hardware parameters of a platform (declared once per platform variant).
@@ -55,6 +52,7 @@ class HwPlatform : public Platform {
   System sys_;
   SystemOs os_;
   std::unique_ptr<hw::Cache> llc_;  // shared by the cores
+  std::unique_ptr<hw::TlbiBroadcast> tlbi_;
   std::vector<std::unique_ptr<hw::CoreModule>> cores_;
 };
 

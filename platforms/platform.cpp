@@ -7,7 +7,7 @@
 #include "base/log.hpp"
 #include "kernel_mm/cost.hpp"
 #include "kernel_mm/kernel.hpp"
-#include "platforms/common/system.hpp"
+#include "os/system.hpp"
 #include "platforms/functional/functional.hpp"
 #include "platforms/hw_platform.hpp"
 #include "workloads/workload.hpp"

@@ -21,6 +21,13 @@ class Program {
   // The next micro-op; false once the thread has exited.
   virtual bool next(Uop& u) = 0;
   virtual void syscall_return(int64_t ret) {}
+  // An RDTSCP's result, when it retires: the program's register, as syscall_return() is. The
+  // model's TSC reads the CPU's simulated time in picoseconds (an invariant TSC; a program turns
+  // differences into ns as the vDSO's clock_gettime() would).
+  virtual void rdtscp_return(uint64_t tsc_ps) {}
+  // The bytes a store flagged kUopValueFromProgram writes, asked when it retires (after every
+  // older micro-op's result has come back).
+  virtual uint64_t store_value(const Uop& u) const { return u.value; }
   // Share of the measured pass done, in [0, 1] (for --progress).
   virtual double progress() const { return 0; }
 };
@@ -45,6 +52,12 @@ class StepProgram : public Program {
     waiting_ = false;
     last_ret_ = ret;
   }
+  void rdtscp_return(uint64_t tsc_ps) override {
+    tsc_before_ps_ = tsc_now_ps_;
+    tsc_now_ps_ = tsc_ps;
+  }
+  // A benchmark's `results[i] = now - before`: the last two RDTSCP reads' difference in ns.
+  uint64_t store_value(const Uop&) const override { return (tsc_now_ps_ - tsc_before_ps_) / 1000; }
 
  protected:
   // Emits the next micro-ops (push()); false when the program has finished.
@@ -56,6 +69,7 @@ class StepProgram : public Program {
   std::vector<Uop> q_;
   size_t q_head_ = 0;
   bool waiting_ = false;
+  uint64_t tsc_now_ps_ = 0, tsc_before_ps_ = 0;
 };
 
 // Micro-op builders.

@@ -23,7 +23,9 @@ enum class Sys : uint8_t { None, Mmap, Munmap, Mprotect, Madvise, Fork, Exit, Wa
 enum class Mark : uint8_t { None, RegionBegin, RegionEnd, Progress };
 
 // Flags
-inline constexpr uint16_t kUopValueFromTsc = 1u << 0;  // a store of the last Rdtscp's result
+// A store whose bytes the program computes when it retires (Program::store_value): data from
+// earlier results, such as the difference of the last two RDTSCP reads.
+inline constexpr uint16_t kUopValueFromProgram = 1u << 0;
 inline constexpr uint16_t kUopDependsOnPrev = 1u << 1; // needs the previous uop's result
 inline constexpr uint16_t kUopAtBarrier = 1u << 2;     // a RegionBegin that takes effect when the
                                                         // next barrier opens (threads start together)
@@ -31,6 +33,15 @@ inline constexpr uint16_t kUopAtBarrier = 1u << 2;     // a RegionBegin that tak
 // expected bytes (little-endian, `size` <= 8), `extra` the operation number for the message. The
 // drivers throw InternalError("data integrity: ...") on a mismatch.
 inline constexpr uint16_t kUopCheckValue = 1u << 3;
+
+struct Uop;
+// A checked load's verdict (kUopCheckValue): the bytes it read (`got`, little-endian, the first
+// min(size, 8)) against the bytes the workload's reference expects. Both drivers call it; the
+// error message, with what only they know (CPU, physical address), is theirs.
+bool loaded_value_matches(const Uop& u, uint64_t got);
+inline uint64_t loaded_value_mask(uint8_t size) {
+  return size >= 8 ? ~uint64_t(0) : (uint64_t(1) << (8 * size)) - 1;
+}
 
 struct Uop {
   UopKind kind = UopKind::Alu;
@@ -44,5 +55,10 @@ struct Uop {
   uint64_t value = 0;     // Store value; syscall argument 1
   uint64_t extra = 0;     // syscall argument 2
 };
+
+inline bool loaded_value_matches(const Uop& u, uint64_t got) {
+  const uint64_t mask = loaded_value_mask(u.size);
+  return (got & mask) == (u.value & mask);
+}
 
 }  // namespace mmusim::wl

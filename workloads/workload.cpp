@@ -293,7 +293,7 @@ class ForkReuseProgram : public StepProgram {
         for (unsigned k = 0; k < p_.vdso.uops_after; ++k) push(chained(alu(kIpVdso + 0x84 + 4 * k)));
         // results[i] = now - before
         Uop s = store(results_ + i * p_.result_entry_bytes, uint8_t(p_.result_entry_bytes), 0, kIpResult);
-        s.flags |= kUopValueFromTsc;
+        s.flags |= kUopValueFromProgram;  // StepProgram::store_value: now - before
         push(s);
         loop_overhead();
         break;

@@ -8,31 +8,26 @@ CoreModule::CoreModule(sc_core::sc_module_name n, int cpu, const CoreMmuParams& 
     : sc_core::sc_module(n), cpu_(cpu), ghz_(os.ghz()), quantum_(p.core.quantum) {
   tctx_.trace = trace;
   tctx_.cpu = cpu;
-  caches_ = std::make_unique<MemoryHierarchy>(p.caches, ghz_, stats, shared_llc);
-  l1_load_ = std::make_unique<Tlb>(p.l1.at(0), stats, &tctx_);
-  if (p.l1.size() > 1) {
-    l1_store_owned_ = std::make_unique<Tlb>(p.l1.at(1), stats, &tctx_);
-    l1_store_ = l1_store_owned_.get();
-  } else {
-    l1_store_ = l1_load_.get();
-  }
-  if (p.has_l2) l2_ = std::make_unique<Tlb>(p.l2, stats, &tctx_);
-  pg::WalkOptions wopt;
-  wopt.set_accessed = isa == pg::Isa::x86_64 || p.core.hafdbs;
-  walker_ = std::make_unique<PageWalker>(p.walker, mem, *caches_, stats, wopt);
-  std::vector<Tlb*> tlbs;
-  tlbs.reserve(3);
-  for (Tlb* t : {l1_load_.get(), l1_store_ != l1_load_.get() ? l1_store_ : nullptr, l2_.get()})
-    if (t) tlbs.push_back(t);
-  maint_ = std::make_unique<TranslationCaches>(tlbs, walker_.get());
-  core_ = std::make_unique<OooCore>(cpu, p.core, isa, os, mem, *l1_load_, *l1_store_, l2_.get(),
-                                    *walker_, *maint_, *caches_, stats, &tctx_);
+  mmu_ = std::make_unique<CoreMmu>(p, isa, mem, ghz_, stats, &tctx_, shared_llc);
+  core_ = std::make_unique<OooCore>(cpu, p.core, isa, os, mem, *mmu_, stats, &tctx_);
   SC_THREAD(run);
 }
 
 void CoreModule::run() {
   // The core runs a quantum ahead of SystemC time, then waits for the kernel of SystemC to catch
-  // up (tlm_quantumkeeper style). A single-core platform synchronises only for the time base.
+  // up. A single-core platform synchronises only for the time base.
+  //
+  // Why not tlm_utils::tlm_quantumkeeper: the keeper holds a local time that an initiator
+  // advances by the delay annotated on each transaction (inc()), and places its sync points on
+  // the grid of one global quantum (tlm_global_quantum::compute_local_quantum(): the next
+  // multiple of it after sc_time_stamp()). The core has no per-transaction delay to annotate:
+  // OooCore computes each micro-op's cycle itself and runs to a cycle limit (run_until), in its
+  // own clock's cycles. The quantum here is per core, in those cycles, from where the core is;
+  // expressing that through the keeper would convert the limit to sc_time and back (100,000
+  // cycles at 4.9 GHz is no whole number of picoseconds: the sync points would move by a cycle)
+  // and need its local time to go negative for a core that resumes behind SystemC time. What
+  // the keeper does, this loop does in three lines: the limit, run_until, sync_to. How much the
+  // results depend on the quantum is measured by tests/scripts/test_quantum.py.
   try {
     for (;;) {
       const uint64_t base = uint64_t(sc_core::sc_time_stamp().to_seconds() * ghz_ * 1e9 + 0.5);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// One core as a SystemC module: its TLBs, page walker, caches and the out-of-order model, run by
-// one SC_THREAD with temporal decoupling (the core runs core.quantum cycles ahead, then
-// synchronises). No SystemC event per access.
+// One core as a SystemC module: its TLBs, page walker and caches (CoreMmu, models/core/core_mmu.hpp)
+// and the out-of-order model, run by one SC_THREAD with temporal decoupling (the core runs
+// core.quantum cycles ahead, then synchronises). No SystemC event per access.
 #pragma once
 
 #include <systemc>
@@ -9,24 +9,10 @@
 #include <exception>
 #include <memory>
 
-#include "models/cache/cache.hpp"
+#include "models/core/core_mmu.hpp"
 #include "models/core/ooo_core.hpp"
-#include "models/tlb/tlb.hpp"
-#include "models/walker/maintenance.hpp"
-#include "models/walker/walker.hpp"
 
 namespace mmusim::hw {
-
-// The data-side MMU of one core: x86 = dtlb_load + dtlb_store -> stlb -> walker;
-// arm64 = l1_dtlb -> l2_tlb -> walker.
-struct CoreMmuParams {
-  std::vector<TlbParams> l1;   // one (shared by loads and stores) or two (load, store)
-  TlbParams l2;
-  bool has_l2 = true;
-  WalkerParams walker;
-  HierarchyParams caches;
-  CoreParams core;
-};
 
 class CoreModule : public sc_core::sc_module {
  public:
@@ -35,14 +21,14 @@ class CoreModule : public sc_core::sc_module {
   CoreModule(sc_core::sc_module_name n, int cpu, const CoreMmuParams& p, pg::Isa isa, Os& os,
              PhysMem& mem, Stats& stats, Trace* trace, Cache* shared_llc = nullptr);
 
-  Tlb& l1_load() { return *l1_load_; }
-  Tlb& l1_store() { return *l1_store_; }
-  Tlb* l2() { return l2_.get(); }
-  PageWalker& walker() { return *walker_; }
-  MemoryHierarchy& caches() { return *caches_; }
+  Tlb& l1_load() { return mmu_->l1_load(); }
+  Tlb& l1_store() { return mmu_->l1_store(); }
+  Tlb* l2() { return mmu_->l2(); }
+  PageWalker& walker() { return mmu_->walker(); }
+  MemoryHierarchy& caches() { return mmu_->caches(); }
   OooCore& core() { return *core_; }
   // What each TLB-maintenance operation does to this core's TLBs and paging-structure caches.
-  TranslationCaches& maintenance() { return *maint_; }
+  TranslationCaches& maintenance() { return mmu_->maintenance(); }
   bool done() const { return done_; }
   // Where this core's trace events go, and the task and time they are attributed to.
   TraceContext& trace_context() { return tctx_; }
@@ -62,11 +48,7 @@ class CoreModule : public sc_core::sc_module {
   double ghz_;
   uint64_t quantum_;
   TraceContext tctx_;
-  std::unique_ptr<MemoryHierarchy> caches_;
-  std::unique_ptr<Tlb> l1_load_, l1_store_owned_, l2_;
-  Tlb* l1_store_ = nullptr;
-  std::unique_ptr<PageWalker> walker_;
-  std::unique_ptr<TranslationCaches> maint_;
+  std::unique_ptr<CoreMmu> mmu_;  // caches, TLBs, walker (built as the tests build them)
   std::unique_ptr<OooCore> core_;
   bool done_ = false;
   sc_core::sc_event work_;

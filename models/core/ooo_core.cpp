@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "models/core/ooo_core.hpp"
 
+#include "models/core/core_mmu.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -59,23 +61,21 @@ CoreParams CoreParams::neoverse_n1() {
 
 // ------------------------------------------------------------------------------------------------
 
-OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem, Tlb& l1_load,
-                 Tlb& l1_store, Tlb* l2, PageWalker& walker, TranslationCaches& maintenance,
-                 MemoryHierarchy& caches, Stats& stats, TraceContext* trace)
+OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem, CoreMmu& mmu,
+                 Stats& stats, TraceContext* trace)
     : cpu_(cpu),
       p_(p),
       isa_(isa),
-      psc_level_names_(WalkerParams::level_names(isa)),
       os_(os),
       mem_(mem),
-      l1_load_(l1_load),
-      l1_store_(l1_store),
-      l2_(l2),
-      walker_(walker),
-      maint_(maintenance),
-      caches_(caches),
+      l1_load_(mmu.l1_load()),
+      l1_store_(mmu.l1_store()),
+      l2_(mmu.l2()),
+      maint_(mmu.maintenance()),
+      caches_(mmu.caches()),
       trace_(trace),
       ghz_(os.ghz()),
+      path_(mmu.translation_path(p.translation_rules(isa))),
       fetched_(p.rob + 2),
       rob_free_(ring_size(p.rob), 0),
       sb_free_(ring_size(p.store_buffer), 0),
@@ -87,6 +87,8 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
       lb_mask_(lb_free_.size() - 1),
       fb_mask_(0) {
   log_ = log::get("core");
+  MMUSIM_CHECK(mmu.isa() == isa && mmu.ghz() == ghz_,
+               "core {}: its CoreMmu was built for another ISA or clock", cpu);
   ahead_.allocate(p_.rob);
   if (l2_) l2_owner_.assign(l2_->capacity(), ~uint64_t(0));
   // Only the L2 TLB's changes are asked for (replay_segment).
@@ -119,102 +121,13 @@ bool OooCore::fetch(size_t n) {
   return true;
 }
 
-// Translation of one access at cycle `t`: L1 TLB, L2 TLB, page walk. With `spec`, nothing that
-// happens at or after `limit` (the flush) takes effect.
-OooCore::Translation OooCore::translate(uint64_t va, bool write, uint64_t t, uint64_t limit, bool spec) {
-  Translation r;
-  Tlb& l1 = write ? l1_store_ : l1_load_;
-  const uint16_t asid = ctx_.asid;
-  uint64_t when = t + l1.latency();
-  // A TLB that never keeps a translation that would fault never raises a permission fault from a
-  // cached entry either: a store that finds a read-only entry (a load's fill) walks again, as
-  // QEMU's softmmu refills on a write miss (tlb_fill) before it raises the fault.
-  auto usable = [&](const TlbEntry* x) { return x && (p_.cache_faulting_entries || !write || x->writable); };
-  const TlbEntry* e = l1.lookup(va, asid);
-  const bool l1_missed = !e;
-  tr_cls_ = kPosOther;
-  tr_slot_ = Tlb::kNoSlot;
-  if (!usable(e)) e = nullptr;
-  if (!e && l2_) {
-    when += l2_->latency();
-    if (spec && when >= limit) {
-      if (l1_missed) tr_cls_ = kPosStoreLate;
-      return r;
-    }
-    if (const TlbEntry* e2 = l2_->lookup(va, asid); usable(e2)) {
-      TlbEntry copy = *e2;
-      copy.speculative = spec;
-      e = l1.fill(va, copy);
-      if (e && l1_missed && e->size == copy.size) {
-        tr_cls_ = kPosStoreL2;
-        tr_slot_ = l2_->slot_of(e2);
-      }
-      if (!e) e = e2;
-    }
-  }
-  TlbEntry walked;
-  if (!e) {
-    uint64_t start = std::max(when, walker_.earliest_free());
-    if (spec && start >= limit) return r;
-    WalkOutcome wo = walker_.walk(va, asid, ctx_.root_pa, when, spec);
-    when = wo.done;
-    if (trace_ && trace_->on()) trace_walk(va, wo);
-    if (spec) spec_translations_->inc();
-    if (wo.walk.result != pg::Walk::Ok || !wo.walk.user) {
-      // Not present (or an access-flag fault without HA): never cached.
-      r.ok = !spec || when < limit;
-      r.ready = when;
-      r.fault = true;
-      r.syndrome = isa_ == pg::Isa::x86_64
-                       ? pg::x86_pf_error_code(wo.walk.result == pg::Walk::Ok, write, true, false)
-                       : pg::arm64_dabt_esr(wo.walk.result, wo.walk.result == pg::Walk::Ok, wo.walk.level, write);
-      return r;
-    }
-    pg::Walk w = wo.walk;
-    // arm64 FEAT_HAFDBS: a write to a writable-clean leaf is completed by the hardware (D8.5).
-    if (write && isa_ == pg::Isa::arm64 && !w.writable && w.dbm && p_.hafdbs && !spec)
-      pg::hw_mark_dirty(isa_, mem_, w, true);
-    walked = translation_from_walk(w, va, asid, spec);
-    const bool permits = !write || walked.writable;
-    const bool fill = (!spec || when < limit || p_.walk_squash == WalkSquash::complete) &&
-                      (permits || p_.cache_faulting_entries);
-    if (fill) {
-      if (l2_) {
-        const TlbEntry* f = l2_->fill(va, walked);
-        if (f) tr_slot_ = l2_->slot_of(f);  // a hint for a replay at the next fault
-      }
-      l1.fill(va, walked);
-    }
-    e = &walked;
-  }
-  r.ok = !spec || when < limit;
-  r.ready = when;
-  r.pa = e->pa(va);
-  if (write && !e->writable) {
-    r.fault = true;
-    r.syndrome = isa_ == pg::Isa::x86_64
-                     ? pg::x86_pf_error_code(true, true, true, false)
-                     : pg::arm64_dabt_esr(pg::Walk::Ok, true, page_size_shift(e->size) >= 21 ? 1 : 0, true);
-  } else if (write && !e->dirty && isa_ == pg::Isa::x86_64) {
-    r.need_dirty = true;
-  }
+// Translation of one access at cycle `t`: L1 TLB, L2 TLB, page walk, by the rules of the path the
+// tests drive too (models/walker/translation.hpp). With `spec`, nothing that happens at or after
+// `limit` (the flush) takes effect.
+TranslateResult OooCore::translate(uint64_t va, bool write, uint64_t t, uint64_t limit, bool spec) {
+  TranslateResult r = path_.translate(va, write, ctx_.asid, ctx_.root_pa, t, limit, spec, &tr_hint_);
+  if (spec && r.source == TranslateResult::Walked) spec_translations_->inc();
   return r;
-}
-
-// page_walk_start at the cycle a walker took the walk, page_walk_done when its result is known
-// (a pair: Perfetto shows it as an async slice; walks of several walkers overlap).
-void OooCore::trace_walk(uint64_t va, const WalkOutcome& wo) {
-  static const char* const kResult[] = {"ok", "not_present", "access_flag"};
-  std::string_view from = "root";
-  if (wo.psc_level >= 0) {
-    from = psc_level_names_.at(size_t(wo.psc_level));
-  }
-  trace_->trace->event(ps(wo.start), trace_->cpu, trace_->task, "page_walk_start",
-                       {TraceField::hex("address", va), TraceField::dec("spec", wo.speculative),
-                        TraceField::str("from", from)});
-  trace_->trace->event(ps(wo.done), trace_->cpu, trace_->task, "page_walk_done",
-                       {TraceField::hex("address", va), TraceField::str("result", kResult[wo.walk.result]),
-                        TraceField::dec("reads", wo.mem_reads)});
 }
 
 OooCore::Issue OooCore::issue(const wl::Uop& u, uint64_t seq, uint64_t limit, bool spec) {
@@ -267,7 +180,7 @@ OooCore::Issue OooCore::issue(const wl::Uop& u, uint64_t seq, uint64_t limit, bo
     case wl::UopKind::Load:
     case wl::UopKind::Store: {
       if (spec && e >= limit) return Issue{};
-      Translation t = translate(u.addr, is_store, e, limit, spec);
+      const TranslateResult t = translate(u.addr, is_store, e, limit, spec);
       if (!t.ok) {
         // Still translating (or waiting for a walker) when the flush comes: it keeps its entries
         // in flight, and the younger micro-ops go on executing and starting their own walks.
@@ -315,8 +228,7 @@ void OooCore::advance_cycles(uint64_t to) {
 
 void OooCore::write_store(const wl::Uop& u, uint64_t pa, uint64_t retire_cycle) {
   uint8_t buf[64];
-  uint64_t v = u.value;
-  if (u.flags & wl::kUopValueFromTsc) v = uint64_t(double(tsc_cycle_ - prev_tsc_cycle_) / ghz_);
+  const uint64_t v = u.flags & wl::kUopValueFromProgram ? ctx_.prog->store_value(u) : u.value;
   if (u.size <= 8) std::memcpy(buf, &v, u.size);
   else std::memset(buf, int(v & 0xff), u.size);
   // A store within one page (the workloads never split a store across pages).
@@ -341,13 +253,7 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
         // The D-flag assist: the walk that sets D, then the TLBs hold the dirty translation.
         r += p_.dirty_assist;
         dirty_assists_->inc();
-        pg::Walk w = pg::walk(isa_, mem_, ctx_.root_pa, u.addr);
-        if (w.result == pg::Walk::Ok && pg::hw_mark_dirty(isa_, mem_, w, p_.hafdbs)) {
-          TlbEntry t = translation_from_walk(w, u.addr, ctx_.asid, false);
-          if (l2_) l2_->fill(u.addr, t);
-          l1_store_.fill(u.addr, t);
-          pa = w.pa(u.addr);
-        }
+        pa = path_.assist_dirty(u.addr, ctx_.asid, ctx_.root_pa, pa);
       }
       write_store(u, pa, r);
       // Drain from the store buffer in order, one per cycle at most, through the caches.
@@ -374,12 +280,9 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
       lfences_->inc();
       break;
     case wl::UopKind::Rdtscp:
-      prev_tsc_cycle_ = tsc_cycle_;
-      tsc_cycle_ = is.done;
-      if (pending_fault_kind_ >= 0 && seen_rdtscp_)
-        os_.record_fault_latency(pending_fault_kind_, double(tsc_cycle_ - prev_tsc_cycle_) / ghz_);
-      pending_fault_kind_ = -1;
-      seen_rdtscp_ = true;
+      // The TSC was read when it executed (is.done); its result reaches the program's register.
+      ctx_.prog->rdtscp_return(ps(is.done));
+      os_.rdtscp_retired(cpu_, is.done);
       break;
     case wl::UopKind::Marker:
       os_.marker(cpu_, u, ps(r));
@@ -388,10 +291,7 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
       break;
   }
   if (fault_seq_ == seq) {
-    if (!seen_rdtscp_ && pending_fault_kind_ >= 0) {
-      os_.record_fault_latency(pending_fault_kind_, double(r - fault_first_head_) / ghz_);
-      pending_fault_kind_ = -1;
-    }
+    os_.faulted_retired(cpu_, r);
     fault_seq_ = ~uint64_t(0);
     fault_repeats_ = 0;
   }
@@ -406,8 +306,8 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
 void OooCore::check_load(const wl::Uop& u, uint64_t pa) {
   uint64_t got = 0;
   mem_.read(pa, &got, std::min<size_t>(u.size, 8));
-  const uint64_t mask = u.size >= 8 ? ~uint64_t(0) : (uint64_t(1) << (8 * u.size)) - 1;
-  if ((got & mask) != (u.value & mask))
+  const uint64_t mask = wl::loaded_value_mask(u.size);
+  if (!wl::loaded_value_matches(u, got))
     panic("data integrity: cpu {} task {} load at VA {:#x} ({} bytes, PA {:#x}) read {:#x}, "
           "expected {:#x}, after op #{}",
           cpu_, ctx_.task.pid, u.addr, u.size, pa, got & mask, u.value & mask, u.extra);
@@ -516,9 +416,14 @@ bool OooCore::ahead_issue(size_t j, uint64_t nuke, size_t st_hint) {
     ahead_.end_at = j - 1;
     return false;
   }
+  // The class of a store follows from what its translation did to the L2 TLB (the path's hint).
+  const uint8_t tr_cls = tr_hint_.kind == ReplayHint::L2Refill ? uint8_t(kPosStoreL2)
+                       : tr_hint_.kind == ReplayHint::LateL2   ? uint8_t(kPosStoreLate)
+                                                               : uint8_t(kPosOther);
+  const uint32_t tr_slot = tr_hint_.l2_slot;
   const uint8_t cls = ring_bound_ ? uint8_t(kPosOther)
                     : y.kind == wl::UopKind::Alu ? uint8_t(kPosAlu)
-                    : y.kind == wl::UopKind::Store ? tr_cls_ : uint8_t(kPosOther);
+                    : y.kind == wl::UopKind::Store ? tr_cls : uint8_t(kPosOther);
   AheadRecord& r = ahead_;
   const size_t i = j - 1;  // < rob - 1: within the arrays
   r.set_cls(i, cls);
@@ -536,8 +441,8 @@ bool OooCore::ahead_issue(size_t j, uint64_t nuke, size_t st_hint) {
     }
     r.page()[k] = y.addr >> 12;
     r.set_slot(k, Tlb::kNoSlot);
-    if (tr_slot_ != Tlb::kNoSlot) claim_l2_slot(k, tr_slot_);
-    r.ro()[k] = tr_slot_ != Tlb::kNoSlot && !l2_->slot_entry(tr_slot_).writable;
+    if (tr_slot != Tlb::kNoSlot) claim_l2_slot(k, tr_slot);
+    r.ro()[k] = tr_slot != Tlb::kNoSlot && !l2_->slot_entry(tr_slot).writable;
   }
   r.shape[i] = uop_shape(y);
   r.alloc[i] = rel(yi.alloc, nuke);
@@ -650,7 +555,7 @@ uint64_t OooCore::run_ahead(uint64_t nuke) {
 }
 
 bool OooCore::ahead_reuse_possible() const {
-  return p_.runahead_reuse && l2_ && p_.cache_faulting_entries && !(trace_ && trace_->on());
+  return p_.runahead_reuse && l2_ && path_.rules().cache_faulting_entries && !(trace_ && trace_->on());
 }
 
 OooCore::AheadState OooCore::ahead_state(uint64_t nuke) const {
@@ -957,14 +862,14 @@ void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
   const uint64_t resume = nuke + uint64_t(of.cycles + 0.5);
 
   // Watchdog: the same micro-op faulting again and again.
-  if (fault_seq_ == seq_) {
+  const bool repeat = fault_seq_ == seq_;
+  if (repeat) {
     if (++fault_repeats_ >= p_.fault_repeat_limit) watchdog(f, fis.syndrome);
   } else {
     fault_seq_ = seq_;
     fault_repeats_ = 1;
-    fault_first_head_ = head;
   }
-  if (of.in_region && pending_fault_kind_ < 0) pending_fault_kind_ = of.kind;
+  os_.fault_taken(cpu_, head, repeat, of);
 
   restart(resume);  // at the faulting micro-op
 }

@@ -43,6 +43,7 @@
 #include "models/core/os.hpp"
 #include "models/tlb/tlb.hpp"
 #include "models/walker/maintenance.hpp"
+#include "models/walker/translation.hpp"
 #include "models/walker/walker.hpp"
 #include "workloads/uop.hpp"
 
@@ -53,7 +54,6 @@ enum class RdtscpRule : uint8_t {
   wait_older,     // waits until every older micro-op has executed (the SDM's guarantee only)
   block_younger,  // ... and no younger micro-op is allocated until it has executed
 };
-enum class WalkSquash : uint8_t { complete, cancel };
 
 struct CoreParams {
   unsigned rob = 512;
@@ -81,6 +81,10 @@ struct CoreParams {
   bool runahead_check = false;  // a self-check of the reuse (tests)
 
   void visit(Params& p);  // the values held are the defaults (start from a preset)
+  // What the translation path applies of these (models/walker/translation.hpp).
+  TranslationRules translation_rules(pg::Isa isa) const {
+    return TranslationRules{isa, cache_faulting_entries, walk_squash, hafdbs};
+  }
   static CoreParams golden_cove();
   static CoreParams neoverse_n1();
 };
@@ -118,12 +122,14 @@ class UopWindow {
   size_t mask_ = 0, head_ = 0, n_ = 0;
 };
 
+class CoreMmu;  // models/core/core_mmu.hpp
+
 class OooCore {
  public:
-  // `l1_load` and `l1_store` may be the same TLB (arm64's L1 DTLB); `l2` may be null.
-  OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem, Tlb& l1_load,
-          Tlb& l1_store, Tlb* l2, PageWalker& walker, TranslationCaches& maintenance,
-          MemoryHierarchy& caches, Stats& stats, TraceContext* trace);
+  // `mmu`: this core's caches, TLBs and walker; the core translates through
+  // mmu.translation_path(p.translation_rules(isa)).
+  OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem, CoreMmu& mmu,
+          Stats& stats, TraceContext* trace);
 
   // Runs micro-ops until the core's time passes `cycle_limit`. Idle: no task is runnable here
   // (the caller waits until one is, then calls `resume_at`); Done: every task has exited.
@@ -149,20 +155,14 @@ class OooCore {
     uint64_t syndrome = 0;
     bool need_dirty = false;  // x86: a store through a writable entry with D = 0 (assist)
   };
-  struct Translation {
-    bool ok = false;        // a translation was obtained before the limit
-    uint64_t ready = 0;
-    bool fault = false;
-    uint64_t syndrome = 0;
-    uint64_t pa = 0;
-    bool need_dirty = false;
-  };
 
   bool fetch(size_t n);  // make fetched_ hold at least n micro-ops (false: the program ended)
   // Inlined into its two callers (the run-ahead loop issues ~330 micro-ops per fault in C3); the
-  // translation is a call.
+  // translation is a call (TranslationPath::translate).
   __attribute__((always_inline)) inline Issue issue(const wl::Uop& u, uint64_t seq, uint64_t limit, bool spec);
-  __attribute__((noinline)) Translation translate(uint64_t va, bool write, uint64_t t, uint64_t limit, bool spec);
+  // One access through the translation path, the path's replay hint kept in tr_hint_.
+  __attribute__((always_inline)) inline TranslateResult translate(uint64_t va, bool write, uint64_t t,
+                                                                  uint64_t limit, bool spec);
   void retire(const wl::Uop& u, uint64_t seq, const Issue& is);
   void do_syscall(const wl::Uop& u);
   void restart(uint64_t cycle);
@@ -363,12 +363,12 @@ class OooCore {
   void claim_l2_slot(size_t k, uint32_t slot);
   void check_replay(size_t k0, size_t k1, const uint32_t* slots, const uint64_t* pages,
                     size_t n_slots, const uint32_t* kidx) const;
-  uint8_t tr_cls_ = kPosOther;       // what the last speculative translate() did
-  uint32_t tr_slot_ = Tlb::kNoSlot;  // its L2 TLB slot (Tlb::kNoSlot: none known)
+  // What the last translate() did to the L2 TLB (the path's host-speed hint; ahead_issue makes
+  // the position's class and the store's L2 slot of it).
+  ReplayHint tr_hint_;
   bool ring_bound_ = false;          // the last speculative issue() waited for a ROB/buffer slot
   Counter* reused_uops_;
-  void trace_walk(uint64_t va, const WalkOutcome& wo);
-  uint64_t ps(uint64_t cycle) const { return uint64_t(double(cycle) * 1000.0 / ghz_ + 0.5); }
+  uint64_t ps(uint64_t cycle) const { return cycles_to_ps(cycle, ghz_); }
   void advance_cycles(uint64_t to);
   [[noreturn]] void watchdog(const wl::Uop& u, uint64_t syndrome);
   void check_load(const wl::Uop& u, uint64_t pa);  // wl::kUopCheckValue
@@ -377,17 +377,16 @@ class OooCore {
   int cpu_;
   CoreParams p_;
   pg::Isa isa_;
-  std::vector<std::string> psc_level_names_;  // for trace_walk (WalkerParams::level_names)
   Os& os_;
   PhysMem& mem_;
   Tlb& l1_load_;
   Tlb& l1_store_;
   Tlb* l2_;
-  PageWalker& walker_;
   TranslationCaches& maint_;
   MemoryHierarchy& caches_;
   TraceContext* trace_;
   double ghz_;
+  TranslationPath path_;  // every load and store translates here
 
   bool have_task_ = false;
   RunContext ctx_;
@@ -420,10 +419,6 @@ class OooCore {
   // Faults and measurement.
   uint64_t fault_seq_ = ~uint64_t(0);
   unsigned fault_repeats_ = 0;
-  uint64_t tsc_cycle_ = 0, prev_tsc_cycle_ = 0;
-  bool seen_rdtscp_ = false;
-  int pending_fault_kind_ = -1;      // a region fault since the last RDTSCP
-  uint64_t fault_first_head_ = 0;    // non-RDTSCP workloads: when the faulting uop first reached retirement
   uint64_t counted_cycles_ = 0;
   double pending_interrupt_ = 0;
 

@@ -40,8 +40,15 @@ class Os {
   virtual OsFault page_fault(int cpu, uint64_t va, uint64_t syndrome, uint64_t ip, uint64_t now_ps) = 0;
   virtual void marker(int cpu, const wl::Uop& u, uint64_t now_ps) = 0;
   virtual bool region_active() const = 0;
-  // A region fault's latency as the benchmark measures it (the time of the store that faulted).
-  virtual void record_fault_latency(int kind, double ns) = 0;
+  // What the core reports of retirement, for whoever measures the workload (the platform's
+  // wl::FaultLatencyMeter): rare events only, never a call per micro-op; times in core cycles.
+  // An RDTSCP retired (`cycle`: when it read the TSC).
+  virtual void rdtscp_retired(int cpu, uint64_t cycle) = 0;
+  // A fault was taken on the micro-op at the head of the ROB, there since `head_cycle`;
+  // `repeat`: the same micro-op faulted before and has not retired since.
+  virtual void fault_taken(int cpu, uint64_t head_cycle, bool repeat, const OsFault& f) = 0;
+  // The micro-op that faulted retired at `cycle`.
+  virtual void faulted_retired(int cpu, uint64_t cycle) = 0;
   virtual double ghz() const = 0;
 };
 

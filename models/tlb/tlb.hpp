@@ -47,6 +47,10 @@ struct TraceContext {
   TraceTask task;
   bool on() const { return trace && trace->on(); }
 };
+// A core's cycle in picoseconds at `ghz` (the time base of trace events and the Os).
+inline uint64_t cycles_to_ps(uint64_t cycle, double ghz) {
+  return uint64_t(double(cycle) * 1000.0 / ghz + 0.5);
+}
 
 struct TlbEntry {
   uint64_t vbase = 0;  // virtual base, aligned to the entry's size

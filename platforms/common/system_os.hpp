@@ -3,7 +3,7 @@
 #pragma once
 
 #include "models/core/os.hpp"
-#include "platforms/common/system.hpp"
+#include "os/system.hpp"
 
 namespace mmusim {
 
@@ -30,7 +30,11 @@ class SystemOs : public hw::Os {
   }
   void marker(int cpu, const wl::Uop& u, uint64_t now_ps) override { s_.marker(cpu, *s_.current(cpu), u, now_ps); }
   bool region_active() const override { return s_.region_active(); }
-  void record_fault_latency(int kind, double ns) override { s_.record_fault_latency(kind, ns); }
+  void rdtscp_retired(int cpu, uint64_t cycle) override { s_.fault_meter().rdtscp_retired(cpu, cycle); }
+  void fault_taken(int cpu, uint64_t head_cycle, bool repeat, const hw::OsFault& f) override {
+    s_.fault_meter().fault_taken(cpu, head_cycle, repeat, f.kind, f.in_region);
+  }
+  void faulted_retired(int cpu, uint64_t cycle) override { s_.fault_meter().faulted_retired(cpu, cycle); }
   double ghz() const override { return s_.ghz(); }
 
  private:

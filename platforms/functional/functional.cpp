@@ -38,8 +38,7 @@ void FunctionalPlatform::execute(SimTask& t, const wl::Uop& u) {
   switch (u.kind) {
     case wl::UopKind::Store: {
       uint8_t buf[64];
-      uint64_t v = u.value;
-      if (u.flags & wl::kUopValueFromTsc) v = (tsc_ps_ - prev_tsc_ps_) / 1000;  // ns since the last read
+      const uint64_t v = u.flags & wl::kUopValueFromProgram ? t.prog->store_value(u) : u.value;
       if (u.size <= 8) std::memcpy(buf, &v, u.size);
       else std::memset(buf, int(v & 0xff), u.size);
       if (!ua_->store(t.t, u.addr, buf, u.size))
@@ -53,8 +52,8 @@ void FunctionalPlatform::execute(SimTask& t, const wl::Uop& u) {
       if (u.flags & wl::kUopCheckValue) {
         uint64_t got = 0;
         std::memcpy(&got, buf, std::min<size_t>(u.size, 8));
-        const uint64_t mask = u.size >= 8 ? ~uint64_t(0) : (uint64_t(1) << (8 * u.size)) - 1;
-        if ((got & mask) != (u.value & mask))
+        const uint64_t mask = wl::loaded_value_mask(u.size);
+        if (!wl::loaded_value_matches(u, got))
           panic("data integrity: task {} load at VA {:#x} ({} bytes) read {:#x}, expected {:#x}, "
                 "after op #{}", t.t->pid, u.addr, u.size, got & mask, u.value & mask, u.extra);
         bytes_compared_.inc(u.size);
@@ -62,8 +61,7 @@ void FunctionalPlatform::execute(SimTask& t, const wl::Uop& u) {
       break;
     }
     case wl::UopKind::Rdtscp:
-      prev_tsc_ps_ = tsc_ps_;
-      tsc_ps_ = sys_.cycles_to_ps(now_cycles_);
+      t.prog->rdtscp_return(sys_.cycles_to_ps(now_cycles_));
       break;
     case wl::UopKind::Syscall: {
       SyscallOutcome o = sys_.syscall(cpu_, t, u, sys_.cycles_to_ps(now_cycles_));

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // The functional platform: no hardware timing. Each core executes its task's micro-ops in program
 // order through kmm::UserAccess (a walk per access, no TLB, so no stale entries and no spurious
-// faults), delivering faults and system calls through the System. Time is one cycle per micro-op
-// plus the kernel's cost account: useful to check kernel logic and count faults fast.
+// faults; the fault and syndrome rules are base/hwwalk.hpp's, the functions the timed cores'
+// TranslationPath applies), delivering faults and system calls through the System. Time is one
+// cycle per micro-op plus the kernel's cost account: useful to check kernel logic and count faults
+// fast.
 #pragma once
 
 #include <exception>
@@ -10,7 +12,7 @@
 
 #include "kernel_mm/hw.hpp"
 #include "kernel_mm/user_access.hpp"
-#include "platforms/common/system.hpp"
+#include "os/system.hpp"
 #include "platforms/platform.hpp"
 
 namespace mmusim {
@@ -39,7 +41,6 @@ class FunctionalPlatform : public Platform {
   System sys_;
   std::unique_ptr<kmm::UserAccess> ua_;
   double now_cycles_ = 0;
-  uint64_t tsc_ps_ = 0, prev_tsc_ps_ = 0;
   int cpu_ = 0;
   uint64_t counted_cycles_ = 0;
   Counter& uops_;

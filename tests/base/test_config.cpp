@@ -285,6 +285,31 @@ TEST_CASE("config: top-level dotted keys, comments, blank lines, tabs and CRLF",
   CHECK(c.get_string("core.name") == "my core");
 }
 
+TEST_CASE("config: the INI reader: '=' inside a value, an empty value, every key with its line",
+          "[config]") {
+  TempDir dir;
+  std::string p = dir.write("reader.cfg",
+                            "[core]\n"
+                            "name = a=b = c   # the first '=' ends the key\n"
+                            "\n"
+                            "width=4\n"
+                            "[tlb.stlb]\n"
+                            "  # only a comment\n"
+                            "entries = 512\n");
+  Config c(schema());
+  c.load_file(p);
+  CHECK(c.get_string("core.name") == "a=b = c");
+  CHECK(c.setting("core.name").origin == p + ":2");
+  CHECK(c.get_int("core.width") == 4);
+  CHECK(c.setting("core.width").origin == p + ":4");
+  CHECK(c.setting("tlb.stlb.entries").origin == p + ":7");
+  // An empty value reaches the type check with its line (an int cannot be empty).
+  std::string path;
+  std::string m = load_error("[core]\n\nwidth =\n", &path);
+  CHECK_THAT(m, Contains(path + ":3"));
+  CHECK_THAT(m, Contains("core.width"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2. Includes
 

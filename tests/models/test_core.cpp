@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // The out-of-order core model (models/core/ooo_core.*) in isolation: hand-built x86 page tables
-// in a PhysMem, the real Golden Cove TLBs, walker, paging-structure caches and caches, and a fake
-// Os whose program is a fixed list of micro-ops and whose page_fault() plays the kernel.
+// in a PhysMem, the real Golden Cove TLBs, walker, paging-structure caches and caches (built by
+// CoreMmu from the platform's preset, as the platform builds them), and a fake Os whose program is
+// a fixed list of micro-ops and whose page_fault() plays the kernel.
 //
 // What is checked (UARCH §0 and §B, EXPERIMENTS C3):
 //  a. younger stores fill read-only entries that survive the squash, and each such page then
@@ -26,6 +27,7 @@
 #include "base/physmem.hpp"
 #include "base/stats.hpp"
 #include "models/cache/cache.hpp"
+#include "models/core/core_mmu.hpp"
 #include "models/core/ooo_core.hpp"
 #include "models/core/os.hpp"
 #include "models/tlb/tlb.hpp"
@@ -176,7 +178,9 @@ class FakeOs : public Os {
     if (on_marker) on_marker(marker_ps.size() - 1);
   }
   bool region_active() const override { return false; }
-  void record_fault_latency(int, double) override {}
+  void rdtscp_retired(int, uint64_t) override {}
+  void fault_taken(int, uint64_t, bool, const OsFault&) override {}
+  void faulted_retired(int, uint64_t) override {}
   double ghz() const override { return ghz_; }
 
  private:
@@ -187,17 +191,19 @@ class FakeOs : public Os {
 };
 
 // ---------------------------------------------------------------------------------------------
-// One Golden Cove core as the platform wires it (platforms/hw_platform.cpp, core_module.cpp).
+// One Golden Cove core as the platform wires it (CoreMmu, as CoreModule builds it, from the
+// i7-12700kf's preset; the core parameters `p` are read when run() builds the core).
 
 struct Rig {
   double ghz;
   Stats stats;
   PhysMem mem{64ull << 20};
   PageTables pt{pg::Isa::x86_64, mem};
-  MemoryHierarchy caches;
-  Tlb dtlb_load, dtlb_store, stlb;
-  PageWalker walker;
-  TranslationCaches maint;
+  CoreMmu mmu;
+  MemoryHierarchy& caches;
+  Tlb &dtlb_load, &dtlb_store, &stlb;
+  PageWalker& walker;
+  TranslationCaches& maint;
   FakeOs os;
   CoreParams p = CoreParams::golden_cove();
   std::vector<wl::Uop> prog;
@@ -205,12 +211,13 @@ struct Rig {
 
   explicit Rig(double ghz_ = 4.9)
       : ghz(ghz_),
-        caches(HierarchyParams::golden_cove(), ghz, stats),
-        dtlb_load(TlbParams::golden_cove_dtlb_load(), stats),
-        dtlb_store(TlbParams::golden_cove_dtlb_store(), stats),
-        stlb(TlbParams::golden_cove_stlb(), stats),
-        walker(WalkerParams::golden_cove(), mem, caches, stats, pg::WalkOptions{}),
-        maint({&dtlb_load, &dtlb_store, &stlb}, &walker),
+        mmu(CoreMmuParams::golden_cove(), pg::Isa::x86_64, mem, ghz, stats, nullptr),
+        caches(mmu.caches()),
+        dtlb_load(mmu.l1_load()),
+        dtlb_store(mmu.l1_store()),
+        stlb(*mmu.l2()),
+        walker(mmu.walker()),
+        maint(mmu.maintenance()),
         os(ghz, mem, pt.root()) {}
 
   // The 16 pages of the folio at kA, read-only (after fork(): RW = 0, D = 0).
@@ -233,8 +240,7 @@ struct Rig {
 
   void run() {
     os.prog = std::make_unique<ListProgram>(prog);
-    core = std::make_unique<OooCore>(0, p, pg::Isa::x86_64, os, mem, dtlb_load, dtlb_store, &stlb,
-                                     walker, maint, caches, stats, nullptr);
+    core = std::make_unique<OooCore>(0, p, pg::Isa::x86_64, os, mem, mmu, stats, nullptr);
     for (int i = 0; core->run_until(core->now() + 1'000'000) == mmusim::hw::OooCore::Run::More; ++i) REQUIRE(i < 10'000);
   }
 

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // The timed page walker: exact walk latencies by PSC level and cache level, parallel walkers,
 // functional equality with pg::walk(), PSC fills and invalidation (x86 INVLPG/#PF, arm64 TLBI
-// VAE1 vs VALE1), and the arm64 contiguous entry through the whole translation path.
+// VAE1 vs VALE1), and the arm64 contiguous entry through the whole translation path. The walker,
+// TLBs and caches are built by CoreMmu from the platform's presets, and the translation path is
+// the one the cores use (tests/models/mmu_rig.hpp).
 #include <catch2/catch.hpp>
 
 #include <memory>
@@ -16,6 +18,7 @@
 #include "models/walker/maintenance.hpp"
 #include "models/walker/translation.hpp"
 #include "models/walker/walker.hpp"
+#include "tests/models/mmu_rig.hpp"
 #include "tests/models/page_tables.hpp"
 
 using namespace mmusim;
@@ -37,32 +40,7 @@ uint64_t count(Stats& s, const std::string& key) {
 }
 
 // One core's MMU side, x86 or arm64, with the platform's presets.
-struct Rig {
-  Stats stats;
-  PhysMem mem{256ull << 20};
-  MemoryHierarchy caches;
-  PageWalker walker;
-  Tlb l1;
-  Tlb l2;
-  TranslationPath path;
-  TranslationCaches maint;
-  PageTables pt;
-
-  explicit Rig(pg::Isa isa, WalkerParams wp = {}, pg::WalkOptions opt = {})
-      : caches(HierarchyParams::golden_cove(), kGhz, stats),
-        walker(wp.psc.empty() ? (isa == pg::Isa::x86_64 ? WalkerParams::golden_cove()
-                                                        : WalkerParams::neoverse_n1())
-                              : wp,
-               mem, caches, stats, opt),
-        l1(isa == pg::Isa::x86_64 ? TlbParams::golden_cove_dtlb_store()
-                                  : TlbParams::neoverse_n1_l1_dtlb(),
-           stats),
-        l2(isa == pg::Isa::x86_64 ? TlbParams::golden_cove_stlb() : TlbParams::neoverse_n1_l2_tlb(),
-           stats),
-        path(l1, &l2, walker),
-        maint({&l1, &l2}, &walker),
-        pt(isa, mem) {}
-};
+using Rig = test::MmuRig;
 
 uint64_t va_of(unsigned i3, unsigned i2, unsigned i1, unsigned i0) {
   return (uint64_t(i3) << 39) | (uint64_t(i2) << 30) | (uint64_t(i1) << 21) | (uint64_t(i0) << 12);
@@ -123,12 +101,17 @@ TEST_CASE("walker: PDE-cache hit with the PTE line in L1 costs overhead + 5", "[
   // Through the translation path: DTLB miss, STLB miss (7), then the walk.
   r.l1.invalidate_all("test");
   r.l2.invalidate_all("test");
-  TranslateResult t = r.path.translate(va, 1, r.pt.root(), now, true);
+  TranslateResult t = r.spec(true, va, 1, now);
   CHECK(t.source == TranslateResult::Walked);
+  CHECK(t.ok);
   CHECK(t.ready == now + 7 + kOverhead + kL1);
+  CHECK_FALSE(t.ready == now + 7 + kOverhead + kL1 - 1);
   REQUIRE(t.entry);
   CHECK_FALSE(t.entry->writable);  // the read-only PTE is cached as such
   CHECK(t.entry->speculative);
+  CHECK(t.fault);  // a store through it: #PF with P, W, U
+  CHECK(t.syndrome == 0x7);
+  CHECK(r.path.last_walk().psc_level == 1);
   CHECK(count(r.stats, "tlb.stlb.fills_readonly") == 1);
   CHECK(count(r.stats, "tlb.dtlb_store.fills_readonly") == 1);
   CHECK(count(r.stats, "walker.walks_speculative") == 1);
@@ -204,9 +187,7 @@ TEST_CASE("walker: walker.count limits parallel walks; the 5th starts when the f
   CHECK(late.start == now + 100);
 
   SECTION("with walker.count = 1 the walks serialise") {
-    WalkerParams p = WalkerParams::golden_cove();
-    p.count = 1;
-    Rig one(pg::Isa::x86_64, p);
+    Rig one(pg::Isa::x86_64, [](CoreMmuParams& p) { p.walker.count = 1; });
     for (unsigned i = 0; i < 3; ++i) one.pt.map(va[i], 0x1000'0000 + i * K4, 0);
     for (unsigned i = 0; i < 3; ++i) one.walker.walk(va[i], 1, one.pt.root(), 0, false);
     WalkOutcome a = one.walker.walk(va[0], 1, one.pt.root(), now, false);
@@ -227,8 +208,9 @@ TEST_CASE("walker: INVLPG drops the page's TLB entries of all sizes and every PS
   r.pt.map(a, 0x2000'0000, 0, Perm{false, true, false});
   r.pt.map(b, 0x2000'1000, 0, Perm{false, true, false});
   r.pt.map(c, 0x2000'2000, 0);
-  for (uint64_t v : {a, b}) REQUIRE(r.path.translate(v, 1, r.pt.root(), 0, false).entry);
-  REQUIRE(r.path.translate(c, 2, r.pt.root(), 0, false).entry);
+  // Stores: the store DTLB and the STLB cache them (a and b read-only: they fault, and are cached).
+  for (uint64_t v : {a, b}) REQUIRE(r.store(v, 1, 0).entry);
+  REQUIRE(r.store(c, 2, 0).entry);
   // A 2M translation cached for a's block as well (another mapping of it seen earlier).
   TlbEntry big;
   big.vbase = a & ~((2ull << 20) - 1);
@@ -267,8 +249,8 @@ TEST_CASE("walker: a #PF drops only the PSC entries the address would use", "[wa
   for (uint64_t v : {a, b, d}) r.pt.map(v, 0x2000'0000, 0);
   for (uint64_t v : {a, b, d}) r.walker.walk(v, 1, r.pt.root(), 0, false);
   REQUIRE(r.walker.psc().occupancy() == 1 + 2 + 3);  // PML4E; 2 PDPTEs; 3 PDEs
-  REQUIRE(r.path.translate(a, 1, r.pt.root(), 5000, false).entry);
-  REQUIRE(r.path.translate(b, 1, r.pt.root(), 5000, false).entry);
+  REQUIRE(r.store(a, 1, 5000).entry);
+  REQUIRE(r.store(b, 1, 5000).entry);
   // a's PDE, its PDPTE and the PML4E (shared by all three) go; b keeps its PDE, d its PDE.
   CHECK(r.maint.x86_page_fault(1, a) == 2);  // a's DTLB and STLB entries
   CHECK(r.l2.probe(b, 1) != nullptr);
@@ -283,8 +265,8 @@ TEST_CASE("walker: 2M leaf, not-present and PSC fills of table entries only", "[
   Rig r(pg::Isa::x86_64);
   const uint64_t big = va_of(5, 5, 5, 0);
   r.pt.map(big, 0x8000'0000, 1);
-  TranslateResult t = r.path.translate(big + 0x1234, 1, r.pt.root(), 0, false);
-  CHECK(t.walk.mem_reads == 3);
+  TranslateResult t = r.store(big + 0x1234, 1, 0);
+  CHECK(r.path.last_walk().mem_reads == 3);
   REQUIRE(t.entry);
   CHECK(t.entry->size == PageSize::k2M);
   CHECK(r.l2.probe(big + 0x1f'f000, 1)->size == PageSize::k2M);
@@ -297,16 +279,19 @@ TEST_CASE("walker: 2M leaf, not-present and PSC fills of table entries only", "[
   CHECK(w.mem_reads == 1);
   CHECK(w.done == 1000 + kOverhead + kL1);
 
-  // A not-present PTE: the walk faults, nothing enters the TLBs, the PDE is cached.
+  // A not-present PTE: the load's walk faults (#PF: U only), nothing enters the TLBs, the PDE is
+  // cached.
   const uint64_t present = va_of(6, 0, 0, 0), absent = present + K4;
   r.pt.map(present, 0x9000'0000, 0);
-  size_t l1_before = r.l1.occupancy(), l2_before = r.l2.occupancy();
-  t = r.path.translate(absent, 1, r.pt.root(), 2000, false);
+  size_t l1_before = r.l1_load.occupancy(), l2_before = r.l2.occupancy();
+  t = r.load(absent, 1, 2000);
   CHECK(t.source == TranslateResult::Walked);
   CHECK(t.entry == nullptr);
-  CHECK(t.walk.walk.result == pg::Walk::NotPresent);
-  CHECK(t.walk.walk.level == 0);
-  CHECK(r.l1.occupancy() == l1_before);
+  CHECK(t.fault);
+  CHECK(t.syndrome == 0x4);
+  CHECK(r.path.last_walk().walk.result == pg::Walk::NotPresent);
+  CHECK(r.path.last_walk().walk.level == 0);
+  CHECK(r.l1_load.occupancy() == l1_before);
   CHECK(r.l2.occupancy() == l2_before);
   CHECK(r.walker.psc().probe(present, 1) == 1);
   CHECK(count(r.stats, "walker.walks_faulted") == 1);
@@ -320,13 +305,13 @@ TEST_CASE("walker: arm64 contpte block through the path; VALE1 keeps the walk ca
   for (unsigned i = 0; i < 16; ++i)
     r.pt.map(block + i * K4, pa + i * K4, 0, Perm{false, true, false, true, /*contiguous=*/true});
 
-  TranslateResult t = r.path.translate(block + 3 * K4 + 5, 7, r.pt.root(), 0, true);
+  TranslateResult t = r.spec(false, block + 3 * K4 + 5, 7, 0);
   REQUIRE(t.entry);
   CHECK(t.entry->size == PageSize::k64K);
   CHECK_FALSE(t.entry->writable);
   CHECK(r.l1.occupancy() == 1);
   for (unsigned i = 0; i < 16; ++i) {
-    TranslateResult h = r.path.translate(block + i * K4, 7, r.pt.root(), 100, false);
+    TranslateResult h = r.load(block + i * K4, 7, 100);
     CHECK(h.source == TranslateResult::L1Hit);
     CHECK(h.entry->pa(block + i * K4) == pa + i * K4);
   }
@@ -337,25 +322,25 @@ TEST_CASE("walker: arm64 contpte block through the path; VALE1 keeps the walk ca
   CHECK(r.maint.arm64_tlbi(kmm::TlbiOp::VALE1, 7, block + 9 * K4) == 2);
   CHECK(r.l1.occupancy() == 0);
   CHECK(r.walker.psc().occupancy() == 3);
-  t = r.path.translate(block, 7, r.pt.root(), 1000, false);
+  t = r.load(block, 7, 1000);
   CHECK(t.source == TranslateResult::Walked);
-  CHECK(t.walk.psc_level == 1);
-  CHECK(t.walk.mem_reads == 1);
+  CHECK(r.path.last_walk().psc_level == 1);
+  CHECK(r.path.last_walk().mem_reads == 1);
   CHECK(count(r.stats, "walker.psc.l2.hits") == 1);  // Arm ARM lookup level 2 table descriptor
 
   // TLBI VAE1 of page 12: the walk cache's entries for it go too.
   CHECK(r.maint.arm64_tlbi(kmm::TlbiOp::VAE1, 7, block + 12 * K4) == 2);
   CHECK(r.walker.psc().occupancy() == 0);
   CHECK(count(r.stats, "walker.psc.invalidations") == 3);
-  t = r.path.translate(block, 7, r.pt.root(), 2000, false);
-  CHECK(t.walk.psc_level == -1);
-  CHECK(t.walk.mem_reads == 4);
+  t = r.load(block, 7, 2000);
+  CHECK(r.path.last_walk().psc_level == -1);
+  CHECK(r.path.last_walk().mem_reads == 4);
 
   // ASIDE1 of another ASID leaves everything; ASIDE1 of 7 and VMALLE1 empty the TLBs and PSC.
   CHECK(r.maint.arm64_tlbi(kmm::TlbiOp::ASIDE1, 8, 0) == 0);
   CHECK(r.maint.arm64_tlbi(kmm::TlbiOp::ASIDE1, 7, 0) == 2);
   CHECK(r.walker.psc().occupancy() == 0);
-  r.path.translate(block, 7, r.pt.root(), 3000, false);
+  r.load(block, 7, 3000);
   CHECK(r.maint.arm64_tlbi(kmm::TlbiOp::VMALLE1, 0, 0) == 2);
   CHECK(r.walker.psc().occupancy() == 0);
 }
@@ -365,21 +350,22 @@ TEST_CASE("walker: arm64 access flag: without HA the walk faults and nothing is 
   const uint64_t va = va_of(1, 1, 1, 1);
   Perm noaf{true, true, false, /*accessed=*/false};
   SECTION("HA off") {
-    pg::WalkOptions opt;
-    opt.set_accessed = false;
-    Rig r(pg::Isa::arm64, {}, opt);
+    Rig r(pg::Isa::arm64, [](CoreMmuParams& p) { p.core.hafdbs = false; });
     r.pt.map(va, 0x1000'0000, 0, noaf);
-    TranslateResult t = r.path.translate(va, 1, r.pt.root(), 0, false);
-    CHECK(t.walk.walk.result == pg::Walk::AccessFlag);
+    TranslateResult t = r.load(va, 1, 0);
+    CHECK(r.path.last_walk().walk.result == pg::Walk::AccessFlag);
     CHECK(t.entry == nullptr);
+    CHECK(t.fault);
+    CHECK(t.syndrome == 0x9200000bull);  // Data Abort from EL0, access flag fault, level 3
     CHECK(r.l1.occupancy() == 0);
     CHECK_FALSE((r.pt.entry_at(va, 0) & pg::arm64::AF));
   }
   SECTION("HA on") {
     Rig r(pg::Isa::arm64);
     r.pt.map(va, 0x1000'0000, 0, noaf);
-    TranslateResult t = r.path.translate(va, 1, r.pt.root(), 0, false);
+    TranslateResult t = r.load(va, 1, 0);
     REQUIRE(t.entry);
+    CHECK_FALSE(t.fault);
     CHECK((r.pt.entry_at(va, 0) & pg::arm64::AF));
   }
 }

@@ -381,7 +381,9 @@ class IdleOs : public hw::Os {
   hw::OsFault page_fault(int, uint64_t, uint64_t, uint64_t, uint64_t) override { return {}; }
   void marker(int, const wl::Uop&, uint64_t) override {}
   bool region_active() const override { return false; }
-  void record_fault_latency(int, double) override {}
+  void rdtscp_retired(int, uint64_t) override {}
+  void fault_taken(int, uint64_t, bool, const hw::OsFault&) override {}
+  void faulted_retired(int, uint64_t) override {}
   double ghz() const override { return 3.0; }
 };
 }  // namespace

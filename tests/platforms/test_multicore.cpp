@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 
 #include "kernel_mm/arch/x86/x86.hpp"
-#include "platforms/common/lock_timing.hpp"
+#include "os/lock_timing.hpp"
 #include "platforms/hw_platform.hpp"
 #include "platforms/platform.hpp"
 #include "platforms/run_mmusim.hpp"

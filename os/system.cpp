@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
-#include "platforms/common/system.hpp"
+#include "os/system.hpp"
 
-#include "platforms/common/lock_timing.hpp"
+#include "os/lock_timing.hpp"
 
 #include <algorithm>
 
@@ -91,6 +91,8 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
               st->origin, spec->key);
   }
 
+  fault_meter_ = std::make_unique<wl::FaultLatencyMeter>(
+      pp_.clock_ghz, [this](int kind, double ns) { record_fault_latency(kind, ns); });
   check_resources(cfg);
   kernel_ = std::make_unique<kmm::Kernel>(kp_, pp_.effective_isa(), hw, stats, &trace);
   workload_ = wl::make_workload(wp_, &stats);
@@ -108,8 +110,7 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
                                        std::string("kernel cost items charged: ") + n + " (see cost." + n + ")");
   }
   kernel_cycles_ = &stats.counter("kcost.cycles", "cycles the kernel's cost account came to (exception entry/exit included)");
-  running_.assign(pp_.cores, nullptr);
-  runq_.resize(pp_.cores);
+  sched_.set_cpus(pp_.cores);
   if (pp_.cores > 1) {
     // Kernel locks become simulated resources that CPUs wait for.
     locks_ = std::make_unique<LockTiming>(stats, pp_.clock_ghz);
@@ -124,58 +125,10 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
            format_size(wp_.size), wl::folio_kind_name(wp_.folio), wl::pattern_name(wp_.pattern),
            wp_.threads, wp_.threads > 1 ? "s" : "");
   kmm::task_struct* t = kernel_->create_process(workload_->name());
-  SimTask* st = add_task(t, workload_->main_program(), 0);
-  runq_[0].push_back(st);
+  sched_.make_runnable(sched_.add(t, workload_->main_program(), 0));
 }
 
 System::~System() = default;
-
-// Resource limits, checked before any work: the simulated physical memory must hold what the
-// workload maps (with its page tables and the copies the kernel makes), and the host must hold
-// the simulated memory the run touches. Estimates, on the safe side; UserError (exit 2) naming the
-// keys and the numbers.
-void System::check_resources(const Config& cfg) {
-  constexpr uint64_t kFrame = 4096, kSlack = 16ull << 20;  // zero page, LRU batches, stacks
-  uint64_t mapped = 0;     // bytes of simulated memory the workload's data needs at most
-  std::string what;        // which keys that comes from
-  if (wp_.name == wl::WorkloadName::random_ops) {
-    mapped = uint64_t(wp_.processes) * wp_.max_mapped;
-    what = fmt::format("workload.processes = {} x workload.max_mapped = {}", wp_.processes,
-                       format_size(wp_.max_mapped));
-  } else {
-    // 6.12's wp_can_reuse_anon_folio (kernel.large_folio_reuse = false) copies every page of a
-    // once-shared large folio: the region twice.
-    const bool copies = !kp_.large_folio_reuse && wp_.folio != wl::FolioKind::k4K;
-    mapped = wp_.size * (copies ? 2 : 1);
-    what = fmt::format("workload.size = {}{}", format_size(wp_.size),
-                       copies ? " twice (kernel.large_folio_reuse = false copies it)" : "");
-  }
-  // Page tables: a PTE table per 2 MiB, for the parent and a fork child.
-  const uint64_t sim_need = mapped + 2 * (mapped / 512) + kSlack;
-  const std::string& origin =
-      cfg.setting(wp_.name == wl::WorkloadName::random_ops ? "workload.max_mapped" : "workload.size").origin;
-  if (sim_need > kp_.phys_mem)
-    fatal("{}: {} needs about {} of simulated physical memory (with page tables and the kernel's "
-          "own pages), more than memory.size = {}; raise memory.size or map less",
-          origin, what, format_size((sim_need + (1 << 20) - 1) & ~uint64_t((1 << 20) - 1)), format_size(kp_.phys_mem));
-
-  const uint64_t frames = kp_.phys_mem / kFrame;
-  const uint64_t per_frame = sizeof(kmm::page) + sizeof(void*);  // memmap entry + frame pointer
-  const uint64_t frame_table = frames * sizeof(void*);           // allocated up front
-  const uint64_t touched = sim_need / kFrame * (kFrame + per_frame);
-  const uint64_t reference = wp_.name == wl::WorkloadName::random_ops ? mapped : 0;
-  const uint64_t host = frame_table + touched + reference;
-  if (host > pp_.host_memory_budget) {
-    auto mib = [](uint64_t b) { return format_size((b + (1 << 20) - 1) & ~uint64_t((1 << 20) - 1)); };
-    fatal("{}: the run needs about {} of host memory, more than sim.host_memory_budget = {}: "
-          "{} ({} of simulated memory touched, {} bytes per 4K frame), the frame table of "
-          "memory.size = {} ({}){}; lower them, or raise sim.host_memory_budget if the host has "
-          "the memory",
-          origin, mib(host), format_size(pp_.host_memory_budget),
-          what, mib(sim_need), kFrame + per_frame, format_size(kp_.phys_mem), mib(frame_table),
-          reference ? fmt::format(", the reference model ({})", mib(reference)) : "");
-  }
-}
 
 // The workload's "echo madvise > /sys/kernel/mm/transparent_hugepage/hugepages-<size>kB/enabled".
 void System::apply_thp_setup() {
@@ -206,37 +159,14 @@ double System::account(const kmm::CostAccount& a) {
   return c;
 }
 
-void System::make_runnable(SimTask* t) {
-  runq_[size_t(t->cpu)].push_back(t);
-  if (wake_) wake_(t->cpu);
-}
-
-SimTask* System::add_task(kmm::task_struct* t, std::unique_ptr<wl::Program> prog, int cpu) {
-  auto st = std::make_unique<SimTask>();
-  st->t = t;
-  st->prog = std::move(prog);
-  st->cpu = cpu;
-  tasks_.push_back(std::move(st));
-  return tasks_.back().get();
-}
-
-bool System::all_exited() const {
-  return std::all_of(tasks_.begin(), tasks_.end(), [](auto& t) { return t->exited; });
-}
+bool System::all_exited() const { return sched_.all_exited(); }
 
 SimTask* System::schedule(int cpu, uint64_t now_ps, double* cycles) {
   *cycles = 0;
-  SimTask* cur = running_[size_t(cpu)];
-  if (cur && !cur->blocked && !cur->exited) return cur;
-  auto& q = runq_[size_t(cpu)];
-  while (!q.empty() && (q.front()->blocked || q.front()->exited)) q.pop_front();
-  if (q.empty()) {
-    running_[size_t(cpu)] = nullptr;
-    return nullptr;
-  }
-  SimTask* next = q.front();
-  q.pop_front();
-  running_[size_t(cpu)] = next;
+  SimTask* cur = sched_.current(cpu);
+  if (sched_.keeps_running(cpu)) return cur;
+  SimTask* next = sched_.switch_to_next(cpu);
+  if (!next) return nullptr;
   enter_kernel(cpu, now_ps);
   kernel_->enter(next->t, cpu, now_ps);
   kernel_->arch().switch_mm(cpu, next->t->mm);
@@ -250,135 +180,6 @@ SimTask* System::schedule(int cpu, uint64_t now_ps, double* cycles) {
                  {TraceField::dec("prev_pid", cur ? uint64_t(cur->t->pid) : 0),
                   TraceField::dec("next_pid", uint64_t(next->t->pid))});
   return next;
-}
-
-SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps) {
-  SyscallOutcome out;
-  kmm::Kernel& k = *kernel_;
-  enter_kernel(cpu, now_ps);
-  k.enter(t.t, cpu, now_ps);  // the sys_* functions charge Cost::syscall themselves
-  switch (u.sys) {
-    case wl::Sys::Mmap:
-      out.ret = k.sys_mmap(t.t, 0, u.addr, int(u.value), int(u.extra));
-      break;
-    case wl::Sys::Munmap: out.ret = k.sys_munmap(t.t, u.addr, u.value); break;
-    case wl::Sys::Mprotect: out.ret = k.sys_mprotect(t.t, u.addr, u.value, int(u.extra)); break;
-    case wl::Sys::Madvise: out.ret = k.sys_madvise(t.t, u.addr, u.value, int(u.extra)); break;
-    case wl::Sys::Fork: {
-      kmm::task_struct* child = k.sys_fork(t.t);
-      SimTask* c = add_task(child, workload_->child_program(forks_++), t.cpu);
-      make_runnable(c);
-      out.ret = child->pid;
-      break;
-    }
-    case wl::Sys::Clone: {
-      kmm::task_struct* th = k.sys_clone_thread(t.t);
-      const int cpu_of = int(u.addr % pp_.cores);  // thread i pinned to CPU i mod cores
-      th->cpu = cpu_of;
-      auto prog = workload_->thread_program(unsigned(u.addr), u.value, u.extra);
-      MMUSIM_CHECK(prog, "the workload cloned a thread it has no program for");
-      SimTask* c = add_task(th, std::move(prog), cpu_of);
-      make_runnable(c);
-      out.ret = th->pid;
-      break;
-    }
-    case wl::Sys::Barrier: {
-      // A futex-based barrier: the last arrival wakes the others; their wait returns now.
-      k.charge(kmm::Cost::syscall);
-      auto& b = barriers_[u.addr];
-      b.push_back(&t);
-      if (b.size() < u.value) {
-        t.blocked = true;
-        out.blocked = true;
-      } else {
-        if (region_at_barrier_) {
-          begin_region(region_start_, region_end_ - region_start_, now_ps);
-          if (trace_.on())
-            trace_.event(now_ps, cpu, TraceTask{t.t->comm, t.t->pid}, "region_begin",
-                         {TraceField::hex("start", region_start_), TraceField::hex("end", region_end_)});
-        }
-        for (SimTask* w : b) {
-          if (w == &t) continue;
-          w->blocked = false;
-          w->prog->syscall_return(0);
-          make_runnable(w);
-        }
-        b.clear();
-      }
-      break;
-    }
-    case wl::Sys::Exit: {
-      k.sys_exit(t.t, int(u.addr));
-      t.exited = true;
-      out.exited = true;
-      for (auto& p : tasks_) {
-        if (p->waiting_for == &t) {  // wake the parent; its wait() returns now
-          p->waiting_for = nullptr;
-          p->blocked = false;
-          out.ret = k.sys_wait(p->t, t.t);
-          p->prog->syscall_return(t.t->pid);
-          make_runnable(p.get());
-        }
-      }
-      break;
-    }
-    case wl::Sys::Wait: {
-      SimTask* child = nullptr;
-      for (auto& c : tasks_)
-        if (c->t->pid == int(u.addr)) child = c.get();
-      MMUSIM_CHECK(child, "wait() for pid {} that does not exist", u.addr);
-      if (child->exited) {
-        out.ret = k.sys_wait(t.t, child->t);
-      } else {
-        t.blocked = true;
-        t.waiting_for = child;
-        out.blocked = true;
-      }
-      break;
-    }
-    case wl::Sys::Yield:
-    case wl::Sys::None: k.charge(kmm::Cost::syscall); break;
-  }
-  if (out.ret < 0 && u.sys != wl::Sys::Wait)
-    panic("the workload's {} system call failed with {} (task {})", int(u.sys), out.ret, t.t->pid);
-  out.cycles = leave_kernel();
-  if (!out.blocked && !out.exited) t.prog->syscall_return(out.ret);
-  return out;
-}
-
-FaultOutcome System::page_fault(int cpu, SimTask& t, uint64_t va, uint64_t syndrome, uint64_t ip,
-                                uint64_t now_ps) {
-  FaultOutcome out;
-  kmm::Kernel& k = *kernel_;
-  enter_kernel(cpu, now_ps);
-  k.enter(t.t, cpu, now_ps);
-  k.charge(kmm::Cost::exc_entry);
-  out.ret = k.handle_user_fault(t.t, va, syndrome, ip);
-  k.charge(kmm::Cost::exc_exit);
-  out.record = k.last_fault();
-  out.cycles = leave_kernel();
-  out.in_region = region_open_ && in_region(va);
-  if (out.in_region) faults_region_.inc();
-  if (out.ret.sigsegv || out.ret.sigbus)
-    panic("task {} ({}) got {} at {:#x} (ip {:#x}, syndrome {:#x}): the workload touched memory it "
-          "does not own, or the kernel port failed to map it",
-          t.t->pid, t.t->comm, out.ret.sigsegv ? "SIGSEGV" : "SIGBUS", va, ip, syndrome);
-  if (trace_.on()) {
-    TraceTask tt{t.t->comm, t.t->pid};
-    trace_.event(now_ps, cpu, tt, "page_fault_user",
-                 {TraceField::hex("address", va), TraceField::hex("ip", ip),
-                  TraceField::hex("error_code", syndrome)});
-    trace_.event(now_ps + cycles_to_ps(out.cycles), cpu, tt, "mm_fault_done",
-                 {TraceField::hex("address", va), TraceField::str("result", kmm::fault_kind_name(out.record.kind)),
-                  TraceField::dec("ptes", out.record.ptes_changed)});
-  }
-  return out;
-}
-
-void System::record_fault_latency(int kind, double ns) {
-  fault_latency_.sample(ns);
-  unsigned k = unsigned(kind);
-  if (k < 16 && kind_latency_[k]) kind_latency_[k]->sample(ns);
 }
 
 void System::marker(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps) {

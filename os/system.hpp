@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// What every platform has besides its cores: the kernel, the workload's tasks and their
-// programs, a run queue per CPU, system-call and fault delivery into the kernel, the measured
-// region, the kernel's cost turned into time, and the end-of-run statistics. The core models
-// (functional in-order driver, out-of-order models) call into it; it has no timing policy of
-// its own beyond converting the kernel's cost account with the `cost.*` parameters.
+// The simulated operating system around the kernel port, what every platform has besides its
+// cores: the kernel, the workload's tasks and their programs (os/scheduler.*: run queues,
+// placement), system calls (os/syscalls.cpp: the sys_* entries, fork/clone/exit/wait, the futex
+// barrier), fault delivery with the exception entry and exit (os/fault_delivery.cpp), the
+// measured region, the kernel's cost turned into time, the resource check before a run
+// (os/resources.cpp) and the end-of-run statistics. The core models (the functional in-order
+// driver, the out-of-order models) call into it; it has no timing policy of its own beyond
+// converting the kernel's cost account with the `cost.*` parameters.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +23,8 @@
 #include "base/trace.hpp"
 #include "kernel_mm/cost.hpp"
 #include "kernel_mm/kernel.hpp"
+#include "os/scheduler.hpp"
+#include "workloads/fault_latency.hpp"
 #include "workloads/workload.hpp"
 
 namespace mmusim {
@@ -41,16 +46,6 @@ struct PlatformParams {
   Duration tlbi_window;        // ... "at the same time": within this much of each other
   void visit(Params& p);
   pg::Isa effective_isa() const;
-};
-
-// A simulated thread: the kernel's task and the program it runs.
-struct SimTask {
-  kmm::task_struct* t = nullptr;
-  std::unique_ptr<wl::Program> prog;
-  int cpu = 0;
-  bool blocked = false;
-  bool exited = false;
-  SimTask* waiting_for = nullptr;  // wait() on this child
 };
 
 struct SyscallOutcome {
@@ -82,7 +77,7 @@ class System {
 
   // The task `cpu` runs now (null: idle), after a context switch if the previous one blocked or
   // exited. `now_ps` stamps the switch; the switch's cost is returned through `cycles`.
-  SimTask* current(int cpu) const { return running_[size_t(cpu)]; }
+  SimTask* current(int cpu) const { return sched_.current(cpu); }
   SimTask* schedule(int cpu, uint64_t now_ps, double* cycles);
   bool all_exited() const;
 
@@ -92,8 +87,11 @@ class System {
 
   bool region_active() const { return region_open_; }
   bool in_region(uint64_t va) const { return va >= region_start_ && va < region_end_; }
-  // The core reports a faulting store's latency as the benchmark would see it.
+  // A region fault's latency as the benchmark would see it (fault.latency_ns and .<kind>).
   void record_fault_latency(int kind, double ns);
+  // What the out-of-order cores report (RDTSCPs, faults, retirement of a faulted micro-op) goes
+  // here, and its samples to record_fault_latency().
+  wl::FaultLatencyMeter& fault_meter() { return *fault_meter_; }
 
   // Called once when the run has ended: sim.* and region.* statistics.
   void finish(uint64_t end_ps, uint64_t uops, double host_seconds);
@@ -104,12 +102,11 @@ class System {
   // it touches shared kernel state, so that kernel entries happen in simulated-time order.
   void set_sync(std::function<void(int cpu, uint64_t now_ps)> f) { sync_ = std::move(f); }
   // A task became runnable on `cpu` (the platform wakes that core if it idles).
-  void set_wake(std::function<void(int cpu)> f) { wake_ = std::move(f); }
+  void set_wake(std::function<void(int cpu)> f) { sched_.set_wake(std::move(f)); }
 
  private:
   void apply_thp_setup();
   void check_resources(const Config& cfg);  // memory.size and sim.host_memory_budget
-  SimTask* add_task(kmm::task_struct* t, std::unique_ptr<wl::Program> prog, int cpu);
   void trace_task_event(int cpu, const SimTask& t, uint64_t now_ps, const char* ev,
                         std::initializer_list<TraceField> f);
 
@@ -121,13 +118,9 @@ class System {
   kmm::CostModel cost_;
   std::unique_ptr<kmm::Kernel> kernel_;
   std::unique_ptr<wl::Workload> workload_;
-  std::vector<std::unique_ptr<SimTask>> tasks_;
-  std::vector<SimTask*> running_;
-  std::vector<std::deque<SimTask*>> runq_;
-  std::map<uint64_t, std::vector<SimTask*>> barriers_;
+  Scheduler sched_;
+  std::map<uint64_t, std::vector<SimTask*>> barriers_;  // futex barriers: address -> waiters
   std::function<void(int, uint64_t)> sync_;
-  std::function<void(int)> wake_;
-  void make_runnable(SimTask* t);
   std::unique_ptr<class LockTiming> locks_;
   void enter_kernel(int cpu, uint64_t now_ps);
   double leave_kernel();  // the kernel's cycles, lock waits included
@@ -143,6 +136,7 @@ class System {
   Counter& ctx_switches_;
   Distribution& fault_latency_;
   Distribution* kind_latency_[16] = {};
+  std::unique_ptr<wl::FaultLatencyMeter> fault_meter_;
   std::array<Counter*, kmm::kNumCosts> cost_counters_{};
   Counter* kernel_cycles_ = nullptr;
   double kernel_cycles_frac_ = 0;

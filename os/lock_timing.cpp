@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-#include "platforms/common/lock_timing.hpp"
+#include "os/lock_timing.hpp"
 
 #include <algorithm>
 

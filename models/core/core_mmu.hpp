@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The memory side of one core, assembled from its parameters: the data caches, the L1 TLBs
+// (x86: dtlb_load + dtlb_store; arm64: one l1_dtlb), the L2 TLB (stlb / l2_tlb), the page walker
+// with its paging-structure caches, the TLB-maintenance rules over them, and the translation path
+// through them. The platform's cores (CoreModule) and the tests build it the same way, so that a
+// test of the translation path tests what the cores run.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "base/physmem.hpp"
+#include "base/stats.hpp"
+#include "models/cache/cache.hpp"
+#include "models/core/ooo_core.hpp"
+#include "models/tlb/tlb.hpp"
+#include "models/walker/maintenance.hpp"
+#include "models/walker/translation.hpp"
+#include "models/walker/walker.hpp"
+
+namespace mmusim::hw {
+
+// The data-side MMU of one core with its caches and core parameters: x86 = dtlb_load +
+// dtlb_store -> stlb -> walker; arm64 = l1_dtlb -> l2_tlb -> walker.
+struct CoreMmuParams {
+  std::vector<TlbParams> l1;   // one (shared by loads and stores) or two (load, store)
+  TlbParams l2;
+  bool has_l2 = true;
+  WalkerParams walker;
+  HierarchyParams caches;
+  CoreParams core;
+
+  // The presets of the two hardware platforms (i7-12700kf's Golden Cove P-core; Neoverse N1).
+  static CoreMmuParams golden_cove();
+  static CoreMmuParams neoverse_n1();
+};
+
+class CoreMmu {
+ public:
+  // `shared_llc`: the last-level cache all cores share (null: this core has its own). `trace`
+  // (may be null) is where the TLBs' and the walks' events go.
+  CoreMmu(const CoreMmuParams& p, pg::Isa isa, PhysMem& mem, double ghz, Stats& stats,
+          TraceContext* trace, Cache* shared_llc = nullptr);
+
+  MemoryHierarchy& caches() { return *caches_; }
+  Tlb& l1_load() { return *l1_load_; }
+  Tlb& l1_store() { return *l1_store_; }  // the same TLB as l1_load() on arm64
+  Tlb* l2() { return l2_.get(); }
+  PageWalker& walker() { return *walker_; }
+  // What each TLB-maintenance operation does to the TLBs and paging-structure caches.
+  TranslationCaches& maintenance() { return *maint_; }
+  // The translation path through these TLBs and this walker under `rules` (the core's
+  // CoreParams::translation_rules): what OooCore translates with.
+  TranslationPath translation_path(const TranslationRules& rules) {
+    return TranslationPath(*l1_load_, *l1_store_, l2_.get(), *walker_, mem_, rules, trace_, ghz_);
+  }
+  pg::Isa isa() const { return isa_; }
+  double ghz() const { return ghz_; }
+
+ private:
+  pg::Isa isa_;
+  PhysMem& mem_;
+  double ghz_;
+  TraceContext* trace_;
+  std::unique_ptr<MemoryHierarchy> caches_;
+  std::unique_ptr<Tlb> l1_load_, l1_store_owned_, l2_;
+  Tlb* l1_store_ = nullptr;
+  std::unique_ptr<PageWalker> walker_;
+  std::unique_ptr<TranslationCaches> maint_;
+};
+
+}  // namespace mmusim::hw

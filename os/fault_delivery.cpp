@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "os/system.hpp"
+
+#include "base/error.hpp"
+
+// Fault delivery: a user page fault enters the kernel with the exception entry's cost, runs the
+// arch fault handler (do_user_addr_fault / do_page_fault) and leaves with the exception return's;
+// the cost account becomes the fault's time. And the fault-latency samples of the benchmark.
+namespace mmusim {
+
+FaultOutcome System::page_fault(int cpu, SimTask& t, uint64_t va, uint64_t syndrome, uint64_t ip,
+                                uint64_t now_ps) {
+  FaultOutcome out;
+  kmm::Kernel& k = *kernel_;
+  enter_kernel(cpu, now_ps);
+  k.enter(t.t, cpu, now_ps);
+  k.charge(kmm::Cost::exc_entry);
+  out.ret = k.handle_user_fault(t.t, va, syndrome, ip);
+  k.charge(kmm::Cost::exc_exit);
+  out.record = k.last_fault();
+  out.cycles = leave_kernel();
+  out.in_region = region_open_ && in_region(va);
+  if (out.in_region) faults_region_.inc();
+  if (out.ret.sigsegv || out.ret.sigbus)
+    panic("task {} ({}) got {} at {:#x} (ip {:#x}, syndrome {:#x}): the workload touched memory it "
+          "does not own, or the kernel port failed to map it",
+          t.t->pid, t.t->comm, out.ret.sigsegv ? "SIGSEGV" : "SIGBUS", va, ip, syndrome);
+  if (trace_.on()) {
+    TraceTask tt{t.t->comm, t.t->pid};
+    trace_.event(now_ps, cpu, tt, "page_fault_user",
+                 {TraceField::hex("address", va), TraceField::hex("ip", ip),
+                  TraceField::hex("error_code", syndrome)});
+    trace_.event(now_ps + cycles_to_ps(out.cycles), cpu, tt, "mm_fault_done",
+                 {TraceField::hex("address", va), TraceField::str("result", kmm::fault_kind_name(out.record.kind)),
+                  TraceField::dec("ptes", out.record.ptes_changed)});
+  }
+  return out;
+}
+
+void System::record_fault_latency(int kind, double ns) {
+  fault_latency_.sample(ns);
+  unsigned k = unsigned(kind);
+  if (k < 16 && kind_latency_[k]) kind_latency_[k]->sample(ns);
+}
+
+}  // namespace mmusim

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "os/system.hpp"
+
+#include "base/error.hpp"
+
+// The resource check before a run (System::check_resources).
+namespace mmusim {
+
+// Resource limits, checked before any work: the simulated physical memory must hold what the
+// workload maps (with its page tables and the copies the kernel makes), and the host must hold
+// the simulated memory the run touches. Estimates, on the safe side; UserError (exit 2) naming the
+// keys and the numbers.
+void System::check_resources(const Config& cfg) {
+  constexpr uint64_t kFrame = 4096, kSlack = 16ull << 20;  // zero page, LRU batches, stacks
+  uint64_t mapped = 0;     // bytes of simulated memory the workload's data needs at most
+  std::string what;        // which keys that comes from
+  if (wp_.name == wl::WorkloadName::random_ops) {
+    mapped = uint64_t(wp_.processes) * wp_.max_mapped;
+    what = fmt::format("workload.processes = {} x workload.max_mapped = {}", wp_.processes,
+                       format_size(wp_.max_mapped));
+  } else {
+    // 6.12's wp_can_reuse_anon_folio (kernel.large_folio_reuse = false) copies every page of a
+    // once-shared large folio: the region twice.
+    const bool copies = !kp_.large_folio_reuse && wp_.folio != wl::FolioKind::k4K;
+    mapped = wp_.size * (copies ? 2 : 1);
+    what = fmt::format("workload.size = {}{}", format_size(wp_.size),
+                       copies ? " twice (kernel.large_folio_reuse = false copies it)" : "");
+  }
+  // Page tables: a PTE table per 2 MiB, for the parent and a fork child.
+  const uint64_t sim_need = mapped + 2 * (mapped / 512) + kSlack;
+  const std::string& origin =
+      cfg.setting(wp_.name == wl::WorkloadName::random_ops ? "workload.max_mapped" : "workload.size").origin;
+  if (sim_need > kp_.phys_mem)
+    fatal("{}: {} needs about {} of simulated physical memory (with page tables and the kernel's "
+          "own pages), more than memory.size = {}; raise memory.size or map less",
+          origin, what, format_size((sim_need + (1 << 20) - 1) & ~uint64_t((1 << 20) - 1)), format_size(kp_.phys_mem));
+
+  const uint64_t frames = kp_.phys_mem / kFrame;
+  const uint64_t per_frame = sizeof(kmm::page) + sizeof(void*);  // memmap entry + frame pointer
+  const uint64_t frame_table = frames * sizeof(void*);           // allocated up front
+  const uint64_t touched = sim_need / kFrame * (kFrame + per_frame);
+  const uint64_t reference = wp_.name == wl::WorkloadName::random_ops ? mapped : 0;
+  const uint64_t host = frame_table + touched + reference;
+  if (host > pp_.host_memory_budget) {
+    auto mib = [](uint64_t b) { return format_size((b + (1 << 20) - 1) & ~uint64_t((1 << 20) - 1)); };
+    fatal("{}: the run needs about {} of host memory, more than sim.host_memory_budget = {}: "
+          "{} ({} of simulated memory touched, {} bytes per 4K frame), the frame table of "
+          "memory.size = {} ({}){}; lower them, or raise sim.host_memory_budget if the host has "
+          "the memory",
+          origin, mib(host), format_size(pp_.host_memory_budget),
+          what, mib(sim_need), kFrame + per_frame, format_size(kp_.phys_mem), mib(frame_table),
+          reference ? fmt::format(", the reference model ({})", mib(reference)) : "");
+  }
+}
+
+}  // namespace mmusim

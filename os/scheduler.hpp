@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The simulated tasks and where they run. A run queue per CPU, first in first out, no
+// preemption: a task runs until it blocks (wait(), a barrier) or exits. Placement: the first
+// task on CPU 0, a fork child on its parent's CPU, thread i pinned to CPU i mod cores (as the
+// reference benchmarks pin their threads). What later issues need (more threads than CPUs: time
+// slices, wake-up placement, migration) grows here; the context switch itself is the kernel's
+// (System::schedule charges it).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "kernel_mm/kernel.hpp"
+#include "workloads/program.hpp"
+
+namespace mmusim {
+
+// A simulated thread: the kernel's task and the program it runs.
+struct SimTask {
+  kmm::task_struct* t = nullptr;
+  std::unique_ptr<wl::Program> prog;
+  int cpu = 0;
+  bool blocked = false;
+  bool exited = false;
+  SimTask* waiting_for = nullptr;  // wait() on this child
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(unsigned cpus = 1) { set_cpus(cpus); }
+  void set_cpus(unsigned cpus) {
+    running_.assign(cpus, nullptr);
+    runq_.assign(cpus, {});
+  }
+
+  // A new task placed on `cpu` (not yet runnable: make_runnable()).
+  SimTask* add(kmm::task_struct* t, std::unique_ptr<wl::Program> prog, int cpu);
+  // Queues the task on its CPU and wakes that CPU (it may idle).
+  void make_runnable(SimTask* t);
+  // The CPU the workload's thread `index` is pinned to.
+  int cpu_for_thread(unsigned index) const { return int(index % running_.size()); }
+
+  SimTask* current(int cpu) const { return running_[size_t(cpu)]; }
+  // The current task of `cpu` can go on running (no switch).
+  bool keeps_running(int cpu) const {
+    const SimTask* t = current(cpu);
+    return t && !t->blocked && !t->exited;
+  }
+  // The next queued task that can run becomes `cpu`'s current one (null: the CPU idles).
+  SimTask* switch_to_next(int cpu);
+  bool all_exited() const;
+  SimTask* find_pid(int pid) const;
+  const std::vector<std::unique_ptr<SimTask>>& tasks() const { return tasks_; }
+  // The platform wakes an idle core when a task becomes runnable on it.
+  void set_wake(std::function<void(int cpu)> f) { wake_ = std::move(f); }
+
+ private:
+  std::vector<std::unique_ptr<SimTask>> tasks_;
+  std::vector<SimTask*> running_;
+  std::vector<std::deque<SimTask*>> runq_;
+  std::function<void(int)> wake_;
+};
+
+}  // namespace mmusim

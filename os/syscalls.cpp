@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "os/system.hpp"
+
+#include "base/error.hpp"
+
+// System-call emulation: each system call of a workload's program enters the kernel port's sys_*
+// function; fork, clone, exit and wait also create, place, wake or retire simulated tasks
+// (os/scheduler.*), and a barrier is the effect of a futex-based pthread barrier.
+namespace mmusim {
+
+SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps) {
+  SyscallOutcome out;
+  kmm::Kernel& k = *kernel_;
+  enter_kernel(cpu, now_ps);
+  k.enter(t.t, cpu, now_ps);  // the sys_* functions charge Cost::syscall themselves
+  switch (u.sys) {
+    case wl::Sys::Mmap:
+      out.ret = k.sys_mmap(t.t, 0, u.addr, int(u.value), int(u.extra));
+      break;
+    case wl::Sys::Munmap: out.ret = k.sys_munmap(t.t, u.addr, u.value); break;
+    case wl::Sys::Mprotect: out.ret = k.sys_mprotect(t.t, u.addr, u.value, int(u.extra)); break;
+    case wl::Sys::Madvise: out.ret = k.sys_madvise(t.t, u.addr, u.value, int(u.extra)); break;
+    case wl::Sys::Fork: {
+      kmm::task_struct* child = k.sys_fork(t.t);
+      sched_.make_runnable(sched_.add(child, workload_->child_program(forks_++), t.cpu));
+      out.ret = child->pid;
+      break;
+    }
+    case wl::Sys::Clone: {
+      kmm::task_struct* th = k.sys_clone_thread(t.t);
+      const int cpu_of = sched_.cpu_for_thread(unsigned(u.addr));
+      th->cpu = cpu_of;
+      auto prog = workload_->thread_program(unsigned(u.addr), u.value, u.extra);
+      MMUSIM_CHECK(prog, "the workload cloned a thread it has no program for");
+      sched_.make_runnable(sched_.add(th, std::move(prog), cpu_of));
+      out.ret = th->pid;
+      break;
+    }
+    case wl::Sys::Barrier: {
+      // A futex-based barrier: the last arrival wakes the others; their wait returns now.
+      k.charge(kmm::Cost::syscall);
+      auto& b = barriers_[u.addr];
+      b.push_back(&t);
+      if (b.size() < u.value) {
+        t.blocked = true;
+        out.blocked = true;
+      } else {
+        if (region_at_barrier_) {
+          begin_region(region_start_, region_end_ - region_start_, now_ps);
+          if (trace_.on())
+            trace_.event(now_ps, cpu, TraceTask{t.t->comm, t.t->pid}, "region_begin",
+                         {TraceField::hex("start", region_start_), TraceField::hex("end", region_end_)});
+        }
+        for (SimTask* w : b) {
+          if (w == &t) continue;
+          w->blocked = false;
+          w->prog->syscall_return(0);
+          sched_.make_runnable(w);
+        }
+        b.clear();
+      }
+      break;
+    }
+    case wl::Sys::Exit: {
+      k.sys_exit(t.t, int(u.addr));
+      t.exited = true;
+      out.exited = true;
+      for (auto& p : sched_.tasks()) {
+        if (p->waiting_for == &t) {  // wake the parent; its wait() returns now
+          p->waiting_for = nullptr;
+          p->blocked = false;
+          out.ret = k.sys_wait(p->t, t.t);
+          p->prog->syscall_return(t.t->pid);
+          sched_.make_runnable(p.get());
+        }
+      }
+      break;
+    }
+    case wl::Sys::Wait: {
+      SimTask* child = sched_.find_pid(int(u.addr));
+      MMUSIM_CHECK(child, "wait() for pid {} that does not exist", u.addr);
+      if (child->exited) {
+        out.ret = k.sys_wait(t.t, child->t);
+      } else {
+        t.blocked = true;
+        t.waiting_for = child;
+        out.blocked = true;
+      }
+      break;
+    }
+    case wl::Sys::Yield:
+    case wl::Sys::None: k.charge(kmm::Cost::syscall); break;
+  }
+  if (out.ret < 0 && u.sys != wl::Sys::Wait)
+    panic("the workload's {} system call failed with {} (task {})", int(u.sys), out.ret, t.t->pid);
+  out.cycles = leave_kernel();
+  if (!out.blocked && !out.exited) t.prog->syscall_return(out.ret);
+  return out;
+}
+
+}  // namespace mmusim

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The simulated OS's scheduler (os/scheduler.*): placement, run queues in order, blocked and
+// exited tasks skipped, idle CPUs, the wake-up of the CPU a task becomes runnable on.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "os/scheduler.hpp"
+
+using namespace mmusim;
+
+namespace {
+
+struct Tasks {
+  std::vector<kmm::task_struct> t;
+  explicit Tasks(int n) : t(size_t(n)) {
+    for (int i = 0; i < n; ++i) t[size_t(i)].pid = 100 + i;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("scheduler: threads pinned to CPU i mod cores", "[os]") {
+  Scheduler s(4);
+  CHECK(s.cpu_for_thread(0) == 0);
+  CHECK(s.cpu_for_thread(3) == 3);
+  CHECK(s.cpu_for_thread(4) == 0);
+  CHECK(s.cpu_for_thread(9) == 1);
+}
+
+TEST_CASE("scheduler: a CPU runs its queue in order, skipping blocked and exited tasks", "[os]") {
+  Tasks k(4);
+  Scheduler s(2);
+  std::vector<int> woken;
+  s.set_wake([&](int cpu) { woken.push_back(cpu); });
+  SimTask* a = s.add(&k.t[0], nullptr, 0);
+  SimTask* b = s.add(&k.t[1], nullptr, 0);
+  SimTask* c = s.add(&k.t[2], nullptr, 0);
+  SimTask* d = s.add(&k.t[3], nullptr, 1);
+  for (SimTask* x : {a, b, c, d}) s.make_runnable(x);
+  CHECK(woken == std::vector<int>{0, 0, 0, 1});
+
+  CHECK(s.current(0) == nullptr);
+  CHECK_FALSE(s.keeps_running(0));
+  CHECK(s.switch_to_next(0) == a);
+  CHECK(s.keeps_running(0));
+  a->blocked = true;  // wait(): off the CPU until woken
+  CHECK_FALSE(s.keeps_running(0));
+  b->exited = true;   // exited while queued: never runs
+  CHECK(s.switch_to_next(0) == c);
+  c->exited = true;
+  CHECK(s.switch_to_next(0) == nullptr);  // a is blocked and not queued: CPU 0 idles
+  CHECK(s.current(0) == nullptr);
+  a->blocked = false;
+  s.make_runnable(a);
+  CHECK(s.switch_to_next(0) == a);
+  CHECK(s.switch_to_next(1) == d);  // CPU 1's queue is its own
+  CHECK(s.find_pid(103) == d);
+  CHECK(s.find_pid(7) == nullptr);
+  CHECK_FALSE(s.all_exited());
+  a->exited = d->exited = true;
+  CHECK(s.all_exited());
+}
