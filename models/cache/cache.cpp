@@ -23,6 +23,7 @@ void CacheParams::visit(Params& p) {
   p.integer(pre + "ways", ways, ways, 1, 64, "Associativity of the " + name + " cache" + src);
   p.integer(pre + "latency", latency, latency, 1, 10000,
             "Load-to-use latency of a hit in the " + name + " cache" + src, "cycles");
+  replacement_param(p, pre + "replacement", replacement, "the " + name + " cache");
   if (!p.is_declaring()) validate();
 }
 
@@ -71,7 +72,11 @@ HierarchyParams HierarchyParams::neoverse_n1() {
 // Cache
 
 Cache::Cache(const CacheParams& p, Stats& stats)
-    : name_(p.name), latency_(p.latency), sets_(p.sets()), ways_(p.ways) {
+    : name_(p.name),
+      latency_(p.latency),
+      sets_(p.sets()),
+      ways_(p.ways),
+      repl_(p.replacement, {ReplacementGroup{0, p.sets(), p.ways}}) {
   p.validate();
   set_mask_ = (sets_ > 1 && (sets_ & (sets_ - 1)) == 0) ? sets_ - 1 : 0;
   tags_.assign(size_t(sets_) * ways_, kInvalid);
@@ -90,6 +95,11 @@ bool Cache::probe(uint64_t pa) const {
 
 void Cache::invalidate_all() {
   std::fill(tags_.begin(), tags_.end(), kInvalid);
+  repl_.forget_all();
+}
+
+bool Cache::check_invariants(std::string* why) const {
+  return repl_.check_invariants([&](uint32_t i) { return tags_[i] != kInvalid; }, why);
 }
 
 size_t Cache::occupancy() const {

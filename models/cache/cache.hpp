@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // Data caches, tag only: where a line is, not what it holds (the bytes live in PhysMem). A Cache
-// is one set-associative level with LRU replacement; a MemoryHierarchy chains L1D -> L2 -> LLC ->
+// is one set-associative level with a replacement policy (LRU unless cache.<name>.replacement
+// says otherwise: models/replacement); a MemoryHierarchy chains L1D -> L2 -> LLC ->
 // DRAM for one core and answers "how many cycles until this load's data is usable".
 //
 // The model is deliberately small: no MSHRs, no bandwidth, no coherence, no write-back traffic.
@@ -16,19 +17,22 @@
 
 #include "base/params.hpp"
 #include "base/stats.hpp"
+#include "models/replacement/replacement.hpp"
 
 namespace mmusim::hw {
 
 inline constexpr unsigned kLineShift = 6;  // 64-byte lines on both cores
 inline constexpr uint64_t kLineBytes = uint64_t(1) << kLineShift;
 
-// cache.<name>.size, .ways, .latency. visit() uses the values it holds as the defaults.
+// cache.<name>.size, .ways, .latency, .replacement. visit() uses the values it holds as the
+// defaults.
 struct CacheParams {
   std::string name;       // "l1d", "l2", "llc"
   uint64_t size = 0;      // bytes; a multiple of ways * 64
   uint32_t ways = 1;
   uint32_t latency = 1;   // load-to-use cycles of a hit at this level
   std::string source;     // where the defaults come from, for the descriptions
+  ReplacementKind replacement = ReplacementKind::lru;
 
   void visit(Params& p);
   void validate() const;  // throws UserError naming the keys
@@ -45,8 +49,8 @@ class Cache {
   uint32_t sets() const { return sets_; }
   uint32_t ways() const { return ways_; }
 
-  // Looks `pa`'s line up; a hit becomes most recently used, a miss installs it (evicting the
-  // LRU line). Counts the hit or miss.
+  // Looks `pa`'s line up; a hit touches it in the replacement policy, a miss installs it (in the
+  // first empty way, else in the policy's victim). Counts the hit or miss.
   bool access(uint64_t pa) {
     bool hit = lookup_fill(pa >> kLineShift);
     if (hit) hits_->inc(); else misses_->inc();
@@ -54,29 +58,34 @@ class Cache {
   }
   // The same without counting (bulk kernel traffic).
   bool install(uint64_t pa) { return lookup_fill(pa >> kLineShift); }
-  // Is the line present? No stats, no LRU change.
+  // Is the line present? No stats, no replacement-state change.
   bool probe(uint64_t pa) const;
   void invalidate_all();
   size_t occupancy() const;
+  const Replacement& replacement() const { return repl_; }
+  // The policy's invariants over this cache's valid lines (tests).
+  bool check_invariants(std::string* why) const;
 
  private:
   static constexpr uint64_t kInvalid = ~uint64_t(0);
   uint32_t set_of(uint64_t line) const {
     return set_mask_ ? uint32_t(line & set_mask_) : uint32_t(line % sets_);
   }
-  // Each set's ways are kept in recency order, most recently used first (empty ways, kInvalid,
-  // at the end): a hit moves its line to the front, a miss drops the last way (the least recently
-  // used, or an empty one) and puts the new line in front. Exact LRU without timestamps, and a
-  // miss needs no search for its victim.
+  // A line stays in its way until replaced; the policy (models/replacement) chooses the way a
+  // miss fills (Replacement::fill_way: invalidate_all() is the only way lines leave, and it
+  // calls forget_all()).
   bool lookup_fill(uint64_t line) {
-    uint64_t* t = &tags_[size_t(set_of(line)) * ways_];
-    uint32_t w = 0;
-    while (w < ways_ && t[w] != line) ++w;
-    const bool hit = w < ways_;
-    if (!hit) w = ways_ - 1;
-    for (; w > 0; --w) t[w] = t[w - 1];
-    t[0] = line;
-    return hit;
+    const uint32_t first = set_of(line) * ways_;
+    const uint64_t* __restrict t = &tags_[first];
+    for (uint32_t w = 0; w < ways_; ++w)
+      if (t[w] == line) {
+        repl_.touch(first + w);
+        return true;
+      }
+    const uint32_t v = repl_.fill_way(first, ways_, [&](uint32_t i) { return tags_[i] == kInvalid; });
+    tags_[v] = line;
+    repl_.touch(v);
+    return false;
   }
 
   std::string name_;
@@ -84,7 +93,8 @@ class Cache {
   uint32_t sets_;
   uint32_t ways_;
   uint64_t set_mask_;  // sets - 1 when a power of two (and > 1), else 0: modulo
-  std::vector<uint64_t> tags_;  // line address, kInvalid when empty; per set in recency order
+  std::vector<uint64_t> tags_;  // line address, kInvalid when empty; set s is [s * ways, (s + 1) * ways)
+  Replacement repl_;
   Counter* hits_;
   Counter* misses_;
 };

@@ -8,6 +8,7 @@
 
 #include "base/error.hpp"
 #include "base/log.hpp"
+#include "models/tlb/tlb_replay.hpp"
 
 namespace mmusim::hw {
 
@@ -92,8 +93,8 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
   ahead_.allocate(p_.rob);
   if (l2_) l2_owner_.assign(l2_->capacity(), ~uint64_t(0));
   // Only the L2 TLB's changes are asked for (replay_segment).
-  if (&l1_load_ != l2_) l1_load_.set_change_log(false);
-  if (&l1_store_ != l2_) l1_store_.set_change_log(false);
+  if (&l1_load_ != l2_) TlbReplay(l1_load_).set_change_log(false);
+  if (&l1_store_ != l2_) TlbReplay(l1_store_).set_change_log(false);
   uops_ = &stats.counter("core.uops", "micro-ops retired");
   cycles_ = &stats.counter("core.cycles", "core cycles");
   squashes_ = &stats.counter("core.squashes", "pipeline flushes at faults (younger micro-ops squashed)");
@@ -442,7 +443,7 @@ bool OooCore::ahead_issue(size_t j, uint64_t nuke, size_t st_hint) {
     r.page()[k] = y.addr >> 12;
     r.set_slot(k, Tlb::kNoSlot);
     if (tr_slot != Tlb::kNoSlot) claim_l2_slot(k, tr_slot);
-    r.ro()[k] = tr_slot != Tlb::kNoSlot && !l2_->slot_entry(tr_slot).writable;
+    r.ro()[k] = tr_slot != Tlb::kNoSlot && !TlbReplay(*l2_).slot_entry(tr_slot).writable;
   }
   r.shape[i] = uop_shape(y);
   r.alloc[i] = rel(yi.alloc, nuke);
@@ -497,7 +498,7 @@ uint64_t OooCore::run_ahead(uint64_t nuke) {
   // Recording costs a little per micro-op: where replays keep failing (the N1's short run-aheads,
   // C1's RDTSCP-bounded ones) it stops for a while.
   bool record = ahead_reuse_possible();
-  const uint64_t l2_mark = l2_ ? l2_->changes() : 0;
+  const uint64_t l2_mark = l2_ ? TlbReplay(*l2_).changes() : 0;
   if (record && ahead_backoff_ > 0) {
     --ahead_backoff_;
     record = false;
@@ -555,7 +556,10 @@ uint64_t OooCore::run_ahead(uint64_t nuke) {
 }
 
 bool OooCore::ahead_reuse_possible() const {
-  return p_.runahead_reuse && l2_ && path_.rules().cache_faulting_entries && !(trace_ && trace_->on());
+  // The replay reproduces LRU's order only (TlbReplay::usable): under another policy of the store
+  // TLBs every position is simulated.
+  return p_.runahead_reuse && l2_ && path_.rules().cache_faulting_entries && !(trace_ && trace_->on()) &&
+         TlbReplay(*l2_).usable() && TlbReplay(l1_store_).usable();
 }
 
 OooCore::AheadState OooCore::ahead_state(uint64_t nuke) const {
@@ -674,7 +678,8 @@ OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke, bool r_ended) {
 bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke) {
   const AheadRecord& r = ahead_;
   Tlb& l1 = l1_store_;
-  if (!l1.full_fully_associative() || !(l1.page_sizes() & page_size_bit(PageSize::k4K))) return false;
+  TlbReplay l1r(l1);
+  if (!l1r.full_fully_associative() || !(l1.page_sizes() & page_size_bit(PageSize::k4K))) return false;
   // The ROB slots the positions wait for: those of micro-ops older than the head (the run-ahead
   // is shorter than the ROB), retired, free at their retirement cycles, which grow with the
   // sequence number, as allocation cycles do. If the youngest of them is free before the first
@@ -744,7 +749,7 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
     // Without kPosStoreLate stores the capacity-th fill is the capacity-th store; with them, the
     // segment's last store at most.
     const size_t last = any_late ? k1 - 1 : std::min(k1, k0 + cap) - 1;
-    if (l1.covers_page_in(asid, st_page[k0], st_page[last])) {
+    if (l1r.covers_page_in(asid, st_page[k0], st_page[last])) {
       for (size_t k = k0, fills = 0; k < k1 && fills < cap; ++k) {
         if (l1.probe(st_page[k] << 12, asid)) return false;
         fills += cls_of[stores[k]] != kPosStoreLate;
@@ -779,11 +784,12 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
   // since the record's mark (each claimed by at most one store: l2_owner_), and the unknown ones,
   // need looking at; all of them if the TLB's log of changes no longer reaches back that far.
   Tlb& l2 = *l2_;
+  TlbReplay l2r(l2);
   uint8_t* __restrict st_ro = ahead_.ro();
   bool failed = false;
   auto check = [&](size_t m) {  // slots[m] for pages[m]: held, or found
-    if (slots[m] != Tlb::kNoSlot && l2.slot_holds_4k(slots[m], pages[m] << 12, asid)) {
-      if (!kidx) st_ro[k0 + m] = !l2.slot_entry(slots[m]).writable;
+    if (slots[m] != Tlb::kNoSlot && l2r.slot_holds_4k(slots[m], pages[m] << 12, asid)) {
+      if (!kidx) st_ro[k0 + m] = !l2r.slot_entry(slots[m]).writable;
       return;
     }
     // 4K entries only: a larger one would cover later stores' pages (hits the replay cannot see).
@@ -800,7 +806,7 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
     }
   };
   if (!kidx && r.asid == asid &&
-      l2.for_each_change_since(r.l2_mark, [&](uint32_t c) {
+      l2r.for_each_change_since(r.l2_mark, [&](uint32_t c) {
         const uint64_t k = l2_owner_[c] - spec_st_base_;  // wraps if older: out of range
         if (k >= k0 && k < k1 && st_slot[k] == c) check(k - k0);
       })) {
@@ -814,21 +820,21 @@ bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke)
   if (kidx)
     for (size_t m = 0; m < n_slots; ++m) {
       claim_l2_slot(kidx[m], slots[m]);
-      st_ro[kidx[m]] = !l2.slot_entry(slots[m]).writable;
+      st_ro[kidx[m]] = !l2r.slot_entry(slots[m]).writable;
     }
   if (p_.runahead_check) check_replay(k0, k1, slots, pages, n_slots, kidx);
-  if (l1.contiguous_64k())
+  if (l1r.contiguous_64k())
     for (size_t m = 0; m < n_slots; ++m)
-      if (!l1.places_4k_as_is(l2.slot_entry(slots[m]))) return false;
+      if (!l1r.places_4k_as_is(l2r.slot_entry(slots[m]))) return false;
   size_t readonly = 0;
   if (kidx) {
-    readonly = l2.count_readonly(slots, n_slots);
+    readonly = l2r.count_readonly(slots, n_slots);
   } else {
     readonly = sum_bytes(st_ro + k0, n_slots);
   }
-  l2.hit_slots(slots, n_slots);
-  l1.count_misses(k1 - k0);
-  l1.fill_sequence_evicting(l2, slots, n_slots, true, readonly);
+  l2r.hit_slots(slots, n_slots);
+  l1r.count_misses(k1 - k0);
+  l1r.fill_sequence_evicting(l2, slots, n_slots, true, readonly);
   const AheadState& at = r.state[to];
   alloc_cycle_ = unrel(at.alloc_cycle, nuke);
   prev_done_ = unrel(at.prev_done, nuke);

@@ -116,6 +116,7 @@ void TlbParams::visit(Params& p) {
   p.boolean(pre + "contiguous_64k", contiguous_64k, contiguous_64k,
             "Hold a PTE with the arm64 contiguous bit as one 64K entry for its 16-page block "
             "(needs an array holding 64K; Cortex-A76 TRM §A5.2.2)");
+  replacement_param(p, pre + "replacement", replacement, "every array of TLB " + name);
   for (TlbArrayParams& a : arrays) {
     std::string what = a.name.empty() ? "" : " of array " + a.name;
     p.integer(key(a, "entries"), a.entries, a.entries, 1, 1 << 20, "Entries" + what);
@@ -212,11 +213,24 @@ TlbParams TlbParams::neoverse_n1_l2_tlb(const std::string& name) {
 // ---------------------------------------------------------------------------------------------
 // Tlb
 
+// A replacement group per array: its sets of `ways` slots.
+static std::vector<ReplacementGroup> replacement_groups(const TlbParams& p) {
+  std::vector<ReplacementGroup> g;
+  uint32_t first = 0;
+  for (const TlbArrayParams& a : p.arrays) {
+    const uint32_t ways = a.ways ? a.ways : 1;
+    g.push_back({first, a.entries / ways, ways});
+    first += a.entries;
+  }
+  return g;
+}
+
 Tlb::Tlb(const TlbParams& p, Stats& stats, TraceContext* trace)
     : name_(p.name),
       latency_(p.latency),
       splinter_(p.splinter),
       contiguous_64k_(p.contiguous_64k),
+      repl_(p.replacement, replacement_groups(p)),
       trace_(trace) {
   MMUSIM_CHECK(!p.arrays.empty() && p.arrays.size() <= kMaxArrays, "TLB {}: {} arrays", p.name,
                p.arrays.size());
@@ -240,13 +254,13 @@ Tlb::Tlb(const TlbParams& p, Stats& stats, TraceContext* trace)
         r.arr[r.n++] = uint8_t(arrays_.size());
       }
     held_ |= a.mask;
-    fully_associative_ = fully_associative_ && a.sets == 1;
     arrays_.push_back(a);
   }
+  // (Several arrays of one set each are searched set by set, each its own.)
+  fully_associative_ = arrays_.size() == 1 && arrays_[0].sets == 1;
   slots_.resize(first);
   cap_ = first;
   tags_.assign(first, 0);
-  stamp_.assign(first, 0);
   if (fully_associative_) {
     size_t buckets = 16;
     while (buckets < 4 * size_t(first)) buckets <<= 1;  // a load of at most 1/4
@@ -255,8 +269,6 @@ Tlb::Tlb(const TlbParams& p, Stats& stats, TraceContext* trace)
     index_shift_ = 64 - unsigned(__builtin_ctzll(buckets));
     home_.assign(first, 0);
     pos_.assign(first, 0);
-    prev_.assign(first, kNone);
-    next_.assign(first, kNone);
   }
   StatGroup g(stats, "tlb." + name_);
   hits_ = &g.counter("hits", "Lookups that found a translation", "lookups");
@@ -268,32 +280,14 @@ Tlb::Tlb(const TlbParams& p, Stats& stats, TraceContext* trace)
                                "entries");
   invalidations_ = &g.counter("invalidations", "Entries removed by invalidation operations",
                               "entries");
-  evictions_ = &g.counter("evictions", "Valid entries replaced by a fill (LRU victims)", "entries");
+  evictions_ = &g.counter("evictions", "Valid entries replaced by a fill (the replacement policy's "
+                          "victims)", "entries");
 }
 
 size_t Tlb::occupancy() const {
   size_t n = 0;
   for (uint64_t t : tags_) n += t != 0;
   return n;
-}
-
-void Tlb::lru_unlink(uint32_t i) {
-  const uint32_t p = prev_[i], n = next_[i];
-  (p == kNone ? lru_ : next_[p]) = n;
-  (n == kNone ? mru_ : prev_[n]) = p;
-  prev_[i] = next_[i] = kNone;
-}
-
-void Tlb::lru_push_mru(uint32_t i) {
-  prev_[i] = mru_;
-  next_[i] = kNone;
-  (mru_ == kNone ? lru_ : next_[mru_]) = i;
-  mru_ = i;
-}
-
-void Tlb::fa_insert(uint32_t i) {
-  fa_index(i);
-  lru_push_mru(i);
 }
 
 void Tlb::fa_remove(uint32_t i) {
@@ -311,30 +305,21 @@ void Tlb::fa_remove(uint32_t i) {
     }
   }
   index_[p] = kNone;
-  lru_unlink(i);
 }
 
 void Tlb::seq_leave() {
-  // The index and the LRU list the fills one by one would have: the slots in LRU order.
-  seq_ = false;
+  // The index the fills one by one would have built (which bucket holds which slot does not
+  // change what a lookup finds).
+  rs_.seq = false;
   std::fill(index_.begin(), index_.end(), kNone);
-  const uint32_t cap = cap_;
-  lru_ = mru_ = kNone;
-  for (uint32_t k = 0, i = seq_rot_; k < cap; ++k, i = i + 1 == cap ? 0 : i + 1) fa_insert(i);
+  for (uint32_t i = 0; i < cap_; ++i) fa_index(i);
 }
 
 void Tlb::fa_rebuild() {
-  seq_ = false;
+  rs_.seq = false;
   std::fill(index_.begin(), index_.end(), kNone);
-  std::fill(prev_.begin(), prev_.end(), kNone);
-  std::fill(next_.begin(), next_.end(), kNone);
-  lru_ = mru_ = kNone;
-  std::vector<uint32_t>& valid = order_scratch_;
-  valid.clear();
   for (uint32_t i = 0; i < cap_; ++i)
-    if (tags_[i]) valid.push_back(i);
-  std::sort(valid.begin(), valid.end(), [&](uint32_t a, uint32_t b) { return stamp_[a] < stamp_[b]; });
-  for (uint32_t i : valid) fa_insert(i);
+    if (tags_[i]) fa_index(i);
 }
 
 std::optional<PageSize> Tlb::placement(const TlbEntry& t) const {
@@ -365,14 +350,18 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
     v = fa_find(tag, e.asid);
     same_page = v != kNone;
     if (same_page) {
-      lru_to_mru(v);  // refreshed in place
+      if (rs_.seq && v != seq_mru()) seq_leave();  // refreshed in place: reordered
     } else if (n_valid_ < cap_) {
       v = 0;
       while (tags_[v]) ++v;  // the first invalid slot
     } else {
-      if (seq_ && seq_rot_ >= kSeqMaxExtras) seq_leave();
-      v = lru_;
-      if (!seq_) fa_remove(v);  // (in the sequence state, v is slot seq_rot_)
+      if (rs_.seq && rs_.seq_rot >= kSeqMaxExtras) seq_leave();
+      if (rs_.seq) {
+        v = rs_.seq_rot;  // LRU's victim, which the sequence state knows
+      } else {
+        v = repl_.victim(0, cap_);
+        fa_remove(v);
+      }
     }
     hint_ = v;
   } else {
@@ -386,12 +375,10 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
         break;
       }
     if (!same_page) {
-      // The first invalid way, else the least recently used (the first of equals).
-      const uint64_t* __restrict st = stamp_.data() + set;
+      // The first invalid way, else the policy's victim.
       uint32_t b = 0;
-      for (uint32_t w = 1; w < ways && t[b]; ++w)
-        if (!t[w] || st[w] < st[b]) b = w;
-      v = set + b;
+      while (b < ways && t[b]) ++b;
+      v = b < ways ? set + b : repl_.victim(set, ways);
     }
   }
   if (!same_page) {
@@ -405,16 +392,15 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
   }
   Slot* victim = &slots_[v];
   victim->e = e;
-  note_change(v);
-  reach_end_ = std::max(reach_end_, e.vbase + page_size_bytes(s));
-  stamp_[v] = ++clock_;
+  rs_.note_change(v);
+  rs_.note_reach(e.vbase + page_size_bytes(s));
+  repl_.touch(v);
   tags_[v] = tag;
   if (fully_associative_ && !same_page) {
-    if (seq_) {  // slot seq_rot_, the LRU, is now the most recently used: one more extra
-      mru_ = v;
-      lru_ = ++seq_rot_;
+    if (rs_.seq) {
+      ++rs_.seq_rot;  // slot seq_rot, the LRU, is now the most recently used: one more extra
     } else {
-      fa_insert(v);
+      fa_index(v);
     }
   }
   fills_->inc();
@@ -429,109 +415,6 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
   return &victim->e;
 }
 
-void Tlb::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, size_t n, bool speculative,
-                                 size_t readonly) {
-  MMUSIM_CHECK(full_fully_associative(),
-               "TLB {}: fill_sequence_evicting needs a full fully associative TLB", name_);
-  if (n == 0) return;
-  const size_t cap = cap_;
-  fills_->inc(n);
-  fills_readonly_->inc(readonly);
-  evictions_->inc(n);
-  Slot* __restrict to = slots_.data();
-  const Slot* __restrict fr = from.slots_.data();
-  if (n >= cap) {
-    // Every entry is replaced: the TLB holds the last `capacity` fills, in fill order from the
-    // least recently used. Which slot holds which is not observable; they go in slot order.
-    const uint64_t clock0 = clock_;
-    uint64_t* __restrict tags = tags_.data();
-    uint64_t* __restrict stamp = stamp_.data();
-    const uint32_t* __restrict src = slots + (n - cap);
-    const uint64_t* __restrict from_tags = from.tags_.data();
-    // Whether the tags are 4K ones (their size bits all 0) strictly increasing: the sign bit of
-    // `descents` (tags < 2^63) and the size bits of `sizes`.
-    uint64_t sizes = 0, descents = 0, last = 0;
-    for (size_t v = 0; v < cap; ++v) {
-      const uint32_t f = src[v];
-      to[v].e = fr[f].e;
-      to[v].e.speculative = speculative;
-      const uint64_t t = tags[v] = from_tags[f];  // the same entry: the same tag
-      sizes |= t;
-      descents |= t - last - 1;
-      last = t;
-    }
-    for (size_t v = 0; v < cap; ++v) stamp[v] = clock0 + (n - cap) + v + 1;
-    clock_ = clock0 + n;
-    hint_ = uint32_t(cap - 1);
-    // Every slot changed (only the last kChangeLog are logged).
-    if (log_changes_) {
-      const size_t unlogged = cap > kChangeLog ? cap - kChangeLog : 0;
-      n_changes_ += unlogged;
-      for (size_t v = unlogged; v < cap; ++v) note_change(uint32_t(v));
-    }
-    lru_ = 0;
-    mru_ = uint32_t(cap - 1);
-    if (!((sizes >> 1) & 3) && !(descents >> 63)) {
-      std::fill(std::begin(n_of_size_), std::end(n_of_size_), 0);
-      n_of_size_[unsigned(PageSize::k4K)] = uint32_t(cap);
-      reach_end_ = (last & ~uint64_t(0xfff)) + page_size_bytes(PageSize::k4K);
-      if (cap >= 2 * kSeqMaxExtras) {  // the sequence state: no index, no list (yet)
-        seq_ = true;
-        seq_rot_ = 0;
-        return;
-      }
-    } else {
-      uint32_t of_size[kNumPageSizes] = {};
-      uint64_t reach = 0;
-      for (size_t v = 0; v < cap; ++v) {
-        const PageSize sz = PageSize((tags[v] >> 1) & 3);
-        ++of_size[unsigned(sz)];
-        reach = std::max(reach, (tags[v] & ~uint64_t(0xfff)) + page_size_bytes(sz));
-      }
-      std::copy(std::begin(of_size), std::end(of_size), std::begin(n_of_size_));
-      reach_end_ = reach;
-    }
-    seq_ = false;
-    // The index, and the LRU list in slot order.
-    std::fill(index_.begin(), index_.end(), kNone);
-    for (size_t v = 0; v < cap; ++v) fa_index(uint32_t(v));
-    uint32_t* __restrict prev = prev_.data();
-    uint32_t* __restrict next = next_.data();
-    for (size_t v = 0; v < cap; ++v) {
-      prev[v] = uint32_t(v) - 1;  // kNone for slot 0
-      next[v] = uint32_t(v) + 1;
-    }
-    next[cap - 1] = kNone;
-    return;
-  }
-  // Fewer fills than entries: fill k lands in the k-th least recently used slot.
-  if (seq_) seq_leave();
-  std::vector<uint32_t>& order = order_scratch_;  // least recently used first
-  order.resize(cap);
-  uint32_t* __restrict o = order.data();
-  {
-    size_t m = 0;
-    for (uint32_t i = lru_; i != kNone; i = next_[i]) o[m++] = i;
-  }
-  const uint64_t clock0 = clock_;
-  for (size_t k = 0; k < n; ++k) {
-    const uint32_t v = o[k];
-    fa_remove(v);
-    --n_of_size_[unsigned(to[v].e.size)];
-    TlbEntry& e = to[v].e;
-    e = fr[slots[k]].e;
-    note_change(v);
-    e.speculative = speculative;
-    stamp_[v] = clock0 + k + 1;
-    tags_[v] = tag_of(e.vbase, e.size);
-    ++n_of_size_[unsigned(e.size)];
-    reach_end_ = std::max(reach_end_, e.vbase + e.bytes());
-    fa_insert(v);  // the most recently used: the fills end in fill order after the untouched
-  }
-  clock_ = clock0 + n;
-  hint_ = o[n - 1];
-}
-
 unsigned Tlb::invalidate_page(uint64_t va, uint16_t asid, const char* reason) {
   unsigned removed = 0;
   for (unsigned si = 0; si < kNumPageSizes; ++si) {
@@ -540,7 +423,7 @@ unsigned Tlb::invalidate_page(uint64_t va, uint16_t asid, const char* reason) {
     const uint64_t tag = tag_of(va & page_size_mask(s), s);
     if (fully_associative_) {
       if (uint32_t i = fa_find(tag, asid); i != kNone) {
-        if (seq_) seq_leave();
+        if (rs_.seq) seq_leave();
         fa_remove(i);
         clear_slot(i);
         ++removed;
@@ -579,7 +462,7 @@ unsigned Tlb::invalidate_all(const char* reason) {
     removed += tags_[i] != 0;
     clear_slot(i);
   }
-  reach_end_ = 0;
+  rs_.reach_end = 0;
   if (fully_associative_ && removed) fa_rebuild();
   invalidations_->inc(removed);
   if (trace_ && trace_->on()) trace_invalidate("all", 0, -1, reason, removed);

@@ -22,6 +22,7 @@ PagingStructureCache::PagingStructureCache(const pg::Geometry& g,
     a.sets = ap.entries / ap.ways;
     a.first = first;
     a.levels = ap.levels;
+    repl_.emplace_back(ap.replacement, std::vector<ReplacementGroup>{{first, a.sets, a.ways}});
     first += ap.entries;
     for (unsigned l = 0; l < kMaxLevels; ++l) {
       if (!(ap.levels & (1u << l))) continue;
@@ -64,10 +65,9 @@ unsigned PagingStructureCache::lookup(uint64_t va, uint16_t asid, uint64_t* tabl
       if (i == kNone) continue;
       hint_[l] = i;
     }
-    Slot& s = slots_[i];
-    s.lru = ++clock_;
+    repl_[route_[l]].touch(i);
     hits_[l]->inc();
-    if (table_pa) *table_pa = s.e.table_pa;
+    if (table_pa) *table_pa = slots_[i].e.table_pa;
     return l;
   }
   misses_->inc();
@@ -95,21 +95,15 @@ void PagingStructureCache::fill(unsigned level, uint64_t va, uint16_t asid, uint
   const uint64_t key = key_of(tag, asid, level);
   uint32_t ways = 0;
   const uint32_t first = set_for(level, tag, &ways);
-  // The entry for the same tag if there is one, else the first invalid slot, else the least
-  // recently used (the first of equals).
+  // The entry for the same tag if there is one, else the first invalid slot, else the policy's
+  // victim.
   uint32_t v = absent ? kNone : find(first, ways, key, tag);
   if (v == kNone) {
-    if (const size_t z = find_byte(bytes_.data() + first, ways, 0); z < ways) {
-      v = first + uint32_t(z);
-    } else {
-      v = first;
-      for (uint32_t w = 1; w < ways; ++w)
-        if (slots_[first + w].lru < slots_[v].lru) v = first + w;
-    }
+    const size_t z = find_byte(bytes_.data() + first, ways, 0);
+    v = z < ways ? first + uint32_t(z) : repl_[route_[level]].victim(first, ways);
   }
-  Slot& s = slots_[v];
-  s.e = PscEntry{tag, table_pa, asid, uint8_t(level)};
-  s.lru = ++clock_;
+  slots_[v].e = PscEntry{tag, table_pa, asid, uint8_t(level)};
+  repl_[route_[level]].touch(v);
   keys_[v] = key;
   bytes_[v] = byte_of(key);
   hint_[level] = v;
@@ -157,6 +151,12 @@ unsigned PagingStructureCache::invalidate_all() {
   }
   invalidations_->inc(removed);
   return removed;
+}
+
+bool PagingStructureCache::check_invariants(std::string* why) const {
+  for (const Replacement& r : repl_)
+    if (!r.check_invariants([&](uint32_t i) { return keys_[i] != 0; }, why)) return false;
+  return true;
 }
 
 size_t PagingStructureCache::occupancy() const {

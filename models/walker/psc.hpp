@@ -27,6 +27,7 @@
 #include "base/params.hpp"
 #include "base/pgformat.hpp"
 #include "base/stats.hpp"
+#include "models/replacement/replacement.hpp"
 
 namespace mmusim::hw {
 
@@ -35,6 +36,7 @@ struct PscArrayParams {
   uint32_t entries = 0;
   uint32_t ways = 0;    // == entries: fully associative
   uint8_t levels = 0;   // bit L: holds level-L entries (fixed by the ISA, not a parameter)
+  ReplacementKind replacement = ReplacementKind::lru;  // walker.psc.<name>.replacement
 };
 
 struct PscEntry {
@@ -57,7 +59,7 @@ class PagingStructureCache {
   // The deepest level (smallest L >= 1) with an entry for `va`, or 0 if none. Sets *table_pa to
   // the cached next-table address. Counts the hit at that level; refreshes its LRU.
   unsigned lookup(uint64_t va, uint16_t asid, uint64_t* table_pa);
-  // Without stats or LRU update.
+  // Without stats or replacement-state update.
   unsigned probe(uint64_t va, uint16_t asid, uint64_t* table_pa = nullptr) const;
   // `absent`: the caller knows there is no entry for it (a lookup just missed at that level).
   void fill(unsigned level, uint64_t va, uint16_t asid, uint64_t table_pa, bool absent = false);
@@ -77,11 +79,14 @@ class PagingStructureCache {
   size_t occupancy() const;
   bool holds_level(unsigned level) const { return level < kMaxLevels && route_[level] >= 0; }
   const pg::Geometry& geometry() const { return g_; }
+  // The policy of array `a` (in the order the arrays were given).
+  const Replacement& replacement(size_t a) const { return repl_[a]; }
+  // The policy's invariants over the valid slots (tests).
+  bool check_invariants(std::string* why) const;
 
  private:
   struct Slot {
-    PscEntry e;
-    uint64_t lru = 0;  // (valid: keys_ is non-zero)
+    PscEntry e;  // (valid: keys_ is non-zero)
   };
   struct Array {
     uint32_t sets = 1, ways = 1, first = 0;
@@ -138,7 +143,7 @@ class PagingStructureCache {
   Counter* misses_;
   Counter* fills_;
   Counter* invalidations_;
-  uint64_t clock_ = 0;
+  std::vector<Replacement> repl_;  // per array (its slots: one group)
 };
 
 }  // namespace mmusim::hw

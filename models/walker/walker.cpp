@@ -28,6 +28,7 @@ void WalkerParams::visit(Params& p) {
               "Entries of " + what);
     p.integer("walker.psc." + a.name + ".ways", a.ways, a.ways, 1, 1 << 16,
               "Associativity of " + what + " (= entries: fully associative)");
+    replacement_param(p, "walker.psc." + a.name + ".replacement", a.replacement, what);
   }
   if (!p.is_declaring()) validate();
 }

@@ -26,8 +26,8 @@
 
 namespace mmusim::hw {
 
-// walker.count, walker.overhead, walker.psc.<array>.entries / .ways. visit() uses the values it
-// holds as the defaults (start from a preset).
+// walker.count, walker.overhead, walker.psc.<array>.entries / .ways / .replacement. visit() uses
+// the values it holds as the defaults (start from a preset).
 struct WalkerParams {
   pg::Isa isa = pg::Isa::x86_64;  // fixed by the preset, not a parameter
   uint32_t count = 4;

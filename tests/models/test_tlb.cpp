@@ -15,6 +15,7 @@
 #include "base/trace.hpp"
 #include "models/cache/cache.hpp"
 #include "models/tlb/tlb.hpp"
+#include "models/tlb/tlb_replay.hpp"
 #include "models/walker/translation.hpp"
 #include "tests/models/mmu_rig.hpp"
 #include "tests/models/page_tables.hpp"
@@ -671,7 +672,7 @@ TEST_CASE("tlb: a fill sequence on a full fully associative TLB is the fills one
       REQUIRE(l1a.lookup(0x100000 + i * 4096, 1));
       REQUIRE(l1b.lookup(0x100000 + i * 4096, 1));
     }
-    REQUIRE(l1b.full_fully_associative());
+    REQUIRE(TlbReplay(l1b).full_fully_associative());
     // The L2s hold the pages the sequence fills, read-only and writable.
     std::vector<uint64_t> vas;
     for (unsigned k = 0; k < n; ++k) {
@@ -694,13 +695,13 @@ TEST_CASE("tlb: a fill sequence on a full fully associative TLB is the fills one
     for (uint64_t va : vas) {
       const TlbEntry* e = l2b.probe(va, 1);
       REQUIRE(e);
-      REQUIRE(l2b.slot_holds_4k(l2b.slot_of(e), va, 1));
+      REQUIRE(TlbReplay(l2b).slot_holds_4k(l2b.slot_of(e), va, 1));
       slots.push_back(l2b.slot_of(e));
     }
-    const size_t readonly = l2b.count_readonly(slots.data(), slots.size());
-    l2b.hit_slots(slots.data(), slots.size());
-    l1b.count_misses(n);
-    l1b.fill_sequence_evicting(l2b, slots.data(), slots.size(), true, readonly);
+    const size_t readonly = TlbReplay(l2b).count_readonly(slots.data(), slots.size());
+    TlbReplay(l2b).hit_slots(slots.data(), slots.size());
+    TlbReplay(l1b).count_misses(n);
+    TlbReplay(l1b).fill_sequence_evicting(l2b, slots.data(), slots.size(), true, readonly);
     for (const char* c : {"hits", "misses", "fills", "fills_readonly", "evictions"}) {
       INFO(c);
       CHECK(count(sa, std::string("tlb.dtlb_store.") + c) == count(sb, std::string("tlb.dtlb_store.") + c));
@@ -776,7 +777,7 @@ TEST_CASE("tlb: after a whole refill of increasing 4K pages (the sequence state)
           if (l1a.probe(va, asid)) l1a.invalidate_page(va, asid, "test");
           if (l1b.probe(va, asid)) l1b.invalidate_page(va, asid, "test");
         }
-        if (!l1b.full_fully_associative()) return;  // (fill_sequence_evicting's precondition)
+        if (!TlbReplay(l1b).full_fully_associative()) return;  // (fill_sequence_evicting's precondition)
         for (uint64_t va : vas) {
           const uint16_t asid = l2a.probe(va, 1) ? 1 : 2;
           REQUIRE(!l1a.lookup(va, asid));
@@ -784,10 +785,10 @@ TEST_CASE("tlb: after a whole refill of increasing 4K pages (the sequence state)
           c.speculative = true;
           l1a.fill(va, c);
         }
-        const size_t readonly = l2b.count_readonly(slots.data(), slots.size());
-        l2b.hit_slots(slots.data(), slots.size());
-        l1b.count_misses(slots.size());
-        l1b.fill_sequence_evicting(l2b, slots.data(), slots.size(), true, readonly);
+        const size_t readonly = TlbReplay(l2b).count_readonly(slots.data(), slots.size());
+        TlbReplay(l2b).hit_slots(slots.data(), slots.size());
+        TlbReplay(l1b).count_misses(slots.size());
+        TlbReplay(l1b).fill_sequence_evicting(l2b, slots.data(), slots.size(), true, readonly);
       };
       // Full first (every slot valid).
       for (unsigned i = 0; i < cap; ++i) {
@@ -846,7 +847,7 @@ TEST_CASE("tlb: after a whole refill of increasing 4K pages (the sequence state)
             const uint64_t lo = (page >> 12) - rnd(40), hi = lo + rnd(40);
             bool any = false;
             for (uint64_t p = lo; p <= hi; ++p) any = any || l1a.probe(p << 12, asid);
-            REQUIRE(l1b.covers_page_in(asid, lo, hi) == any);
+            REQUIRE(TlbReplay(l1b).covers_page_in(asid, lo, hi) == any);
             break;
           }
           default: {  // probes
@@ -856,7 +857,7 @@ TEST_CASE("tlb: after a whole refill of increasing 4K pages (the sequence state)
             break;
           }
         }
-        entered = entered || l1b.sequence_state();
+        entered = entered || TlbReplay(l1b).sequence_state();
         REQUIRE(contents(l1a) == contents(l1b));
         REQUIRE(l1a.occupancy() == l1b.occupancy());
       }
