@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "base/error.hpp"
 #include "base/params.hpp"
@@ -211,62 +212,43 @@ std::vector<Stats::Row> Stats::rows(bool with_totals) const {
   return out;
 }
 
-std::string json_escape(std::string_view s) {
-  std::string o;
-  o.reserve(s.size() + 2);
-  for (char c : s) {
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\t': o += "\\t"; break;
-      case '\r': o += "\\r"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) o += fmt::format("\\u{:04x}", int(c));
-        else o += c;
-    }
-  }
-  return o;
-}
-
 namespace {
-std::string json_number(double v, bool integral) {
-  if (!std::isfinite(v)) return "null";
-  if (integral) return fmt::format("{}", static_cast<int64_t>(v));
-  return fmt::format("{}", v);
+// A statistic's number: counts as integers; a double that happens to be whole (a mean of 128.0, a
+// clock of 3 GHz) also as an integer, "128" (as the output always had it: a key's text does not
+// depend on whether a run gives it a whole value); other doubles in the shortest form that reads
+// back as the same double; what is not finite as null.
+nlohmann::ordered_json json_number(double v, bool integral) {
+  if (!std::isfinite(v)) return nullptr;
+  if ((integral || (v == std::floor(v) && std::fabs(v) < 1e16)) && std::fabs(v) < 9.2e18)
+    return static_cast<int64_t>(v);
+  return v;
 }
 }  // namespace
 
 void Stats::write_json(std::ostream& os, const Config* config, const std::string& version) const {
-  os << "{\n";
-  for (const Row& r : rows(true))
-    os << "  \"" << json_escape(r.key) << "\": " << json_number(r.value, r.integral) << ",\n";
-  os << "  \"meta\": {\"mmusim_version\": \"" << json_escape(version) << "\", \"region\": \""
-     << (region_state_ == RegionState::None ? "whole-run" : "measured-pass") << "\"";
+  // Key order is part of the format: the statistics in registration order, then meta, then config.
+  nlohmann::ordered_json doc = nlohmann::ordered_json::object();
+  for (const Row& r : rows(true)) doc[r.key] = json_number(r.value, r.integral);
+  nlohmann::ordered_json meta = {{"mmusim_version", version},
+                                 {"region", region_state_ == RegionState::None ? "whole-run" : "measured-pass"}};
+  if (config) meta["config_files"] = config->files();
+  nlohmann::ordered_json conf = nlohmann::ordered_json::object();
   if (config) {
-    os << ", \"config_files\": [";
-    for (size_t i = 0; i < config->files().size(); ++i)
-      os << (i ? ", " : "") << "\"" << json_escape(config->files()[i]) << "\"";
-    os << "]";
-  }
-  os << "},\n";
-  os << "  \"config\": {";
-  if (config) {
-    bool first = true;
     for (auto& [spec, st] : config->effective()) {
-      os << (first ? "\n" : ",\n") << "    \"" << json_escape(spec->key) << "\": ";
-      first = false;
       switch (spec->type) {
-        case ParamType::Int: os << st->value.i; break;
-        case ParamType::Float: os << json_number(st->value.f, false); break;
-        case ParamType::Bool: os << (st->value.i ? "true" : "false"); break;
-        case ParamType::Size: os << st->value.u; break;
-        default: os << "\"" << json_escape(st->text) << "\""; break;
+        case ParamType::Int: conf[spec->key] = st->value.i; break;
+        case ParamType::Float: conf[spec->key] = json_number(st->value.f, false); break;
+        case ParamType::Bool: conf[spec->key] = st->value.i != 0; break;
+        case ParamType::Size: conf[spec->key] = st->value.u; break;
+        default: conf[spec->key] = st->text; break;  // enums, durations, strings: as written
       }
     }
-    os << "\n  ";
   }
-  os << "}\n}\n";
+  doc["meta"] = std::move(meta);
+  doc["config"] = std::move(conf);
+  // Two-space indentation; bytes that are not UTF-8 (a label from a config file) become U+FFFD
+  // rather than an exception at the end of a run.
+  os << doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
 }
 
 void Stats::write_table(std::ostream& os, bool with_totals, bool skip_zero) const {

@@ -14,7 +14,6 @@
 #include <iosfwd>
 #include <map>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace mmusim {
@@ -134,8 +133,5 @@ class StatGroup {
   Stats* s_;
   std::string prefix_;
 };
-
-// JSON string escaping (shared by the stats and trace writers).
-std::string json_escape(std::string_view s);
 
 }  // namespace mmusim

@@ -17,6 +17,7 @@
 #include "base/error.hpp"
 #include "git_rev.hpp"  // generated at build time: MMUSIM_GIT_REV
 #include "base/log.hpp"
+#include "base/schema_json.hpp"
 #include "platforms/platform.hpp"
 
 namespace mmusim {
@@ -31,7 +32,10 @@ const char* kUsage =
     "  mmusim run CONFIG [CONFIG...] [--set SECTION.KEY=VALUE]... [--stats FILE.json]\n"
     "             [--trace FILE] [--trace-format ftrace|perfetto] [--trace-events E1,E2,...]\n"
     "             [--seed N] [--progress] [--quiet | --verbose]\n"
-    "  mmusim list [--format text|ini]   platforms, workloads, kernel variants, every parameter\n"
+    "  mmusim list [--format text|ini|json]\n"
+    "                                    platforms, workloads, kernel variants, every parameter\n"
+    "                                    (ini: a commented config file; json: every key with its\n"
+    "                                    type, default per platform, range or values, unit)\n"
     "  mmusim describe CONFIG... [--set SECTION.KEY=VALUE]...\n"
     "                                    the effective configuration after includes and --set\n"
     "  mmusim --help | --version\n"
@@ -285,7 +289,7 @@ int cli_main(int argc, char* argv[], std::ostream& out, std::ostream& err) {
   if (cmd == "list") {
     std::string format = "text";
     po::options_description desc("mmusim list options");
-    desc.add_options()("format", po::value(&format), "text or ini");
+    desc.add_options()("format", po::value(&format), "text, ini or json");
     po::variables_map vm;
     try {
       po::store(po::command_line_parser(rest).options(desc).run(), vm);
@@ -293,9 +297,10 @@ int cli_main(int argc, char* argv[], std::ostream& out, std::ostream& err) {
     } catch (const po::error& e) {
       throw UserError(fmt::format("mmusim list: {}", e.what()));
     }
-    if (format != "text" && format != "ini")
-      throw UserError(fmt::format("mmusim list: --format '{}': allowed: text, ini", format));
-    print_list(build_schema(), out, format == "ini");
+    if (format != "text" && format != "ini" && format != "json")
+      throw UserError(fmt::format("mmusim list: --format '{}': allowed: text, ini, json", format));
+    if (format == "json") write_schema_json(out, build_schema());
+    else print_list(build_schema(), out, format == "ini");
     return 0;
   }
   if (cmd == "describe") {

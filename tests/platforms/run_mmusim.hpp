@@ -10,10 +10,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
 
 namespace mmusim_test {
 
@@ -57,13 +58,20 @@ inline std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-// A number of the flat stats JSON ("key": value).
+// The stats JSON (a --stats file's text), read by nlohmann-json, in the file's key order.
+inline nlohmann::ordered_json stats_json(const std::string& text) {
+  nlohmann::ordered_json j;
+  REQUIRE_NOTHROW(j = nlohmann::ordered_json::parse(text));
+  REQUIRE(j.is_object());
+  return j;
+}
+
+// A number of the flat stats JSON: the statistic `key`.
 inline double json_number(const std::string& json, const std::string& key) {
-  std::smatch m;
-  std::regex re("\"" + std::regex_replace(key, std::regex(R"([.+])"), R"(\$&)") +
-                R"(\"\s*:\s*([-0-9.eE+]+))");
-  if (!std::regex_search(json, m, re)) FAIL("no key " << key << " in the stats JSON");
-  return std::stod(m[1].str());
+  const nlohmann::ordered_json j = stats_json(json);
+  if (!j.contains(key)) FAIL("no key " << key << " in the stats JSON");
+  REQUIRE(j[key].is_number());
+  return j[key].get<double>();
 }
 
 }  // namespace mmusim_test

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -27,6 +28,7 @@ TEST_CASE("mmusim --help, --version and no arguments", "[cli]") {
   CHECK(h.status == 0);
   CHECK(h.out.find("mmusim run CONFIG") != std::string::npos);
   CHECK(h.out.find("mmusim describe") != std::string::npos);
+  CHECK(h.out.find("mmusim list [--format text|ini|json]") != std::string::npos);
   Result rh = mmusim("run --help");
   CHECK(rh.status == 0);
   CHECK(rh.out.find("mmusim run CONFIG") != std::string::npos);
@@ -53,6 +55,66 @@ TEST_CASE("mmusim list shows the platforms, variants and every interface key", "
     CHECK(r.out.find(k) != std::string::npos);
   // Per-platform defaults are shown.
   CHECK(r.out.find("512 (i7-12700kf)") != std::string::npos);
+}
+
+TEST_CASE("mmusim list --format json: every key with type, per-platform defaults, range or values", "[cli]") {
+  Result r = mmusim("list --format json");
+  REQUIRE(r.status == 0);
+  nlohmann::ordered_json doc;
+  REQUIRE_NOTHROW(doc = nlohmann::ordered_json::parse(r.out));
+  CHECK(doc["variant_key"] == "platform.name");
+  CHECK(doc["platforms"] == nlohmann::ordered_json({"i7-12700kf", "neoverse-n1", "functional"}));
+  // Every key (tests/platforms/test_schema_json.cpp: read back, it is the whole schema).
+  REQUIRE(doc["parameters"].size() > 100);
+  std::map<std::string, nlohmann::ordered_json> by_key;
+  for (const auto& p : doc["parameters"]) {
+    const std::string key = p.at("key");
+    INFO(key);
+    CHECK(p.at("type").is_string());
+    CHECK(p.at("description").is_string());
+    CHECK_FALSE(p["description"].get<std::string>().empty());
+    CHECK(p.at("allowed").is_string());
+    REQUIRE(p.contains("defaults"));
+    CHECK_FALSE(p["defaults"].empty());
+    CHECK(by_key.count(key) == 0);
+    by_key[key] = p;
+  }
+  // A platform-only key with a default of its own on each platform that has it.
+  auto rob = by_key.at("core.rob_entries");
+  CHECK(rob["type"] == "int");
+  CHECK(rob["defaults"]["i7-12700kf"] == 512);
+  CHECK(rob["defaults"]["neoverse-n1"] == 128);
+  CHECK_FALSE(rob["defaults"].contains("functional"));
+  CHECK_FALSE(rob.contains("default"));
+  CHECK(rob["min"] == 8);  // a bounded integer has its range
+  CHECK(rob["max"] == 4096);
+  // A key every platform has, with a default of its own on one of them.
+  auto clock = by_key.at("platform.clock_ghz");
+  CHECK(clock["type"] == "float");
+  CHECK(clock["unit"] == "GHz");
+  CHECK(clock["default"] == 4.9);
+  CHECK(clock["defaults"]["neoverse-n1"] == 3.0);
+  CHECK(clock["defaults"]["functional"] == 4.9);
+  // An enumeration lists its values.
+  auto wp = by_key.at("kernel.wp_reuse");
+  CHECK(wp["type"] == "enum");
+  CHECK(wp["values"] == nlohmann::ordered_json({"off", "block16", "pagetable", "pagetable+flush"}));
+  CHECK(wp["default"] == "off");
+  CHECK_FALSE(wp.contains("min"));
+  // Sizes in bytes, with the alignment.
+  auto size = by_key.at("workload.size");
+  CHECK(size["type"] == "size");
+  CHECK(size["default"] == 256u << 20);
+  CHECK(size["min"] == 2u << 20);
+  CHECK(size["align"] == 2u << 20);
+  CHECK(by_key.at("kernel.check_invariants")["default"].is_boolean());
+  CHECK(by_key.at("platform.ipi_handler")["type"] == "duration");
+  CHECK(by_key.at("platform.ipi_handler")["default"] == "1500cyc");
+
+  // Another format is a user error that names the allowed ones.
+  Result bad = mmusim("list --format xml");
+  CHECK(bad.status == 2);
+  CHECK(bad.out.find("--format 'xml': allowed: text, ini, json") != std::string::npos);
 }
 
 TEST_CASE("mmusim describe: effective values and where they come from", "[cli]") {
@@ -127,19 +189,22 @@ TEST_CASE("run writes a table and the stats JSON with the interface keys and the
   Result r = mmusim("run " + cfg + " --stats " + json);
   REQUIRE(r.status == 0);
   CHECK(r.out.find("faults.total") != std::string::npos);
-  std::string s = slurp(json);
+  const nlohmann::ordered_json s = stats_json(slurp(json));
   for (const char* k :
-       {"\"faults.total\"", "\"faults.write\"", "\"faults.read\"", "\"faults.spurious\"",
-        "\"faults.region\"", "\"kernel.handle_mm_fault\"", "\"kernel.do_anonymous_page\"",
-        "\"kernel.do_wp_page\"", "\"kernel.wp_reuse\"", "\"kernel.wp_copy\"",
-        "\"kernel.wp_reuse_large_ptes\"", "\"kernel.contpte_convert\"", "\"kernel.contpte_fold\"",
-        "\"kernel.contpte_unfold\"", "\"kernel.tlb_flush_page\"", "\"kernel.tlb_flush_range\"",
-        "\"kernel.tlb_flush_mm\"", "\"kernel.tlb_flush_local\"", "\"core.uops\"", "\"core.cycles\"",
-        "\"region.time_ns\"", "\"fault.latency_ns.median\"", "\"fault.latency_ns.p90\"",
-        "\"sim.simulated_ns\"", "\"total.faults.total\"", "\"config\"", "\"kernel.wp_reuse\": \"pagetable\""})
-    CHECK(s.find(k) != std::string::npos);
+       {"faults.total", "faults.write", "faults.read", "faults.spurious", "faults.region",
+        "kernel.handle_mm_fault", "kernel.do_anonymous_page", "kernel.do_wp_page", "kernel.wp_reuse",
+        "kernel.wp_copy", "kernel.wp_reuse_large_ptes", "kernel.contpte_convert", "kernel.contpte_fold",
+        "kernel.contpte_unfold", "kernel.tlb_flush_page", "kernel.tlb_flush_range", "kernel.tlb_flush_mm",
+        "kernel.tlb_flush_local", "core.uops", "core.cycles", "region.time_ns", "fault.latency_ns.median",
+        "fault.latency_ns.p90", "sim.simulated_ns", "total.faults.total"}) {
+    INFO(k);
+    CHECK(s.contains(k));
+    CHECK(s[k].is_number());
+  }
+  REQUIRE(s.contains("config"));
+  CHECK(s["config"]["kernel.wp_reuse"] == "pagetable");
   // 4 MiB of 64K folios, patched: one fault per folio in the measured pass.
-  CHECK(s.find("\"faults.region\": 64,") != std::string::npos);
+  CHECK(s["faults.region"] == 64);
 }
 
 TEST_CASE("run --stats - writes the JSON to stdout instead of the table", "[cli]") {
@@ -147,10 +212,9 @@ TEST_CASE("run --stats - writes the JSON to stdout instead of the table", "[cli]
   std::string cfg = t.file("small.cfg", kSmall);
   Result r = mmusim("run " + cfg + " --stats -");
   REQUIRE(r.status == 0);
-  // Only the JSON: it starts the output and no table row follows it.
+  // Only the JSON: the whole output is one JSON document (no table row before or after it).
   CHECK(r.out.rfind("{", 0) == 0);
-  CHECK(r.out.find("\"faults.region\": 64,") != std::string::npos);
-  CHECK(r.out.find("faults.region    ") == std::string::npos);
+  CHECK(stats_json(r.out)["faults.region"] == 64);
   // No file named "-" was written.
   CHECK_FALSE(std::ifstream("-").good());
   Result both = mmusim("run " + cfg + " --stats - --trace -");
@@ -236,10 +300,13 @@ TEST_CASE("page walks are traced as start/done pairs, a slice each in the Perfet
   CHECK(from_psc > 0);  // most walks start from a paging-structure-cache entry
   REQUIRE(mmusim("run " + cfg + " --set platform.name=i7-12700kf --trace " + t.path("w.json") +
                  " --trace-format perfetto --trace-events page_walk_start,page_walk_done --quiet").status == 0);
-  const std::string js = slurp(t.path("w.json"));
+  const nlohmann::json js = nlohmann::json::parse(slurp(t.path("w.json")));
   size_t b = 0, e = 0;
-  for (size_t at = 0; (at = js.find("\"ph\":\"b\",\"name\":\"page_walk\"", at)) != std::string::npos; ++at) ++b;
-  for (size_t at = 0; (at = js.find("\"ph\":\"e\",\"name\":\"page_walk\"", at)) != std::string::npos; ++at) ++e;
+  for (const auto& ev : js.at("traceEvents")) {
+    if (ev["name"] != "page_walk") continue;
+    b += ev["ph"] == "b";
+    e += ev["ph"] == "e";
+  }
   CHECK(b == pairs);
   CHECK(e == pairs);
 }

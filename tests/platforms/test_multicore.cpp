@@ -38,10 +38,12 @@ std::string run(const std::vector<std::string>& sets, std::string* trace_out = n
   return json;
 }
 
+// A count of the stats JSON.
 uint64_t stat(const std::string& json, const std::string& key) {
-  auto at = json.find("\"" + key + "\": ");
-  REQUIRE(at != std::string::npos);
-  return std::stoull(json.substr(at + key.size() + 4));
+  const nlohmann::ordered_json j = mmusim_test::stats_json(json);
+  REQUIRE(j.contains(key));
+  REQUIRE(j[key].is_number_unsigned());
+  return j[key].get<uint64_t>();
 }
 
 }  // namespace

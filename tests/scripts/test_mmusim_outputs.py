@@ -93,9 +93,15 @@ class PerfettoTest(unittest.TestCase):
             self.assertIn(n, inst)
         self.assertNotIn("page_fault_user", inst)
         self.assertNotIn("mm_fault_done", inst)
-        # microseconds with three decimals (ns precision)
+        # microseconds with ns precision: numbers (never integers) of at most three decimals,
+        # whole ns, and some of them not whole microseconds
         self.assertRegex(self.text, r'"ts":\d+\.\d{3},')
-        self.assertNotRegex(self.text, r'"ts":\d+\.\d{4}')
+        self.assertNotRegex(self.text, r'"(ts|dur)":(\d+,|\d+\.\d{4})')
+        for e in self.events():
+            for k in ("ts", "dur"):
+                if k in e:
+                    self.assertIsInstance(e[k], float, e)
+                    self.assertEqual(round(e[k] * 1000) / 1000, e[k], e)
 
     def test_deterministic(self):
         again = os.path.join(self.dir.name, "again.json")
