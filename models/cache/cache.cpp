@@ -76,7 +76,9 @@ Cache::Cache(const CacheParams& p, Stats& stats)
       latency_(p.latency),
       sets_(p.sets()),
       ways_(p.ways),
-      repl_(p.replacement, {ReplacementGroup{0, p.sets(), p.ways}}) {
+      recency_order_(p.replacement == ReplacementKind::lru),
+      repl_(p.replacement, recency_order_ ? std::vector<ReplacementGroup>{}
+                                          : std::vector<ReplacementGroup>{{0, p.sets(), p.ways}}) {
   p.validate();
   set_mask_ = (sets_ > 1 && (sets_ & (sets_ - 1)) == 0) ? sets_ - 1 : 0;
   tags_.assign(size_t(sets_) * ways_, kInvalid);
@@ -99,6 +101,11 @@ void Cache::invalidate_all() {
 }
 
 bool Cache::check_invariants(std::string* why) const {
+  if (recency_order_) {
+    for (uint32_t s = 0; s < sets_; ++s)
+      if (!RecencyOrderLru::check(&tags_[size_t(s) * ways_], ways_, kInvalid, why)) return false;
+    return true;
+  }
   return repl_.check_invariants([&](uint32_t i) { return tags_[i] != kInvalid; }, why);
 }
 

@@ -71,11 +71,13 @@ class Cache {
   uint32_t set_of(uint64_t line) const {
     return set_mask_ ? uint32_t(line & set_mask_) : uint32_t(line % sets_);
   }
-  // A line stays in its way until replaced; the policy (models/replacement) chooses the way a
+  // Under LRU each set's tags are kept in recency order (RecencyOrderLru, models/replacement).
+  // Under another policy a line stays in its way until replaced; the policy chooses the way a
   // miss fills (Replacement::fill_way: invalidate_all() is the only way lines leave, and it
   // calls forget_all()).
   bool lookup_fill(uint64_t line) {
     const uint32_t first = set_of(line) * ways_;
+    if (recency_order_) return RecencyOrderLru::access(&tags_[first], ways_, line);
     const uint64_t* __restrict t = &tags_[first];
     for (uint32_t w = 0; w < ways_; ++w)
       if (t[w] == line) {
@@ -94,6 +96,7 @@ class Cache {
   uint32_t ways_;
   uint64_t set_mask_;  // sets - 1 when a power of two (and > 1), else 0: modulo
   std::vector<uint64_t> tags_;  // line address, kInvalid when empty; set s is [s * ways, (s + 1) * ways)
+  bool recency_order_;  // LRU: the tags' order is the policy's state (repl_ holds no slots)
   Replacement repl_;
   Counter* hits_;
   Counter* misses_;

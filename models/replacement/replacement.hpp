@@ -131,6 +131,43 @@ class TreePlruReplacement {
 };
 
 // The policy a structure holds: one of the above, chosen by the kind.
+// LRU kept as the order of a set's entries, most recently used first, invalid entries at the end
+// (the data caches): a hit moves its entry to the front, a miss drops the last entry (the least
+// recently used, or an empty one) and puts the new one in front. The same victims as
+// LruReplacement, without stamps: where the entries are as small as a cache's tags, one array
+// touched instead of two (the kernel's bulk zeroing walks millions of lines through the caches).
+struct RecencyOrderLru {
+  // Looks `key` up in set[0, ways) and makes it the most recently used; whether it was there.
+  template <typename T>
+  static bool access(T* __restrict set, uint32_t ways, T key) {
+    uint32_t w = 0;
+    while (w < ways && set[w] != key) ++w;
+    const bool hit = w < ways;
+    if (!hit) w = ways - 1;
+    for (; w > 0; --w) set[w] = set[w - 1];
+    set[0] = key;
+    return hit;
+  }
+  // The set's form: its valid entries first, distinct, then only `invalid` ones.
+  template <typename T>
+  static bool check(const T* set, uint32_t ways, T invalid, std::string* why) {
+    uint32_t n = 0;
+    while (n < ways && set[n] != invalid) ++n;
+    for (uint32_t w = n; w < ways; ++w)
+      if (set[w] != invalid) {
+        if (why) *why = "a valid entry after an empty way";
+        return false;
+      }
+    for (uint32_t a = 0; a < n; ++a)
+      for (uint32_t b = a + 1; b < n; ++b)
+        if (set[a] == set[b]) {
+          if (why) *why = "an entry twice in one set";
+          return false;
+        }
+    return true;
+  }
+};
+
 class Replacement {
  public:
   Replacement(ReplacementKind kind, const std::vector<ReplacementGroup>& groups);
