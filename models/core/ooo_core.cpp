@@ -45,21 +45,6 @@ void CoreParams::visit(Params& p) {
   p.boolean("core.runahead_check", runahead_check, runahead_check, "simulator self-check, not hardware: every replayed run-ahead segment is also checked the slow way (each store's page against its micro-op, its L2 TLB slot and permissions looked up again); a mismatch is an internal error. For tests; slows the replay down");
 }
 
-CoreParams CoreParams::golden_cove() { return CoreParams{}; }
-
-CoreParams CoreParams::neoverse_n1() {
-  CoreParams p;
-  p.rob = 128;
-  p.alloc_width = 8;
-  p.retire_width = 8;
-  p.load_buffer = 68;
-  p.store_buffer = 72;
-  p.fill_buffers = 16;
-  p.fault_invalidates = false;
-  p.rdtscp_rule = RdtscpRule::wait_older;  // no RDTSCP on arm64: CNTVCT_EL0 after an ISB is a barrier; unused
-  return p;
-}
-
 // ------------------------------------------------------------------------------------------------
 
 OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem, CoreMmu& mmu,

@@ -99,14 +99,6 @@ struct TlbParams {
   // Parses page_sizes and checks the geometry; throws UserError naming the key.
   void validate();
   std::string key(const TlbArrayParams& a, const char* leaf) const;
-
-  // Golden Cove P-core (UARCH A.1; CPUID leaf 0x18 of the i7-12700K).
-  static TlbParams golden_cove_dtlb_load(const std::string& name = "dtlb_load");
-  static TlbParams golden_cove_dtlb_store(const std::string& name = "dtlb_store");
-  static TlbParams golden_cove_stlb(const std::string& name = "stlb");
-  // Neoverse N1 (UARCH C.6; Cortex-A76 TRM §A5.2).
-  static TlbParams neoverse_n1_l1_dtlb(const std::string& name = "l1_dtlb");
-  static TlbParams neoverse_n1_l2_tlb(const std::string& name = "l2_tlb");
 };
 
 class Tlb {

@@ -41,26 +41,6 @@ void WalkerParams::validate() const {
             a.name, a.entries, a.ways);
 }
 
-WalkerParams WalkerParams::golden_cove() {
-  WalkerParams w;
-  w.isa = pg::Isa::x86_64;
-  w.count = 4;
-  w.overhead = 8;
-  w.psc = {{"pml4e", 2, 2, uint8_t(1u << 3)},
-           {"pdpte", 4, 4, uint8_t(1u << 2)},
-           {"pde", 32, 32, uint8_t(1u << 1)}};
-  return w;
-}
-
-WalkerParams WalkerParams::neoverse_n1() {
-  WalkerParams w;
-  w.isa = pg::Isa::arm64;
-  w.count = 4;
-  w.overhead = 8;
-  w.psc = {{"walk_cache", 64, 64, uint8_t((1u << 1) | (1u << 2) | (1u << 3))}};
-  return w;
-}
-
 std::vector<std::string> WalkerParams::level_names(pg::Isa isa) {
   if (isa == pg::Isa::x86_64) return {"pte", "pde", "pdpte", "pml4e"};
   return {"l3", "l2", "l1", "l0"};
