@@ -24,8 +24,8 @@ namespace mmusim::hw {
 inline constexpr unsigned kLineShift = 6;  // 64-byte lines on both cores
 inline constexpr uint64_t kLineBytes = uint64_t(1) << kLineShift;
 
-// cache.<name>.size, .ways, .latency, .replacement. visit() uses the values it holds as the
-// defaults.
+// cache.<name>.size, .ways, .latency, .replacement. The platforms' values are their config
+// files' (platforms/platform.cpp build_schema).
 struct CacheParams {
   std::string name;       // "l1d", "l2", "llc"
   uint64_t size = 0;      // bytes; a multiple of ways * 64

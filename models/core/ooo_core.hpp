@@ -83,7 +83,7 @@ struct CoreParams {
   bool runahead_reuse = false;  // a host-speed option: the results are the same either way
   bool runahead_check = false;  // a self-check of the reuse (tests)
 
-  void visit(Params& p);  // the values held are the defaults (start from a preset)
+  void visit(Params& p);  // the values held are the declared defaults (the files' replace them)
   // What the translation path applies of these (models/walker/translation.hpp).
   TranslationRules translation_rules(pg::Isa isa) const {
     return TranslationRules{isa, cache_faulting_entries, walk_squash, hafdbs};

@@ -85,8 +85,9 @@ struct TlbArrayParams {
 };
 
 // tlb.<name>.latency, .splinter, .contiguous_64k, .replacement, and per array [.<array>].entries, .ways,
-// .page_sizes. Defaults are the values the object holds when visit() declares it, so one preset
-// function per TLB gives the defaults and the platform may instantiate it under any name.
+// .page_sizes. visit() declares the values the object holds as the defaults; the platforms'
+// values come from their config files instead (platforms/platform.cpp build_schema), the preset
+// (CoreMmuParams::*_structure) gives only the TLB's name and arrays.
 struct TlbParams {
   std::string name;
   uint32_t latency = 0;  // cycles added by a hit, on top of what the previous level cost

@@ -12,10 +12,9 @@ namespace mmusim::hw {
 
 void WalkerParams::visit(Params& p) {
   p.integer("walker.count", count, count, 1, 64,
-            "Page walks in flight at once (Golden Cove: 4 page-miss handlers, perf-book [M]; N1: "
-            "probably 4 [L])");
+            "Page walks in flight at once (page-miss handlers)");
   p.integer("walker.overhead", overhead, overhead, 0, 10000,
-            "Fixed cycles of a walk besides its memory reads (placeholder [U]; UARCH F.1)",
+            "Fixed cycles of a walk besides its memory reads",
             "cycles");
   const bool x86 = isa == pg::Isa::x86_64;
   for (PscArrayParams& a : psc) {

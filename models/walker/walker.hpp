@@ -26,8 +26,8 @@
 
 namespace mmusim::hw {
 
-// walker.count, walker.overhead, walker.psc.<array>.entries / .ways / .replacement. visit() uses
-// the values it holds as the defaults (start from a preset).
+// walker.count, walker.overhead, walker.psc.<array>.entries / .ways / .replacement. The platforms'
+// values are their config files' (platforms/platform.cpp build_schema); a preset gives the arrays.
 struct WalkerParams {
   pg::Isa isa = pg::Isa::x86_64;  // fixed by the preset, not a parameter
   uint32_t count = 0;     // the values: the platform config files (a preset gives the arrays)
