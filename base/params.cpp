@@ -335,7 +335,7 @@ void Schema::add(ParamSpec spec) {
   if (spec.key.find('.') == std::string::npos)
     panic("parameter '{}' has no section (keys are section.name)", spec.key);
   // The default must itself be valid: a declaration bug otherwise.
-  try {
+  if (!placeholder_defaults_) try {
     parse_value(spec, spec.default_text, "default of " + spec.key);
   } catch (const UserError& e) {
     panic("invalid default: {}", e.what());
@@ -356,7 +356,7 @@ void Schema::add_variant(ParamSpec spec, const std::string& variant) {
   ParamSpec& s = specs_[it->second];
   if (s.type != spec.type || s.choices != spec.choices)
     panic("parameter '{}' declared with different types for two platforms", spec.key);
-  parse_value(s, spec.default_text, "default of " + spec.key + " on " + variant);
+  if (!placeholder_defaults_) parse_value(s, spec.default_text, "default of " + spec.key + " on " + variant);
   // A key every platform has stays so; a platform-only key gains this platform.
   if (!s.variants.empty() && std::find(s.variants.begin(), s.variants.end(), variant) == s.variants.end())
     s.variants.push_back(variant);
@@ -367,6 +367,15 @@ void Schema::set_default_source(std::string_view key, const std::string& variant
   auto it = index_.find(key);
   if (it == index_.end()) panic("default source for undeclared key '{}'", key);
   specs_[it->second].default_sources[variant] = source;
+}
+
+void Schema::set_variant_default(std::string_view key, const std::string& variant, const std::string& text,
+                                 const std::string& source) {
+  auto it = index_.find(key);
+  if (it == index_.end()) panic("default for undeclared key '{}'", key);
+  ParamSpec& s = specs_[it->second];
+  s.variant_defaults[variant] = canonical_text(s, parse_value(s, text, source));
+  s.default_sources[variant] = source;
 }
 
 const ParamSpec* Schema::find(std::string_view key) const {
@@ -442,6 +451,12 @@ void Config::apply_default(const ParamSpec& spec) {
     origin = "default (" + variant_ + (src == spec.default_sources.end() ? "" : ": " + src->second) + ")";
   }
   Setting st;
+  if (schema_->placeholder_defaults()) {  // read only to find what a platform file sets
+    st.text = text;
+    st.origin = origin;
+    settings_[spec.key] = std::move(st);
+    return;
+  }
   st.value = parse_value(spec, text, origin);
   st.text = canonical_text(spec, st.value);
   st.origin = origin;
@@ -739,8 +754,16 @@ ParamSpec Params::spec(const std::string& key, ParamType t, std::string def, con
 
 bool Params::bind(ParamSpec&& s) {
   if (schema_) {
+    const StatedDefault* stated = nullptr;
+    if (stated_) {
+      auto it = stated_->find(s.key);
+      if (it != stated_->end()) stated = &it->second;
+    }
+    if (stated) s.default_text = stated->text;
+    const std::string key = s.key;
     if (variant_.empty()) schema_->add(std::move(s));
     else schema_->add_variant(std::move(s), variant_);
+    if (stated) schema_->set_default_source(key, variant_, stated->source);
     return false;
   }
   return true;

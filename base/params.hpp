@@ -105,6 +105,13 @@ class Schema {
   const ParamSpec* find(std::string_view key) const;
   // Records where the default of `key` for `variant` ("" = the generic default) is stated.
   void set_default_source(std::string_view key, const std::string& variant, const std::string& source);
+  // Makes `text` (validated) the default of `key` on `variant`, stated at `source`.
+  void set_variant_default(std::string_view key, const std::string& variant, const std::string& text,
+                           const std::string& source);
+  // A schema only for reading the platform config files before their values are known
+  // (platforms/platform.cpp build_schema): the declared defaults are placeholders, not checked.
+  void set_placeholder_defaults() { placeholder_defaults_ = true; }
+  bool placeholder_defaults() const { return placeholder_defaults_; }
   bool has_section(std::string_view section) const;
   // The closest known key (edit distance, weighted towards the same section or the same leaf).
   std::string closest_key(std::string_view key) const;
@@ -116,7 +123,15 @@ class Schema {
   std::vector<ParamSpec> specs_;
   std::map<std::string, size_t, std::less<>> index_;
   std::string variant_key_;
+  bool placeholder_defaults_ = false;
 };
+
+// Defaults stated outside the declarations (a platform's built-in config file): key -> the
+// default's text and where it is stated ("configs/platforms/neoverse-n1.cfg:97").
+struct StatedDefault {
+  std::string text, source;
+};
+using StatedDefaults = std::map<std::string, StatedDefault, std::less<>>;
 
 struct Setting {
   std::string text;    // canonical text
@@ -180,9 +195,13 @@ class Params {
  public:
   static Params declaring(Schema& schema) { return Params(&schema, nullptr); }
   // Declares the keys of one platform variant (its presets are the defaults for that platform).
-  static Params declaring(Schema& schema, const std::string& variant) {
+  // With `stated`, a key it holds takes its default (and the default's source) from there, not
+  // from the declaration: the declaration gives the structure, the file the value.
+  static Params declaring(Schema& schema, const std::string& variant,
+                          const StatedDefaults* stated = nullptr) {
     Params p(&schema, nullptr);
     p.variant_ = variant;
+    p.stated_ = stated;
     return p;
   }
   static Params reading(const Config& config) { return Params(nullptr, &config); }
@@ -231,6 +250,7 @@ class Params {
   Schema* schema_;
   const Config* config_;
   std::string variant_;
+  const StatedDefaults* stated_ = nullptr;
 };
 
 // Edit distance, for "did you mean" suggestions.

@@ -118,7 +118,11 @@ void print_list(const Schema& schema, std::ostream& out, bool ini) {
     std::string leaf = s.key.substr(sec.size() + 1);
     if (ini) {
       out << "# " << s.desc << "\n# " << param_type_name(s.type) << ": " << s.allowed() << "\n";
-      for (auto& [v, d] : s.variant_defaults) out << "#   default on " << v << ": " << d << "\n";
+      for (auto& [v, d] : s.variant_defaults) {
+        auto src = s.default_sources.find(v);
+        out << "#   default on " << v << ": " << d
+            << (src == s.default_sources.end() ? "" : " (" + src->second + ")") << "\n";
+      }
       out << leaf << " = " << s.default_text << "\n";
     } else {
       std::string def = s.default_text.empty() ? "\"\"" : s.default_text;
@@ -131,6 +135,11 @@ void print_list(const Schema& schema, std::ostream& out, bool ini) {
       }
       out << fmt::format("  {:<28} {:<8} {:<12} {}\n", s.key, param_type_name(s.type), def, s.allowed());
       out << fmt::format("      {}{}\n", s.desc, s.unit.empty() ? "" : " [" + s.unit + "]");
+      // Where each default is stated when not in the declaration (a platform's config file).
+      std::string from;
+      for (auto& [v, src] : s.default_sources)
+        from += (from.empty() ? "" : "; ") + (v.empty() ? std::string("generic") : v) + ": " + src;
+      if (!from.empty()) out << "      default from " << from << "\n";
     }
   }
 }

@@ -45,8 +45,19 @@ void PlatformMmuHw::kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool wri
 }
 
 hw::CoreMmuParams platform_preset(PlatformName name) {
-  return name == PlatformName::neoverse_n1 ? hw::CoreMmuParams::neoverse_n1()
-                                           : hw::CoreMmuParams::golden_cove();
+  return name == PlatformName::neoverse_n1 ? hw::CoreMmuParams::neoverse_n1_structure()
+                                           : hw::CoreMmuParams::golden_cove_structure();
+}
+
+hw::CoreMmuParams platform_hw_params(PlatformName name) {
+  static const Schema schema = build_schema();
+  Config cfg(schema);
+  cfg.set("platform.name", name == PlatformName::neoverse_n1 ? "neoverse-n1" : "i7-12700kf",
+          "platform_hw_params");
+  hw::CoreMmuParams p = platform_preset(name);
+  Params rd = Params::reading(cfg);
+  visit_hw_params(p, rd);
+  return p;
 }
 
 void visit_hw_params(hw::CoreMmuParams& p, Params& v) {

@@ -34,8 +34,11 @@ class PlatformMmuHw : public kmm::MmuHw {
   Counter* ipis = nullptr;
 };
 
-// The hardware parameters of a platform (declared once per platform variant).
+// The hardware of a platform: its structure (declared once per platform variant; the values are
+// its config file's, see build_schema), and the structure with the built-in file's values read in
+// (what `platform.name = ...` alone runs; for tests that build the hardware by hand).
 hw::CoreMmuParams platform_preset(PlatformName name);
+hw::CoreMmuParams platform_hw_params(PlatformName name);
 void visit_hw_params(hw::CoreMmuParams& p, Params& v);
 
 class HwPlatform : public Platform {

@@ -21,30 +21,23 @@ namespace mmusim {
 
 namespace {
 
-// What a platform's config file is the home of: its clock and the prices of the hardware
-// instructions (the H items of kernel_mm/cost.hpp). The rest of the platform's presets are
-// declared by the hardware models (visit_hw_params) and the files restate them.
-bool from_platform_file(const std::string& key) {
-  if (key == "platform.clock_ghz") return true;
-  for (size_t i = 0; i < kmm::kNumCosts; ++i)
-    if (kmm::cost_is_hardware(kmm::Cost(i)) && key == std::string("cost.") + kmm::cost_name(kmm::Cost(i)))
-      return true;
-  return false;
-}
-
-// Every key, with the generic default of each hardware price from `hw_default`.
-Schema declare_schema(const std::function<std::string(kmm::Cost)>& hw_default) {
+// Every key, with the generic default of each hardware price from `hw_default` and the hardware
+// of each platform from `stated` (platform -> its defaults): the presets (platform_preset) give
+// only the structure, which TLBs, arrays and paging-structure caches exist.
+Schema declare_schema(const std::function<std::string(kmm::Cost)>& hw_default,
+                      const std::map<std::string, StatedDefaults>& stated) {
   Schema s;
+  if (stated.empty()) s.set_placeholder_defaults();
   Params p = Params::declaring(s);
   PlatformParams().visit(p);
   kmm::KernelParams().visit(p);
   wl::WorkloadParams().visit(p);
   kmm::CostModel().visit(p, hw_default);
   FunctionalParams().visit(p);
-  // The hardware of each platform, with that platform's presets as its defaults.
   for (auto [name, variant] : {std::pair{PlatformName::i7_12700kf, "i7-12700kf"},
                                std::pair{PlatformName::neoverse_n1, "neoverse-n1"}}) {
-    Params vp = Params::declaring(s, variant);
+    auto it = stated.find(variant);
+    Params vp = Params::declaring(s, variant, it == stated.end() ? nullptr : &it->second);
     hw::CoreMmuParams hp = platform_preset(name);
     visit_hw_params(hp, vp);
   }
@@ -54,61 +47,72 @@ Schema declare_schema(const std::function<std::string(kmm::Cost)>& hw_default) {
 
 }  // namespace
 
-// The platform config files (platform_files.hpp) are read with a schema whose hardware prices are
-// placeholders; then the schema is declared again with what they state: each file's values as
-// its platform's defaults, and, as the generic default (the functional platform, and a platform
-// whose file leaves an item out because its ISA never charges it), the value of the first file
-// that states the item, the i7-12700kf's before the neoverse-n1's. `mmusim describe` names the
-// file and line of each such default.
+// The platform config files (platform_files.hpp) are the home of every value they state. They are
+// read with a schema whose defaults are placeholders; then the schema is declared again with what
+// they state:
+// - a hardware key (one the platform's models declare: core, TLBs, walker, caches, memory) has
+//   the value its platform's file states as that platform's default; a key the file leaves out
+//   (an x86-only rule on the N1, such as core.lfence_latency) takes the value of the first file
+//   that states it, the i7-12700kf's before the neoverse-n1's. A hardware key no file states is
+//   an error: the C++ presets hold no value.
+// - a key every platform has (the clock, the prices, platform.cores, vdso.*) has the file's value
+//   as that platform's default; the generic default of a hardware price (the functional platform,
+//   and a platform whose ISA never charges it) is the first file's that states it.
+// `mmusim describe` and `mmusim list` name the file and line of each such default.
 Schema build_schema() {
-  const Schema pre = declare_schema({});
-  struct Stated {
-    std::string text, origin;
-  };
-  std::vector<std::pair<std::string, std::map<std::string, Stated>>> stated;  // per platform file
+  const Schema pre = declare_schema({}, {});
+  std::vector<std::pair<std::string, StatedDefaults>> stated;  // per platform file, in order
   for (const PlatformFile& f : platform_files()) {
     Config c(pre);
     c.load_text(f.path, f.text);
     MMUSIM_CHECK(c.get_string("platform.name") == f.platform, "{} sets platform.name = {}", f.path,
                  c.get_string("platform.name"));
-    std::map<std::string, Stated> keys;
+    StatedDefaults keys;
     for (auto& [spec, st] : c.effective())
-      if (from_platform_file(spec->key) && !c.is_default(spec->key)) keys[spec->key] = {st->text, st->origin};
+      if (spec->key != pre.variant_key() && !c.is_default(spec->key)) keys[spec->key] = {st->text, st->origin};
     stated.emplace_back(f.platform, std::move(keys));
   }
-  auto first_stated = [&](const std::string& key) -> const Stated* {
+  auto first_stated = [&](const std::string& key) -> const StatedDefault* {
     for (auto& [platform, keys] : stated) {
       auto it = keys.find(key);
       if (it != keys.end()) return &it->second;
     }
     return nullptr;
   };
-  Schema s = declare_schema([&](kmm::Cost c) {
-    const std::string key = std::string("cost.") + kmm::cost_name(c);
-    const Stated* st = first_stated(key);
-    MMUSIM_CHECK(st, "no platform config file states {} (configs/platforms/*.cfg)", key);
-    return st->text;
-  });
+  // Each platform's hardware: its own file's values, else the first file's.
+  std::map<std::string, StatedDefaults> hw;
+  for (auto& [platform, keys] : stated) {
+    StatedDefaults& d = hw[platform];
+    for (auto& [other, other_keys] : stated)
+      for (auto& [key, st] : other_keys)
+        if (!d.count(key)) d[key] = {st.text, "from " + st.source};
+    for (auto& [key, st] : keys) d[key] = st;
+  }
+  Schema s = declare_schema(
+      [&](kmm::Cost c) {
+        const std::string key = std::string("cost.") + kmm::cost_name(c);
+        const StatedDefault* st = first_stated(key);
+        MMUSIM_CHECK(st, "no platform config file states {} (configs/platforms/*.cfg)", key);
+        return st->text;
+      },
+      hw);
   for (size_t i = 0; i < kmm::kNumCosts; ++i) {
     if (!kmm::cost_is_hardware(kmm::Cost(i))) continue;
     const std::string key = std::string("cost.") + kmm::cost_name(kmm::Cost(i));
-    s.set_default_source(key, "", "from " + first_stated(key)->origin);
+    s.set_default_source(key, "", "from " + first_stated(key)->source);
   }
-  for (auto& [platform, keys] : stated) {
-    Params vp = Params::declaring(s, platform);
+  for (auto& [platform, keys] : stated)
     for (auto& [key, st] : keys) {
-      const ParamSpec* generic = s.find(key);
-      MMUSIM_CHECK(generic, "{} is not declared", key);
-      if (generic->type == ParamType::Duration) {
-        Duration d;
-        vp.duration(key, d, st.text, "");
-      } else {
-        double ghz = 0;
-        vp.real(key, ghz, std::stod(st.text), generic->min, generic->max, "", generic->unit);
-      }
-      s.set_default_source(key, platform, st.origin);
+      const ParamSpec* spec = s.find(key);
+      MMUSIM_CHECK(spec, "{} is not declared", key);
+      if (spec->variants.empty()) s.set_variant_default(key, platform, st.text, st.source);
     }
-  }
+  std::string missing;
+  for (const ParamSpec& spec : s.all())
+    for (const std::string& v : spec.variants)
+      if (!spec.default_sources.count(v)) missing += " " + spec.key + " (" + v + ")";
+  MMUSIM_CHECK(missing.empty(), "no platform config file (configs/platforms/*.cfg) states the default of{}",
+               missing);
   return s;
 }
 

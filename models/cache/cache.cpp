@@ -15,14 +15,13 @@ namespace mmusim::hw {
 
 void CacheParams::visit(Params& p) {
   const std::string pre = "cache." + name + ".";
-  const std::string src = source.empty() ? "" : " [" + source + "]";
   p.size(pre + "size", size, format_size(size), kLineBytes, uint64_t(1) << 40,
          "Capacity of the " + name + " cache; sets = size / (ways * 64) need not be a power of "
-         "two" + src,
+         "two",
          kLineBytes);
-  p.integer(pre + "ways", ways, ways, 1, 64, "Associativity of the " + name + " cache" + src);
+  p.integer(pre + "ways", ways, ways, 1, 64, "Associativity of the " + name + " cache");
   p.integer(pre + "latency", latency, latency, 1, 10000,
-            "Load-to-use latency of a hit in the " + name + " cache" + src, "cycles");
+            "Load-to-use latency of a hit in the " + name + " cache", "cycles");
   replacement_param(p, pre + "replacement", replacement, "the " + name + " cache");
   if (!p.is_declaring()) validate();
 }
@@ -48,24 +47,6 @@ void HierarchyParams::visit(Params& p) {
   p.duration("memory.latency", memory_latency, duration_text(memory_latency),
              "DRAM load-to-use latency (a time is converted with the core clock) [UARCH A.2, "
              "C.6: L/U]");
-}
-
-HierarchyParams HierarchyParams::golden_cove() {
-  HierarchyParams h;
-  h.l1d = {"l1d", 48 << 10, 12, 5, "UARCH A.2: CPUID leaf 4, H; 5 cycles, M"};
-  h.l2 = {"l2", 1280 << 10, 10, 15, "UARCH A.2: CPUID leaf 4, H; ~15 cycles, M"};
-  h.llc = {"llc", 25 << 20, 10, 60, "UARCH A.2: CPUID 10-way 40960 sets, H; ~60 cycles derived"};
-  h.memory_latency = Duration{90, true};
-  return h;
-}
-
-HierarchyParams HierarchyParams::neoverse_n1() {
-  HierarchyParams h;
-  h.l1d = {"l1d", 64 << 10, 4, 4, "UARCH C.6: N1 white paper, M"};
-  h.l2 = {"l2", 1 << 20, 8, 11, "UARCH C.6: N1 white paper, M"};
-  h.llc = {"llc", 32 << 20, 16, 90, "UARCH C.6: Altra SLC 32M; ways and latency placeholders, U"};
-  h.memory_latency = Duration{110, true};
-  return h;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -24,14 +24,13 @@ namespace mmusim::hw {
 inline constexpr unsigned kLineShift = 6;  // 64-byte lines on both cores
 inline constexpr uint64_t kLineBytes = uint64_t(1) << kLineShift;
 
-// cache.<name>.size, .ways, .latency, .replacement. visit() uses the values it holds as the
-// defaults.
+// cache.<name>.size, .ways, .latency, .replacement. The platforms' values are their config
+// files' (platforms/platform.cpp build_schema).
 struct CacheParams {
   std::string name;       // "l1d", "l2", "llc"
   uint64_t size = 0;      // bytes; a multiple of ways * 64
-  uint32_t ways = 1;
-  uint32_t latency = 1;   // load-to-use cycles of a hit at this level
-  std::string source;     // where the defaults come from, for the descriptions
+  uint32_t ways = 0;
+  uint32_t latency = 0;   // load-to-use cycles of a hit at this level
   ReplacementKind replacement = ReplacementKind::lru;
 
   void visit(Params& p);
@@ -108,12 +107,6 @@ struct HierarchyParams {
   Duration memory_latency;  // DRAM load-to-use; converted with the core clock
 
   void visit(Params& p);
-  // i7-12700KF P-core (UARCH A.2, F.1): L1D 48K 12-way 5 cyc, L2 1.25M 10-way 15 cyc, LLC 25M
-  // 10-way (40960 sets) 60 cyc, DRAM 90 ns.
-  static HierarchyParams golden_cove();
-  // Neoverse N1 / Ampere Altra (UARCH C.6, F.2): L1D 64K 4-way 4 cyc, L2 1M 8-way 11 cyc, SLC 32M
-  // (16-way, 90 cyc: placeholders [U]), DRAM 110 ns [U].
-  static HierarchyParams neoverse_n1();
 };
 
 class MemoryHierarchy {

@@ -3,23 +3,45 @@
 
 namespace mmusim::hw {
 
-CoreMmuParams CoreMmuParams::golden_cove() {
+namespace {
+TlbParams tlb(const std::string& name, std::initializer_list<const char*> arrays) {
+  TlbParams t;
+  t.name = name;
+  for (const char* a : arrays) t.arrays.push_back(TlbArrayParams{a, 0, 0, "", 0});
+  return t;
+}
+}  // namespace
+
+// The structure only: which TLBs, arrays and paging-structure caches the core has, their names
+// and ISA-fixed facts (the levels a PSC array holds). Every value (sizes, ways, page sizes,
+// latencies, core widths, rules) is stated in configs/platforms/i7-12700kf.cfg and
+// neoverse-n1.cfg, with its source; the platform reads them (platforms/platform.cpp).
+CoreMmuParams CoreMmuParams::golden_cove_structure() {
   CoreMmuParams p;
-  p.l1 = {TlbParams::golden_cove_dtlb_load(), TlbParams::golden_cove_dtlb_store()};
-  p.l2 = TlbParams::golden_cove_stlb();
-  p.walker = WalkerParams::golden_cove();
-  p.caches = HierarchyParams::golden_cove();
-  p.core = CoreParams::golden_cove();
+  // CPUID leaf 0x18 of the i7-12700K: a load DTLB per page size, a store DTLB, a two-array STLB.
+  p.l1 = {tlb("dtlb_load", {"4k", "2m", "1g"}), tlb("dtlb_store", {""})};
+  p.l2 = tlb("stlb", {"a", "b"});
+  p.walker.isa = pg::Isa::x86_64;
+  // SDM Vol 3A §4.10.3: PML4E, PDPTE and PDE caches (our levels 3, 2, 1).
+  p.walker.psc = {{"pml4e", 0, 0, uint8_t(1u << 3)}, {"pdpte", 0, 0, uint8_t(1u << 2)},
+                  {"pde", 0, 0, uint8_t(1u << 1)}};
+  p.caches.l1d.name = "l1d";
+  p.caches.l2.name = "l2";
+  p.caches.llc.name = "llc";
   return p;
 }
 
-CoreMmuParams CoreMmuParams::neoverse_n1() {
+CoreMmuParams CoreMmuParams::neoverse_n1_structure() {
   CoreMmuParams p;
-  p.l1 = {TlbParams::neoverse_n1_l1_dtlb()};
-  p.l2 = TlbParams::neoverse_n1_l2_tlb();
-  p.walker = WalkerParams::neoverse_n1();
-  p.caches = HierarchyParams::neoverse_n1();
-  p.core = CoreParams::neoverse_n1();
+  // Cortex-A76 TRM §A5.2: one L1 DTLB for loads and stores, a unified L2 TLB.
+  p.l1 = {tlb("l1_dtlb", {""})};
+  p.l2 = tlb("l2_tlb", {""});
+  p.walker.isa = pg::Isa::arm64;
+  // One walk cache for the table descriptors of levels 1-3 (see psc.hpp).
+  p.walker.psc = {{"walk_cache", 0, 0, uint8_t((1u << 1) | (1u << 2) | (1u << 3))}};
+  p.caches.l1d.name = "l1d";
+  p.caches.l2.name = "l2";
+  p.caches.llc.name = "llc";
   return p;
 }
 

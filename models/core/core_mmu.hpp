@@ -30,9 +30,11 @@ struct CoreMmuParams {
   HierarchyParams caches;
   CoreParams core;
 
-  // The presets of the two hardware platforms (i7-12700kf's Golden Cove P-core; Neoverse N1).
-  static CoreMmuParams golden_cove();
-  static CoreMmuParams neoverse_n1();
+  // The structure of the two hardware platforms (i7-12700kf's Golden Cove P-core; Neoverse N1):
+  // which TLBs, arrays and PSC arrays exist. No value: those are the platform config files'
+  // (platforms/hw_platform.hpp platform_hw_params gives a preset with them read in).
+  static CoreMmuParams golden_cove_structure();
+  static CoreMmuParams neoverse_n1_structure();
 };
 
 class CoreMmu {

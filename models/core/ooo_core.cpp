@@ -16,48 +16,33 @@ namespace mmusim::hw {
 // Parameters
 
 void CoreParams::visit(Params& p) {
-  p.integer("core.rob_entries", rob, rob, 8, 4096, "reorder-buffer entries (Golden Cove 512 [UARCH A.2, M]; N1 128 [UARCH C.6, M])");
-  p.integer("core.alloc_width", alloc_width, alloc_width, 1, 16, "micro-ops allocated (renamed) per cycle (Golden Cove 6 [M]; N1 dispatch 8 [M])");
-  p.integer("core.retire_width", retire_width, retire_width, 1, 16, "micro-ops retired per cycle (Golden Cove 8 [M]; N1 commit 8 [M])");
-  p.integer("core.load_buffer", load_buffer, load_buffer, 1, 1024, "load-buffer entries (Golden Cove 192 [M]; N1 68 [L])");
-  p.integer("core.store_buffer", store_buffer, store_buffer, 1, 1024, "store-buffer entries, held from allocation until the store has drained (Golden Cove 114 [M]; N1 72 [L])");
+  p.integer("core.rob_entries", rob, rob, 8, 4096, "reorder-buffer entries");
+  p.integer("core.alloc_width", alloc_width, alloc_width, 1, 16, "micro-ops allocated (renamed) per cycle");
+  p.integer("core.retire_width", retire_width, retire_width, 1, 16, "micro-ops retired per cycle");
+  p.integer("core.load_buffer", load_buffer, load_buffer, 1, 1024, "load-buffer entries");
+  p.integer("core.store_buffer", store_buffer, store_buffer, 1, 1024, "store-buffer entries, held from allocation until the store has drained");
   p.integer("core.exec_delay", exec_delay, exec_delay, 0, 64, "cycles from allocation to execution for a micro-op whose inputs are ready (rename, scheduler, dispatch) [U]");
-  p.integer("core.fault_to_nuke", fault_to_nuke, fault_to_nuke, 0, 1000, "cycles from a faulting micro-op reaching retirement to the pipeline flush; the younger micro-ops keep executing meanwhile [UARCH F.1: 20, sweep 10-60, U]");
+  p.integer("core.fault_to_nuke", fault_to_nuke, fault_to_nuke, 0, 1000, "cycles from a faulting micro-op reaching retirement to the pipeline flush; the younger micro-ops keep executing meanwhile [UARCH F.1, U]");
   p.integer("core.restart_delay", restart_delay, restart_delay, 0, 1000, "cycles from the return to user mode to the first micro-op allocated (front-end refill) [U]");
-  p.integer("core.lfence_latency", lfence_latency, lfence_latency, 0, 1000, "LFENCE execution latency once older micro-ops completed (Skylake: 9.3 cycles in a loop [UARCH B.iv, M])");
+  p.integer("core.lfence_latency", lfence_latency, lfence_latency, 0, 1000, "LFENCE execution latency once older micro-ops completed");
   p.enumeration("core.rdtscp_rule", rdtscp_rule, rdtscp_rule,
                 {{"none", RdtscpRule::none}, {"wait-older", RdtscpRule::wait_older}, {"block-younger", RdtscpRule::block_younger}},
                 "ordering of RDTSCP: wait-older = executes when all older micro-ops have executed (the SDM's guarantee); block-younger = also no younger micro-op is allocated until it has executed (microcoded, [U]); none. Calibrated on C1 (see README)");
-  p.integer("core.rdtscp_latency", rdtscp_latency, rdtscp_latency, 0, 10000, "RDTSCP latency in cycles (25-35 [UARCH B.iv, M]; with the vDSO around it the cost of clock_gettime is calibrated on C1)");
+  p.integer("core.rdtscp_latency", rdtscp_latency, rdtscp_latency, 0, 10000, "RDTSCP latency in cycles (with the vDSO around it the cost of clock_gettime is calibrated on C1)");
   p.enumeration("core.walk_squash", walk_squash, walk_squash,
                 {{"complete", WalkSquash::complete}, {"cancel", WalkSquash::cancel}},
                 "page walks in flight when the pipeline is flushed: complete (and fill the TLBs) or cancel (their fills are dropped) [U]");
-  p.integer("core.fill_buffers", fill_buffers, fill_buffers, 1, 256, "cache misses the store buffer can have in flight while draining (Golden Cove 16 fill buffers [UARCH A.2, M])");
+  p.integer("core.fill_buffers", fill_buffers, fill_buffers, 1, 256, "cache misses the store buffer can have in flight while draining");
   p.boolean("core.speculative_translation", speculative_translation, speculative_translation, "younger micro-ops translate (and fill TLBs) before an older faulting one is taken; false: nothing runs ahead (QEMU's TLB)");
   p.boolean("core.cache_faulting_entries", cache_faulting_entries, cache_faulting_entries, "translations that do not permit the access (read-only for a store) are cached (x86 SDM §4.10.2.3; Arm ARM D8.16 allows it); false: never cached, and a store finding a read-only entry walks again instead of faulting (QEMU's TLB: a permission miss refills)");
   p.boolean("core.fault_invalidates", fault_invalidates, fault_invalidates, "a page fault invalidates the TLB entries and paging-structure-cache entries of the faulting page (x86: SDM §4.10.4.1; arm64: no, D8.15)");
-  p.integer("core.dirty_assist", dirty_assist, dirty_assist, 0, 10000, "x86: cycles of the microcode assist that sets the D flag for a store through a clean writable entry (TMA Avg_Assist_Cost 78 [UARCH A.2, M])");
+  p.integer("core.dirty_assist", dirty_assist, dirty_assist, 0, 10000, "x86: cycles of the microcode assist that sets the D flag for a store through a clean writable entry");
   p.boolean("core.hafdbs", hafdbs, hafdbs, "arm64: hardware access-flag and dirty-state management (FEAT_HAFDBS, TCR_EL1.HA/HD)");
   p.integer("core.watchdog_cycles", watchdog_cycles, watchdog_cycles, 1000, int64_t(1) << 50, "watchdog: no micro-op retired for this many cycles (outside the kernel: a fence, a full buffer or a latency that never clears) is an error, with a dump of the core's state");
   p.integer("core.fault_repeat_limit", fault_repeat_limit, fault_repeat_limit, 2, 1000000, "watchdog: a micro-op that faults this many times in a row without the PTE or TLB entry changing is an error (livelock)");
   p.integer("core.quantum", quantum, quantum, 100, 100000000, "cycles a core runs ahead of SystemC time before it synchronises (temporal decoupling)");
   p.boolean("core.runahead_reuse", runahead_reuse, runahead_reuse, "simulator speed, not hardware: a fault's run-ahead replays the part it shares with the previous fault's (same micro-ops at the same times relative to the flush, every dependence checked) instead of simulating each micro-op again; the results are identical either way (tested), so this only exists to compare. Off while tracing");
   p.boolean("core.runahead_check", runahead_check, runahead_check, "simulator self-check, not hardware: every replayed run-ahead segment is also checked the slow way (each store's page against its micro-op, its L2 TLB slot and permissions looked up again); a mismatch is an internal error. For tests; slows the replay down");
-}
-
-CoreParams CoreParams::golden_cove() { return CoreParams{}; }
-
-CoreParams CoreParams::neoverse_n1() {
-  CoreParams p;
-  p.rob = 128;
-  p.alloc_width = 8;
-  p.retire_width = 8;
-  p.load_buffer = 68;
-  p.store_buffer = 72;
-  p.fill_buffers = 16;
-  p.fault_invalidates = false;
-  p.rdtscp_rule = RdtscpRule::wait_older;  // no RDTSCP on arm64: CNTVCT_EL0 after an ISB is a barrier; unused
-  return p;
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -55,38 +55,39 @@ enum class RdtscpRule : uint8_t {
   block_younger,  // ... and no younger micro-op is allocated until it has executed
 };
 
+// Every value is stated in the platform config files (configs/platforms/*.cfg), which are the
+// defaults of platform.name (platforms/platform.cpp build_schema); the zeros here are no
+// default, only what a CoreParams holds before it is read.
 struct CoreParams {
-  unsigned rob = 512;
-  unsigned alloc_width = 6;
-  unsigned retire_width = 8;
-  unsigned load_buffer = 192;
-  unsigned store_buffer = 114;
-  unsigned exec_delay = 5;
-  unsigned fault_to_nuke = 20;
-  unsigned restart_delay = 10;
-  unsigned lfence_latency = 9;
-  RdtscpRule rdtscp_rule = RdtscpRule::block_younger;
-  unsigned rdtscp_latency = 30;
+  unsigned rob = 0;
+  unsigned alloc_width = 0;
+  unsigned retire_width = 0;
+  unsigned load_buffer = 0;
+  unsigned store_buffer = 0;
+  unsigned exec_delay = 0;
+  unsigned fault_to_nuke = 0;
+  unsigned restart_delay = 0;
+  unsigned lfence_latency = 0;
+  RdtscpRule rdtscp_rule = RdtscpRule::none;
+  unsigned rdtscp_latency = 0;
   WalkSquash walk_squash = WalkSquash::complete;
-  unsigned fill_buffers = 16;
-  bool speculative_translation = true;
-  bool cache_faulting_entries = true;
-  bool fault_invalidates = true;
-  unsigned dirty_assist = 78;
-  bool hafdbs = true;
-  unsigned fault_repeat_limit = 64;
-  uint64_t watchdog_cycles = 1000000;  // no retirement for this long: an error
-  uint64_t quantum = 100000;
-  bool runahead_reuse = true;  // a host-speed option: the results are the same either way
+  unsigned fill_buffers = 0;
+  bool speculative_translation = false;
+  bool cache_faulting_entries = false;
+  bool fault_invalidates = false;
+  unsigned dirty_assist = 0;
+  bool hafdbs = false;
+  unsigned fault_repeat_limit = 0;
+  uint64_t watchdog_cycles = 0;  // no retirement for this long: an error
+  uint64_t quantum = 0;
+  bool runahead_reuse = false;  // a host-speed option: the results are the same either way
   bool runahead_check = false;  // a self-check of the reuse (tests)
 
-  void visit(Params& p);  // the values held are the defaults (start from a preset)
+  void visit(Params& p);  // the values held are the declared defaults (the files' replace them)
   // What the translation path applies of these (models/walker/translation.hpp).
   TranslationRules translation_rules(pg::Isa isa) const {
     return TranslationRules{isa, cache_faulting_entries, walk_squash, hafdbs};
   }
-  static CoreParams golden_cove();
-  static CoreParams neoverse_n1();
 };
 
 // The micro-ops fetched and not yet retired, oldest first (a ring: no allocation per micro-op).

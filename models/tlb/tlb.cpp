@@ -153,63 +153,6 @@ void TlbParams::validate() {
     fatal("tlb.{}.splinter = true needs an array that holds 4K entries", name);
 }
 
-TlbParams TlbParams::golden_cove_dtlb_load(const std::string& name) {
-  // CPUID 0x18 subleaves 4-6 of the i7-12700K P-core (UARCH A.1 [H]); Intel's "96 entries" for
-  // 4K is the alternative (set tlb.dtlb_load.4k.entries = 96, 24 sets of 4 ways).
-  TlbParams t;
-  t.name = name;
-  t.latency = 0;
-  t.arrays = {{"4k", 64, 4, "4K", 0}, {"2m", 32, 4, "2M", 0}, {"1g", 8, 8, "1G", 0}};
-  t.validate();
-  return t;
-}
-
-TlbParams TlbParams::golden_cove_dtlb_store(const std::string& name) {
-  // Store-only DTLB, 16 entries fully associative, all sizes (CPUID 0x18 subleaf 3 [H]).
-  TlbParams t;
-  t.name = name;
-  t.latency = 0;
-  t.arrays = {{"", 16, 16, "4K+2M+1G", 0}};
-  t.validate();
-  return t;
-}
-
-TlbParams TlbParams::golden_cove_stlb(const std::string& name) {
-  // Two 8-way x 128-set arrays, A {4K,2M} and B {4K,1G} (CPUID 0x18 subleaves 7-8 [H]); a hit
-  // costs 7 cycles after an L1 DTLB miss (TMA Mem_STLB_Hit_Cost [M]).
-  TlbParams t;
-  t.name = name;
-  t.latency = 7;
-  t.arrays = {{"a", 1024, 8, "4K+2M", 0}, {"b", 1024, 8, "4K+1G", 0}};
-  t.validate();
-  return t;
-}
-
-TlbParams TlbParams::neoverse_n1_l1_dtlb(const std::string& name) {
-  // 48 entries fully associative; 4K, 64K, 2M granules held (A76 TRM §A5.2.2 [M]; the 16K and
-  // 512M sizes are not used by a 4K-granule kernel). A contpte block takes one 64K entry.
-  TlbParams t;
-  t.name = name;
-  t.latency = 0;
-  t.contiguous_64k = true;
-  t.arrays = {{"", 48, 48, "4K+64K+2M", 0}};
-  t.validate();
-  return t;
-}
-
-TlbParams TlbParams::neoverse_n1_l2_tlb(const std::string& name) {
-  // 1280 entries, 5-way (256 sets), unified, "usually takes three cycles" (A76 TRM §A5.2.3 [M]).
-  // Whether it keeps a contpte block as one 64K entry is not published [U]: the default follows
-  // the L1 DTLB. Its walk-cache entries are modelled separately (walker.psc.walk_cache).
-  TlbParams t;
-  t.name = name;
-  t.latency = 3;
-  t.contiguous_64k = true;
-  t.arrays = {{"", 1280, 5, "4K+64K+2M+1G", 0}};
-  t.validate();
-  return t;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Tlb
 

@@ -85,8 +85,9 @@ struct TlbArrayParams {
 };
 
 // tlb.<name>.latency, .splinter, .contiguous_64k, .replacement, and per array [.<array>].entries, .ways,
-// .page_sizes. Defaults are the values the object holds when visit() declares it, so one preset
-// function per TLB gives the defaults and the platform may instantiate it under any name.
+// .page_sizes. visit() declares the values the object holds as the defaults; the platforms'
+// values come from their config files instead (platforms/platform.cpp build_schema), the preset
+// (CoreMmuParams::*_structure) gives only the TLB's name and arrays.
 struct TlbParams {
   std::string name;
   uint32_t latency = 0;  // cycles added by a hit, on top of what the previous level cost
@@ -99,14 +100,6 @@ struct TlbParams {
   // Parses page_sizes and checks the geometry; throws UserError naming the key.
   void validate();
   std::string key(const TlbArrayParams& a, const char* leaf) const;
-
-  // Golden Cove P-core (UARCH A.1; CPUID leaf 0x18 of the i7-12700K).
-  static TlbParams golden_cove_dtlb_load(const std::string& name = "dtlb_load");
-  static TlbParams golden_cove_dtlb_store(const std::string& name = "dtlb_store");
-  static TlbParams golden_cove_stlb(const std::string& name = "stlb");
-  // Neoverse N1 (UARCH C.6; Cortex-A76 TRM §A5.2).
-  static TlbParams neoverse_n1_l1_dtlb(const std::string& name = "l1_dtlb");
-  static TlbParams neoverse_n1_l2_tlb(const std::string& name = "l2_tlb");
 };
 
 class Tlb {

@@ -12,10 +12,9 @@ namespace mmusim::hw {
 
 void WalkerParams::visit(Params& p) {
   p.integer("walker.count", count, count, 1, 64,
-            "Page walks in flight at once (Golden Cove: 4 page-miss handlers, perf-book [M]; N1: "
-            "probably 4 [L])");
+            "Page walks in flight at once (page-miss handlers)");
   p.integer("walker.overhead", overhead, overhead, 0, 10000,
-            "Fixed cycles of a walk besides its memory reads (placeholder [U]; UARCH F.1)",
+            "Fixed cycles of a walk besides its memory reads",
             "cycles");
   const bool x86 = isa == pg::Isa::x86_64;
   for (PscArrayParams& a : psc) {
@@ -39,26 +38,6 @@ void WalkerParams::validate() const {
       fatal("walker.psc.{0}.entries = {1} and walker.psc.{0}.ways = {2}: the entries must be a "
             "multiple of the ways (ways = entries for a fully associative cache)",
             a.name, a.entries, a.ways);
-}
-
-WalkerParams WalkerParams::golden_cove() {
-  WalkerParams w;
-  w.isa = pg::Isa::x86_64;
-  w.count = 4;
-  w.overhead = 8;
-  w.psc = {{"pml4e", 2, 2, uint8_t(1u << 3)},
-           {"pdpte", 4, 4, uint8_t(1u << 2)},
-           {"pde", 32, 32, uint8_t(1u << 1)}};
-  return w;
-}
-
-WalkerParams WalkerParams::neoverse_n1() {
-  WalkerParams w;
-  w.isa = pg::Isa::arm64;
-  w.count = 4;
-  w.overhead = 8;
-  w.psc = {{"walk_cache", 64, 64, uint8_t((1u << 1) | (1u << 2) | (1u << 3))}};
-  return w;
 }
 
 std::vector<std::string> WalkerParams::level_names(pg::Isa isa) {

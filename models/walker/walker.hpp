@@ -26,22 +26,17 @@
 
 namespace mmusim::hw {
 
-// walker.count, walker.overhead, walker.psc.<array>.entries / .ways / .replacement. visit() uses
-// the values it holds as the defaults (start from a preset).
+// walker.count, walker.overhead, walker.psc.<array>.entries / .ways / .replacement. The platforms'
+// values are their config files' (platforms/platform.cpp build_schema); a preset gives the arrays.
 struct WalkerParams {
   pg::Isa isa = pg::Isa::x86_64;  // fixed by the preset, not a parameter
-  uint32_t count = 4;
-  uint32_t overhead = 8;
+  uint32_t count = 0;     // the values: the platform config files (a preset gives the arrays)
+  uint32_t overhead = 0;
   std::vector<PscArrayParams> psc;
 
   void visit(Params& p);
   void validate() const;  // throws UserError naming the keys
 
-  // 4 walkers (perf-book [M]), overhead 8 cycles [U], PML4E/PDPTE/PDE caches of 2/4/32 entries,
-  // fully associative (UARCH F.1 placeholders [U]).
-  static WalkerParams golden_cove();
-  // 4 walkers [L], overhead 8 [U], one 64-entry walk cache for levels 1-3 [U] (see psc.hpp).
-  static WalkerParams neoverse_n1();
   // The stats names of the PSC levels: x86 pde/pdpte/pml4e; arm64 the Arm ARM lookup level of
   // the table descriptor (our level 1 = l2, 2 = l1, 3 = l0). Index = our level.
   static std::vector<std::string> level_names(pg::Isa isa);

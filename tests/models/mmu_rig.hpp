@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // One core's memory side for the model tests, built as the platform builds it: CoreMmu (the
-// builder CoreModule uses) from the platform's preset (CoreMmuParams::golden_cove or
-// neoverse_n1, what platform_preset() returns), and the translation path the core translates
+// builder CoreModule uses) from the platform's preset (models/presets.hpp: the structure with the
+// built-in config file's values, what platform.name alone runs), and the translation path the core translates
 // with (CoreMmu::translation_path of the core parameters' rules). A test that times this path
 // times what the cores run.
 #pragma once
@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 
+#include "models/presets.hpp"
 #include "base/hwwalk.hpp"
 #include "base/physmem.hpp"
 #include "base/stats.hpp"
@@ -69,7 +70,7 @@ class MmuRig {
  private:
   static CoreMmuParams preset(pg::Isa isa, const std::function<void(CoreMmuParams&)>& adjust) {
     CoreMmuParams p =
-        isa == pg::Isa::x86_64 ? CoreMmuParams::golden_cove() : CoreMmuParams::neoverse_n1();
+        isa == pg::Isa::x86_64 ? presets::i7() : presets::n1();
     if (adjust) adjust(p);
     return p;
   }

@@ -2,6 +2,7 @@
 // Caches: geometry, LRU, exact load-to-use latency per level, bulk touch, shared LLC, parameters.
 #include <catch2/catch.hpp>
 
+#include "models/presets.hpp"
 #include "base/error.hpp"
 #include "base/params.hpp"
 #include "base/stats.hpp"
@@ -18,7 +19,7 @@ constexpr uint32_t kDram = 441;
 
 TEST_CASE("cache: Golden Cove geometry from CPUID sizes, including the 40960-set LLC",
           "[cache]") {
-  HierarchyParams p = HierarchyParams::golden_cove();
+  HierarchyParams p = presets::i7().caches;
   CHECK(p.l1d.sets() == 64);
   CHECK(p.l2.sets() == 2048);
   CHECK(p.llc.sets() == 40960);
@@ -30,7 +31,7 @@ TEST_CASE("cache: Golden Cove geometry from CPUID sizes, including the 40960-set
 
 TEST_CASE("cache: load-to-use latency is exactly that of the level that hits", "[cache]") {
   Stats s;
-  MemoryHierarchy h(HierarchyParams::golden_cove(), kGhz, s);
+  MemoryHierarchy h(presets::i7().caches, kGhz, s);
   const uint64_t a = 0x40000;
 
   // Cold: DRAM, and the line is installed everywhere.
@@ -69,7 +70,7 @@ TEST_CASE("cache: load-to-use latency is exactly that of the level that hits", "
 
 TEST_CASE("cache: LRU replacement within a set", "[cache]") {
   Stats s;
-  CacheParams p{"t", 4 * 64 * 2, 4, 3, ""};  // 2 sets x 4 ways
+  CacheParams p{"t", 4 * 64 * 2, 4, 3};  // 2 sets x 4 ways
   Cache c(p, s);
   const uint64_t stride = 2 * 64;  // same set
   for (uint64_t k = 0; k < 4; ++k) CHECK_FALSE(c.access(k * stride));
@@ -85,7 +86,7 @@ TEST_CASE("cache: LRU replacement within a set", "[cache]") {
 
 TEST_CASE("cache: non-power-of-two set counts index by modulo", "[cache]") {
   Stats s;
-  CacheParams p{"t", 3 * 2 * 64, 2, 1, ""};  // 3 sets x 2 ways
+  CacheParams p{"t", 3 * 2 * 64, 2, 1};  // 3 sets x 2 ways
   Cache c(p, s);
   REQUIRE(c.sets() == 3);
   // Lines 0, 3 and 6 share set 0; line 4 is in set 1.
@@ -106,7 +107,7 @@ TEST_CASE("cache: non-power-of-two set counts index by modulo", "[cache]") {
 
   // The real LLC: lines L and L + 40960 conflict, L and L + 32768 (a power-of-two mask's
   // alias) do not.
-  HierarchyParams g = HierarchyParams::golden_cove();
+  HierarchyParams g = presets::i7().caches;
   Cache llc(g.llc, s);
   const uint64_t base = 5 * 64;
   for (uint64_t k = 0; k < 10; ++k) llc.access(base + k * 40960 * 64);
@@ -120,7 +121,7 @@ TEST_CASE("cache: non-power-of-two set counts index by modulo", "[cache]") {
 TEST_CASE("cache: touch installs lines without counting, and reports where they came from",
           "[cache]") {
   Stats s;
-  MemoryHierarchy h(HierarchyParams::golden_cove(), kGhz, s);
+  MemoryHierarchy h(presets::i7().caches, kGhz, s);
   const uint64_t page = 0x123000;
   MemoryHierarchy::Touch t = h.touch(page, 4096, true);
   CHECK(t.lines[MemoryHierarchy::DRAM] == 64);
@@ -138,7 +139,7 @@ TEST_CASE("cache: touch installs lines without counting, and reports where they 
 
 TEST_CASE("cache: an LLC shared by two cores' hierarchies", "[cache]") {
   Stats s;
-  HierarchyParams p = HierarchyParams::golden_cove();
+  HierarchyParams p = presets::i7().caches;
   Cache llc(p.llc, s);
   MemoryHierarchy c0(p, kGhz, s, &llc);
   MemoryHierarchy c1(p, kGhz, s, &llc);
@@ -152,7 +153,7 @@ TEST_CASE("cache: an LLC shared by two cores' hierarchies", "[cache]") {
 TEST_CASE("cache: parameters declare with preset defaults, read overrides, reject bad sizes",
           "[cache][params]") {
   Schema schema;
-  HierarchyParams decl = HierarchyParams::golden_cove();
+  HierarchyParams decl = presets::i7().caches;
   Params dp = Params::declaring(schema);
   decl.visit(dp);
   REQUIRE(schema.find("cache.l1d.size"));
@@ -166,7 +167,7 @@ TEST_CASE("cache: parameters declare with preset defaults, read overrides, rejec
   cfg.set("cache.l1d.size", "64K", "test");
   cfg.set("cache.l1d.ways", "4", "test");
   cfg.set("memory.latency", "100ns", "test");
-  HierarchyParams rd = HierarchyParams::golden_cove();
+  HierarchyParams rd = presets::i7().caches;
   Params rp = Params::reading(cfg);
   rd.visit(rp);
   CHECK(rd.l1d.size == 64 * 1024);
@@ -178,11 +179,11 @@ TEST_CASE("cache: parameters declare with preset defaults, read overrides, rejec
 
   Config bad(schema);
   bad.set("cache.l1d.size", "47K", "test");  // 47K / (12 x 64) is not whole
-  HierarchyParams rb = HierarchyParams::golden_cove();
+  HierarchyParams rb = presets::i7().caches;
   Params bp = Params::reading(bad);
   CHECK_THROWS_AS(rb.visit(bp), UserError);
   try {
-    HierarchyParams rb2 = HierarchyParams::golden_cove();
+    HierarchyParams rb2 = presets::i7().caches;
     Params bp2 = Params::reading(bad);
     rb2.visit(bp2);
   } catch (const UserError& e) {

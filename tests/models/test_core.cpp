@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "models/presets.hpp"
 #include "base/error.hpp"
 #include "base/hwwalk.hpp"
 #include "base/physmem.hpp"
@@ -205,13 +206,13 @@ struct Rig {
   PageWalker& walker;
   TranslationCaches& maint;
   FakeOs os;
-  CoreParams p = CoreParams::golden_cove();
+  CoreParams p = presets::i7().core;
   std::vector<wl::Uop> prog;
   std::unique_ptr<OooCore> core;
 
   explicit Rig(double ghz_ = 4.9)
       : ghz(ghz_),
-        mmu(CoreMmuParams::golden_cove(), pg::Isa::x86_64, mem, ghz, stats, nullptr),
+        mmu(presets::i7(), pg::Isa::x86_64, mem, ghz, stats, nullptr),
         caches(mmu.caches()),
         dtlb_load(mmu.l1_load()),
         dtlb_store(mmu.l1_store()),

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "models/presets.hpp"
 #include "base/params.hpp"
 #include "base/pgformat.hpp"
 #include "base/stats.hpp"
@@ -221,7 +222,7 @@ TEST_CASE("replacement: a TLB with tree-plru evicts what tree-PLRU says", "[repl
 TEST_CASE("replacement: a data cache with tree-plru evicts what tree-PLRU says", "[replacement][cache]") {
   for (ReplacementKind k : {ReplacementKind::tree_plru, ReplacementKind::lru}) {
     INFO(replacement_name(k));
-    CacheParams p{"t", 2 * 4 * kLineBytes, 4, 1, "", k};  // 2 sets of 4 ways
+    CacheParams p{"t", 2 * 4 * kLineBytes, 4, 1, k};  // 2 sets of 4 ways
     Stats stats;
     Cache c(p, stats);
     auto pa = [](char ch) { return uint64_t(ch - 'A' + 1) * 2 * kLineBytes; };  // set 0
@@ -257,9 +258,9 @@ TEST_CASE("replacement: a paging-structure cache with tree-plru evicts what tree
 TEST_CASE("replacement: the keys are declared per structure, lru by default", "[replacement]") {
   Schema schema;
   Params d = Params::declaring(schema);
-  TlbParams t = TlbParams::golden_cove_stlb();
+  TlbParams t = presets::i7().l2;
   t.visit(d);
-  HierarchyParams h = HierarchyParams::golden_cove();
+  HierarchyParams h = presets::i7().caches;
   h.visit(d);
   for (const char* key : {"tlb.stlb.replacement", "cache.l1d.replacement", "cache.llc.replacement"}) {
     INFO(key);

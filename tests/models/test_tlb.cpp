@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "models/presets.hpp"
 #include "base/error.hpp"
 #include "base/params.hpp"
 #include "base/physmem.hpp"
@@ -65,7 +66,7 @@ TEST_CASE("tlb: page size parsing and names", "[tlb]") {
 
 TEST_CASE("tlb: lookup after fill, ASID match, translation of the offset", "[tlb]") {
   Stats s;
-  Tlb t(TlbParams::golden_cove_dtlb_store(), s);
+  Tlb t(presets::i7().l1[1], s);
   CHECK(t.lookup(0x7000'1234, 1) == nullptr);
   t.fill(0x7000'1234, tr(0x7000'1000, 0x55000, PageSize::k4K));
   const TlbEntry* e = t.lookup(0x7000'1fff, 1);
@@ -82,7 +83,7 @@ TEST_CASE("tlb: lookup after fill, ASID match, translation of the offset", "[tlb
 
 TEST_CASE("tlb: a read-only translation is cached as read-only and counted", "[tlb]") {
   Stats s;
-  Tlb t(TlbParams::golden_cove_stlb(), s);
+  Tlb t(presets::i7().l2, s);
   t.fill(0x1000, tr(0x1000, 0xa000, PageSize::k4K, /*writable=*/false));
   t.fill(0x2000, tr(0x2000, 0xb000, PageSize::k4K, /*writable=*/true));
   const TlbEntry* e = t.lookup(0x1000, 1);
@@ -100,7 +101,7 @@ TEST_CASE("tlb: a read-only translation is cached as read-only and counted", "[t
 TEST_CASE("tlb: set-associative LRU replacement (Golden Cove load DTLB, 16 sets x 4 ways)",
           "[tlb]") {
   Stats s;
-  Tlb t(TlbParams::golden_cove_dtlb_load(), s);
+  Tlb t(presets::i7().l1[0], s);
   REQUIRE(t.capacity() == 64 + 32 + 8);
   // Pages 0, 16, 32, 48, 64 (x 4K) share set 0.
   for (uint64_t k = 0; k < 4; ++k) t.fill(k * 16 * K4, tr(k * 16 * K4, k * K4, PageSize::k4K));
@@ -112,7 +113,7 @@ TEST_CASE("tlb: set-associative LRU replacement (Golden Cove load DTLB, 16 sets 
   CHECK(t.probe(64 * K4, 1));
   CHECK(count(s, "tlb.dtlb_load.evictions") == 1);
   // 64 consecutive pages fill the 4K array exactly; 2M and 1G go to their own arrays.
-  Tlb u(TlbParams::golden_cove_dtlb_load("u"), s);
+  Tlb u(presets::named(presets::i7().l1[0], "u"), s);
   for (uint64_t k = 0; k < 64; ++k) u.fill(k * K4, tr(k * K4, k * K4, PageSize::k4K));
   u.fill(0, tr(0, 0, PageSize::k2M));
   u.fill(0, tr(0, 0, PageSize::k1G));
@@ -125,7 +126,7 @@ TEST_CASE("tlb: set-associative LRU replacement (Golden Cove load DTLB, 16 sets 
 
 TEST_CASE("tlb: STLB arrays A {4K,2M} and B {4K,1G}; 4K entries split by a VPN bit", "[tlb]") {
   Stats s;
-  Tlb t(TlbParams::golden_cove_stlb(), s);
+  Tlb t(presets::i7().l2, s);
   REQUIRE(t.capacity() == 2048);
   // 2048 consecutive 4K pages fit exactly: VPN bit 7 (above the 128-set index) picks the array.
   for (uint64_t k = 0; k < 2048; ++k) t.fill(k * K4, tr(k * K4, k * K4, PageSize::k4K));
@@ -134,7 +135,7 @@ TEST_CASE("tlb: STLB arrays A {4K,2M} and B {4K,1G}; 4K entries split by a VPN b
   for (uint64_t k = 0; k < 2048; ++k) REQUIRE(t.probe(k * K4, 1));
 
   // 2M entries only live in array A: 1024 of them fill it and evict the 4K pages of A only.
-  Tlb u(TlbParams::golden_cove_stlb("u"), s);
+  Tlb u(presets::named(presets::i7().l2, "u"), s);
   for (uint64_t k = 0; k < 1024; ++k) u.fill(k * M2, tr(k * M2, k * M2, PageSize::k2M));
   CHECK(u.occupancy() == 1024);
   const uint64_t va_b = 128 * K4;  // VPN 128: bit 7 set -> array B
@@ -152,7 +153,7 @@ TEST_CASE("tlb: STLB arrays A {4K,2M} and B {4K,1G}; 4K entries split by a VPN b
 
 TEST_CASE("tlb: INVLPG removes the page's entries of every size, other pages stay", "[tlb]") {
   Stats s;
-  Tlb t(TlbParams::golden_cove_stlb(), s);
+  Tlb t(presets::i7().l2, s);
   const uint64_t va = 0x4060'3000;  // in the 1G page at 1G and the 2M page at 0x4060'0000
   t.fill(va, tr(va, 0x9000, PageSize::k4K, false));
   t.fill(va, tr(va, 0x8000'0000, PageSize::k2M));
@@ -177,7 +178,7 @@ TEST_CASE("tlb: splintering caches a large page as the accessed 4K page", "[tlb]
   Stats s;
   const uint64_t va = 0x4060'3abc;
   SECTION("off: one 2M entry serves every 4K page of the block") {
-    Tlb t(TlbParams::golden_cove_stlb(), s);
+    Tlb t(presets::i7().l2, s);
     const TlbEntry* e = t.fill(va, tr(va, 0x8000'0000, PageSize::k2M));
     REQUIRE(e);
     CHECK(e->size == PageSize::k2M);
@@ -189,7 +190,7 @@ TEST_CASE("tlb: splintering caches a large page as the accessed 4K page", "[tlb]
     CHECK(t.probe(va, 1) == nullptr);
   }
   SECTION("on: a 4K entry for the accessed page only, at the right physical offset") {
-    TlbParams p = TlbParams::golden_cove_stlb();
+    TlbParams p = presets::i7().l2;
     p.splinter = true;
     Tlb t(p, s);
     const TlbEntry* e = t.fill(va, tr(va, 0x8000'0000, PageSize::k2M));
@@ -209,7 +210,7 @@ TEST_CASE("tlb: splintering caches a large page as the accessed 4K page", "[tlb]
 
 TEST_CASE("tlb: a size no array holds is stored as the largest smaller size held", "[tlb]") {
   Stats s;
-  Tlb l1(TlbParams::neoverse_n1_l1_dtlb(), s);  // 4K, 64K, 2M
+  Tlb l1(presets::n1().l1[0], s);  // 4K, 64K, 2M
   const TlbEntry* e = l1.fill(0x4123'4567, tr(0x4000'0000, 0x8000'0000, PageSize::k1G));
   REQUIRE(e);
   CHECK(e->size == PageSize::k2M);
@@ -232,7 +233,7 @@ TEST_CASE("tlb: a contiguous block is one 64K entry serving 16 pages; TLBI of an
   const uint64_t block = 0x7f12'3450'000 & ~(K64 - 1);
   const uint64_t pa_block = 0x2'0030'0000;
   for (unsigned victim = 0; victim < 16; ++victim) {
-    Tlb t(TlbParams::neoverse_n1_l1_dtlb(), s);
+    Tlb t(presets::n1().l1[0], s);
     // Filled from the walk of page 5 of the block (the leaf has the contiguous bit).
     const uint64_t va5 = block + 5 * K4;
     const TlbEntry* e =
@@ -254,7 +255,7 @@ TEST_CASE("tlb: a contiguous block is one 64K entry serving 16 pages; TLBI of an
     CHECK(t.lookup(block + ((victim + 7) % 16) * K4, 1) == nullptr);
   }
   SECTION("with contiguous_64k off, each page needs its own entry") {
-    TlbParams p = TlbParams::neoverse_n1_l1_dtlb();
+    TlbParams p = presets::n1().l1[0];
     p.contiguous_64k = false;
     Tlb t(p, s);
     const TlbEntry* e =
@@ -263,7 +264,7 @@ TEST_CASE("tlb: a contiguous block is one 64K entry serving 16 pages; TLBI of an
     CHECK(t.lookup(block + K4, 1) == nullptr);
   }
   SECTION("a 64K entry given to a TLB without 64K entries is splintered to the page") {
-    Tlb t(TlbParams::golden_cove_dtlb_store(), s);
+    Tlb t(presets::i7().l1[1], s);
     const TlbEntry* e = t.fill(block + 3 * K4, tr(block, pa_block, PageSize::k64K));
     REQUIRE(e);
     CHECK(e->size == PageSize::k4K);
@@ -339,9 +340,9 @@ TEST_CASE("tlb: exact hit latencies through the translation path", "[tlb][latenc
 TEST_CASE("tlb: parameters, presets and validation", "[tlb][params]") {
   Schema schema;
   std::vector<TlbParams> presets = {
-      TlbParams::golden_cove_dtlb_load(), TlbParams::golden_cove_dtlb_store(),
-      TlbParams::golden_cove_stlb(), TlbParams::neoverse_n1_l1_dtlb(),
-      TlbParams::neoverse_n1_l2_tlb()};
+      presets::i7().l1[0], presets::i7().l1[1],
+      presets::i7().l2, presets::n1().l1[0],
+      presets::n1().l2};
   Params dp = Params::declaring(schema);
   for (TlbParams& t : presets) t.visit(dp);
   REQUIRE(schema.find("tlb.stlb.a.page_sizes"));
@@ -364,7 +365,7 @@ TEST_CASE("tlb: parameters, presets and validation", "[tlb][params]") {
     // Intel's "96 entries" for the 4K load DTLB: 24 sets of 4 ways, modulo-indexed.
     Config cfg(schema);
     cfg.set("tlb.dtlb_load.4k.entries", "96", "test");
-    TlbParams t = read(cfg, TlbParams::golden_cove_dtlb_load());
+    TlbParams t = read(cfg, presets::i7().l1[0]);
     Stats s;
     Tlb tlb(t, s);
     CHECK(tlb.capacity() == 96 + 32 + 8);
@@ -377,20 +378,20 @@ TEST_CASE("tlb: parameters, presets and validation", "[tlb][params]") {
   {
     Config cfg(schema);
     cfg.set("tlb.stlb.a.page_sizes", "4K+3M", "test");
-    CHECK_THROWS_WITH(read(cfg, TlbParams::golden_cove_stlb()),
+    CHECK_THROWS_WITH(read(cfg, presets::i7().l2),
                       Catch::Contains("tlb.stlb.a.page_sizes") && Catch::Contains("3M") &&
                           Catch::Contains("allowed"));
   }
   {
     Config cfg(schema);
     cfg.set("tlb.l2_tlb.entries", "1281", "test");
-    CHECK_THROWS_WITH(read(cfg, TlbParams::neoverse_n1_l2_tlb()),
+    CHECK_THROWS_WITH(read(cfg, presets::n1().l2),
                       Catch::Contains("tlb.l2_tlb.entries") && Catch::Contains("multiple"));
   }
   {
     Config cfg(schema);
     cfg.set("tlb.l1_dtlb.page_sizes", "4K+2M", "test");  // contiguous_64k needs 64K entries
-    CHECK_THROWS_AS(read(cfg, TlbParams::neoverse_n1_l1_dtlb()), UserError);
+    CHECK_THROWS_AS(read(cfg, presets::n1().l1[0]), UserError);
   }
 }
 
@@ -404,7 +405,7 @@ TEST_CASE("tlb: trace events for fills and invalidations", "[tlb][trace]") {
   ctx.cpu = 2;
   ctx.time_ps = 1'500'000;
   ctx.task = {"fork-reuse", 7};
-  Tlb t(TlbParams::golden_cove_stlb(), s, &ctx);
+  Tlb t(presets::i7().l2, s, &ctx);
   TlbEntry e = tr(0x7000'5000, 0x9000, PageSize::k4K, false);
   e.speculative = true;
   t.fill(0x7000'5123, e);
@@ -416,14 +417,14 @@ TEST_CASE("tlb: trace events for fills and invalidations", "[tlb][trace]") {
   CHECK_THAT(out, Catch::Contains("tlb_invalidate: address=0x70005000 reason=pf tlb=stlb removed=1"));
   CHECK_THAT(out, Catch::Contains("tlb_invalidate: address=all reason=cr3 tlb=stlb removed=0"));
   // Without a trace context nothing is written and nothing breaks.
-  Tlb quiet(TlbParams::golden_cove_stlb("quiet"), s);
+  Tlb quiet(presets::named(presets::i7().l2, "quiet"), s);
   quiet.fill(0x1000, e);
   CHECK(trace.events() == 3);
 }
 
 TEST_CASE("tlb: for_each enumerates every cached translation", "[tlb]") {
   Stats s;
-  Tlb t(TlbParams::neoverse_n1_l2_tlb(), s);
+  Tlb t(presets::n1().l2, s);
   t.fill(0x1000, tr(0x1000, 0x11000, PageSize::k4K));
   t.fill(0x20'0000, tr(0x20'0000, 0x40'0000, PageSize::k2M, false));
   t.fill(0x50'0000, tr(0x50'0000, 0x60'0000, PageSize::k4K, false, 1, true));
@@ -441,7 +442,7 @@ TEST_CASE("tlb: for_each enumerates every cached translation", "[tlb]") {
 TEST_CASE("tlb: overlapping entries of two sizes: the smallest wins, in FA and set-assoc TLBs",
           "[tlb]") {
   Stats s;
-  for (TlbParams p : {TlbParams::neoverse_n1_l1_dtlb(), TlbParams::golden_cove_stlb()}) {
+  for (TlbParams p : {presets::n1().l1[0], presets::i7().l2}) {
     Tlb t(p, s);
     const uint64_t va = 0x4020'5000;
     t.fill(va, tr(va, 0x8000'0000, PageSize::k2M));          // 2M: pa 0x8000'5000 for va
@@ -640,9 +641,9 @@ TEST_CASE("tlb: every geometry agrees with a plain scan of its slots over random
   odd_sets.arrays = {{"", 24, 4, "4K", 0}, {"big", 12, 3, "2M+1G", 0}};
   odd_sets.validate();
   const TlbParams geometries[] = {
-      TlbParams::golden_cove_dtlb_store(), TlbParams::golden_cove_dtlb_load(),
-      TlbParams::golden_cove_stlb(),       TlbParams::neoverse_n1_l1_dtlb(),
-      TlbParams::neoverse_n1_l2_tlb(),     small_fa,
+      presets::i7().l1[1], presets::i7().l1[0],
+      presets::i7().l2,       presets::n1().l1[0],
+      presets::n1().l2,     small_fa,
       odd_sets};
   for (const TlbParams& p : geometries) {
     for (uint64_t seed : {1, 2, 3}) {
@@ -660,8 +661,8 @@ TEST_CASE("tlb: a fill sequence on a full fully associative TLB is the fills one
   for (unsigned n : {1u, 5u, 15u, 16u, 17u, 40u}) {
     INFO("fills " << n);
     Stats sa, sb;
-    const TlbParams l1p = TlbParams::golden_cove_dtlb_store();
-    const TlbParams l2p = TlbParams::golden_cove_stlb();
+    const TlbParams l1p = presets::i7().l1[1];
+    const TlbParams l2p = presets::i7().l2;
     Tlb l1a(l1p, sa), l1b(l1p, sb), l2a(l2p, sa), l2b(l2p, sb);
     // Fill the L1s full (and touch some entries so that the LRU order is not the fill order).
     for (unsigned i = 0; i < 16; ++i) {
@@ -733,11 +734,11 @@ TEST_CASE("tlb: after a whole refill of increasing 4K pages (the sequence state)
   // sequences must then do exactly what they do after the fills one by one. Two L1s: `a` filled
   // one by one, `b` by sequences; after every operation their answers, contents and counters
   // agree (the LRU order shows in what later fills evict).
-  for (const TlbParams& l1p : {TlbParams::golden_cove_dtlb_store(), TlbParams::neoverse_n1_l1_dtlb()}) {
+  for (const TlbParams& l1p : {presets::i7().l1[1], presets::n1().l1[0]}) {
     for (uint64_t seed : {1, 2, 3, 4, 5, 6}) {
       INFO("TLB " << l1p.name << " seed " << seed);
       Stats sa, sb;
-      const TlbParams l2p = TlbParams::golden_cove_stlb();
+      const TlbParams l2p = presets::i7().l2;
       Tlb l1a(l1p, sa), l1b(l1p, sb), l2a(l2p, sa), l2b(l2p, sb);
       const size_t cap = l1a.capacity();
       wl::Rng rng{seed};

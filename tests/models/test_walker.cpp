@@ -8,6 +8,7 @@
 
 #include <memory>
 
+#include "models/presets.hpp"
 #include "base/error.hpp"
 #include "base/hwwalk.hpp"
 #include "base/params.hpp"
@@ -372,7 +373,7 @@ TEST_CASE("walker: arm64 access flag: without HA the walk faults and nothing is 
 
 TEST_CASE("walker: parameters", "[walker][params]") {
   Schema schema;
-  WalkerParams x = WalkerParams::golden_cove();
+  WalkerParams x = presets::i7().walker;
   Params dp = Params::declaring(schema);
   x.visit(dp);
   CHECK(schema.find("walker.count")->default_text == "4");
@@ -384,7 +385,7 @@ TEST_CASE("walker: parameters", "[walker][params]") {
   cfg.set("walker.psc.pde.entries", "64", "test");
   cfg.set("walker.psc.pde.ways", "4", "test");
   cfg.set("walker.count", "2", "test");
-  WalkerParams rd = WalkerParams::golden_cove();
+  WalkerParams rd = presets::i7().walker;
   Params rp = Params::reading(cfg);
   rd.visit(rp);
   CHECK(rd.count == 2);
@@ -392,12 +393,12 @@ TEST_CASE("walker: parameters", "[walker][params]") {
   CHECK(rd.psc[2].ways == 4);
   Config bad(schema);
   bad.set("walker.psc.pde.ways", "5", "test");
-  WalkerParams rb = WalkerParams::golden_cove();
+  WalkerParams rb = presets::i7().walker;
   Params bp = Params::reading(bad);
   CHECK_THROWS_WITH(rb.visit(bp), Catch::Contains("walker.psc.pde.ways"));
 
   Schema arm;
-  WalkerParams n1 = WalkerParams::neoverse_n1();
+  WalkerParams n1 = presets::n1().walker;
   Params ap = Params::declaring(arm);
   n1.visit(ap);
   CHECK(arm.find("walker.psc.walk_cache.entries")->default_text == "64");

@@ -395,7 +395,7 @@ TEST_CASE("n1: TLBI VALE1IS / VAE1IS / ASIDE1IS from the kernel reach every core
   PhysMem mem(64ull << 20);
   IdleOs os;
   Stats stats;
-  const hw::CoreMmuParams p = platform_preset(PlatformName::neoverse_n1);
+  const hw::CoreMmuParams p = platform_hw_params(PlatformName::neoverse_n1);
   hw::CoreModule c0("cpu0", 0, p, pg::Isa::arm64, os, mem, stats, nullptr);
   hw::CoreModule c1("cpu1", 1, p, pg::Isa::arm64, os, mem, stats, nullptr);
   PlatformMmuHw mmu;
