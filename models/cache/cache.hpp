@@ -61,7 +61,6 @@ class Cache {
   bool probe(uint64_t pa) const;
   void invalidate_all();
   size_t occupancy() const;
-  const Replacement& replacement() const { return repl_; }
   // The policy's invariants over this cache's valid lines (tests).
   bool check_invariants(std::string* why) const;
 

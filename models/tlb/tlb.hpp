@@ -155,7 +155,6 @@ class Tlb {
     return uint32_t(reinterpret_cast<const Slot*>(e) - slots_.data());
   }
   static constexpr uint32_t kNoSlot = ~uint32_t(0);
-  const Replacement& replacement() const { return repl_; }
   // The policy's invariants over the valid slots (tests).
   bool check_invariants(std::string* why) const {
     return repl_.check_invariants([&](uint32_t i) { return tags_[i] != 0; }, why);
