@@ -198,6 +198,7 @@ Kernel::Kernel(const KernelParams& params, mmusim::pg::Isa isa, MmuHw& hw, mmusi
       ctr_(stats) {
   mmap_lock_stats_ = {};
   arch_ = make_arch(isa, *this);
+  store_barrier_items_ = arch_->store_barrier_items();
   init_memmap();
 }
 

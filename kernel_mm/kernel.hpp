@@ -208,8 +208,19 @@ class Kernel {
   void clear_cost() {
     cost_.clear();
     cycles_so_far_ = 0;
+    store_barrier_seen_ = false;
+  }
+  // The account as it stood when this entry first executed an instruction that waits for the
+  // CPU's older stores (Arch::store_barrier_items): what ran before it overlaps the draining of
+  // the user's buffered stores, what follows waits for them. Null: no such instruction yet.
+  const CostAccount* cost_before_store_barrier() const {
+    return store_barrier_seen_ ? &before_store_barrier_ : nullptr;
   }
   void charge(Cost c, uint64_t k = 1) {
+    if (!store_barrier_seen_ && (store_barrier_items_ >> unsigned(c) & 1)) {
+      store_barrier_seen_ = true;
+      before_store_barrier_ = cost_;
+    }
     cost_.charge(c, k);
     if (prices_) cycles_so_far_ += prices_->price(c, ghz_) * double(k);
   }
@@ -555,6 +566,9 @@ class Kernel {
   KernelCounters ctr_;
   std::unique_ptr<Arch> arch_;
   CostAccount cost_;
+  uint32_t store_barrier_items_ = 0;  // arch_->store_barrier_items()
+  bool store_barrier_seen_ = false;
+  CostAccount before_store_barrier_;
   const CostModel* prices_ = nullptr;
   double ghz_ = 1;
   double cycles_so_far_ = 0;

@@ -17,6 +17,8 @@ FaultOutcome System::page_fault(int cpu, SimTask& t, uint64_t va, uint64_t syndr
   k.charge(kmm::Cost::exc_entry);
   out.ret = k.handle_user_fault(t.t, va, syndrome, ip);
   k.charge(kmm::Cost::exc_exit);
+  if (const kmm::CostAccount* b = k.cost_before_store_barrier()) out.store_barrier_at = cost_.cycles(*b, pp_.clock_ghz);
+  out.exit_drains_stores = k.arch().exception_return_drains_stores();
   out.record = k.last_fault();
   out.cycles = leave_kernel();
   out.in_region = region_open_ && in_region(va);

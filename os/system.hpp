@@ -59,6 +59,10 @@ struct FaultOutcome {
   kmm::FaultReturn ret;
   kmm::FaultRecord record;
   double cycles = 0;     // exception entry + kernel + exit
+  // Cycles from the start of the exception entry to the handler's first instruction that waits
+  // for the CPU's older stores (Arch::store_barrier_items); < 0: none.
+  double store_barrier_at = -1;
+  bool exit_drains_stores = false;  // the exception return does (x86 IRET)
   bool in_region = false;
 };
 

@@ -40,6 +40,12 @@ class Arch {
   // IS_ENABLED(CONFIG_MEM_SOFT_DIRTY): soft-dirty tracking needs CONFIG_HAVE_ARCH_SOFT_DIRTY,
   // which x86 selects and arm64 does not.
   virtual bool mem_soft_dirty() const { return false; }
+  // The cost items that stand for instructions which wait until the CPU's older stores are
+  // globally visible (a bit per kmm::Cost): the first one a kernel entry executes is where the
+  // user's buffered stores must have drained (Kernel::cost_before_store_barrier).
+  virtual uint32_t store_barrier_items() const = 0;
+  // The exception return waits for the kernel's stores to drain (a serialising instruction).
+  virtual bool exception_return_drains_stores() const = 0;
 
   // ---- the CPU's MMU, for user accesses without a hardware model (UserAccess) ----------------
   // The walk, the fault rules and the syndrome are the hardware's (base/hwwalk.hpp, shared with

@@ -47,6 +47,10 @@ void HierarchyParams::visit(Params& p) {
   p.duration("memory.latency", memory_latency, duration_text(memory_latency),
              "DRAM load-to-use latency (a time is converted with the core clock) [UARCH A.2, "
              "C.6: L/U]");
+  p.real("memory.bandwidth", memory_bandwidth, memory_bandwidth, 0.1, 100000,
+         "GB/s of 64-byte lines one core moves between its LLC and DRAM, fills and write-backs "
+         "together: each takes 64 B / bandwidth of it, and a fill that finds it busy waits "
+         "(models/cache/dram.hpp)");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -72,7 +76,26 @@ bool Cache::probe(uint64_t pa) const {
   uint64_t line = pa >> kLineShift;
   size_t base = size_t(set_of(line)) * ways_;
   for (uint32_t w = 0; w < ways_; ++w)
-    if (tags_[base + w] == line) return true;
+    if ((tags_[base + w] & ~kDirty) == line) return true;
+  return false;
+}
+
+bool Cache::probe_dirty(uint64_t pa) const {
+  uint64_t line = pa >> kLineShift;
+  size_t base = size_t(set_of(line)) * ways_;
+  for (uint32_t w = 0; w < ways_; ++w)
+    if (tags_[base + w] == (line | kDirty)) return true;
+  return false;
+}
+
+bool Cache::write_back_into(uint64_t pa) {
+  uint64_t line = pa >> kLineShift;
+  size_t base = size_t(set_of(line)) * ways_;
+  for (uint32_t w = 0; w < ways_; ++w)
+    if ((tags_[base + w] & ~kDirty) == line) {
+      tags_[base + w] |= kDirty;
+      return true;
+    }
   return false;
 }
 
@@ -84,7 +107,14 @@ void Cache::invalidate_all() {
 bool Cache::check_invariants(std::string* why) const {
   if (recency_order_) {
     for (uint32_t s = 0; s < sets_; ++s)
-      if (!RecencyOrderLru::check(&tags_[size_t(s) * ways_], ways_, kInvalid, why)) return false;
+    {
+      std::vector<uint64_t> set(ways_);
+      for (uint32_t w = 0; w < ways_; ++w) {
+        const uint64_t t = tags_[size_t(s) * ways_ + w];
+        set[w] = t == kInvalid ? t : t & ~kDirty;
+      }
+      if (!RecencyOrderLru::check(set.data(), ways_, kInvalid, why)) return false;
+    }
     return true;
   }
   return repl_.check_invariants([&](uint32_t i) { return tags_[i] != kInvalid; }, why);
@@ -101,8 +131,11 @@ size_t Cache::occupancy() const {
 
 MemoryHierarchy::MemoryHierarchy(const HierarchyParams& p, double core_ghz, Stats& stats,
                                  Cache* shared_llc)
-    : l1d_(p.l1d, stats), l2_(p.l2, stats) {
+    : l1d_(p.l1d, stats),
+      l2_(p.l2, stats),
+      dram_(p.memory_bandwidth > 0 ? double(kLineBytes) / p.memory_bandwidth * core_ghz : 1, stats) {
   MMUSIM_CHECK(core_ghz > 0, "core clock {} GHz", core_ghz);
+  MMUSIM_CHECK(p.memory_bandwidth > 0, "memory.bandwidth {} GB/s", p.memory_bandwidth);
   if (shared_llc) {
     llc_ = shared_llc;
   } else {
@@ -122,10 +155,29 @@ MemoryHierarchy::Touch MemoryHierarchy::touch(uint64_t pa, uint64_t bytes, bool 
   uint64_t last = (pa + bytes - 1) >> kLineShift;
   for (uint64_t line = first; line <= last; ++line) {
     uint64_t a = line << kLineShift;
-    Level l = l1d_.install(a) ? L1D : l2_.install(a) ? L2 : llc_->install(a) ? LLC : DRAM;
+    Level l = DRAM;
+    if (l1d_.install(a, write)) {
+      l = L1D;
+    } else {
+      if (l1d_.evicted_dirty() != Cache::kNoLine) write_back(l1d_.evicted_dirty(), 1, kUntimed);
+      if (l2_.install(a)) {
+        l = L2;
+      } else {
+        if (l2_.evicted_dirty() != Cache::kNoLine) write_back(l2_.evicted_dirty(), 2, kUntimed);
+        if (llc_->install(a)) l = LLC;
+        if (llc_->evicted_dirty() != Cache::kNoLine) write_back(llc_->evicted_dirty(), 3, kUntimed);
+      }
+    }
     ++t.lines[l];
   }
   return t;
+}
+
+void MemoryHierarchy::write_back(uint64_t pa, int level, uint64_t t) {
+  if (level <= 1 && l2_.write_back_into(pa)) return;
+  if (level <= 2 && llc_->write_back_into(pa)) return;
+  if (t == kUntimed) dram_.write_back_untimed();
+  else dram_.write_back(t);
 }
 
 void MemoryHierarchy::invalidate_all() {

@@ -4,12 +4,16 @@
 // says otherwise: models/replacement); a MemoryHierarchy chains L1D -> L2 -> LLC ->
 // DRAM for one core and answers "how many cycles until this load's data is usable".
 //
-// The model is deliberately small: no MSHRs, no bandwidth, no coherence, no write-back traffic.
-// A miss fills every level it missed in (inclusive enough for walk and zeroing latencies); an
-// eviction from an outer level does not back-invalidate the inner ones. Non-power-of-two set
+// Write-back caches: a store dirties its line in the L1D; a dirty line evicted from a level is
+// written into the next level that holds it (dirtying it there), and one the LLC evicts goes to
+// DRAM, taking its share of memory.bandwidth (models/cache/dram.hpp). No MSHRs and no coherence;
+// the core's fill buffers bound its misses in flight (models/core). A miss fills every level it
+// missed in (inclusive enough for walk and zeroing latencies); an eviction from an outer level
+// does not back-invalidate the inner ones. Non-power-of-two set
 // counts (the 25M, 10-way, 40960-set LLC of the i7-12700; CPUID leaf 4) use modulo indexing.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -17,6 +21,7 @@
 
 #include "base/params.hpp"
 #include "base/stats.hpp"
+#include "models/cache/dram.hpp"
 #include "models/replacement/replacement.hpp"
 
 namespace mmusim::hw {
@@ -49,16 +54,24 @@ class Cache {
   uint32_t ways() const { return ways_; }
 
   // Looks `pa`'s line up; a hit touches it in the replacement policy, a miss installs it (in the
-  // first empty way, else in the policy's victim). Counts the hit or miss.
-  bool access(uint64_t pa) {
-    bool hit = lookup_fill(pa >> kLineShift);
+  // first empty way, else in the policy's victim). `write`: the line is dirty afterwards. Counts
+  // the hit or miss.
+  bool access(uint64_t pa, bool write = false) {
+    bool hit = lookup_fill(pa >> kLineShift, write);
     if (hit) hits_->inc(); else misses_->inc();
     return hit;
   }
   // The same without counting (bulk kernel traffic).
-  bool install(uint64_t pa) { return lookup_fill(pa >> kLineShift); }
-  // Is the line present? No stats, no replacement-state change.
+  bool install(uint64_t pa, bool write = false) { return lookup_fill(pa >> kLineShift, write); }
+  // The dirty line the last access or install evicted (its address), or kNoLine.
+  static constexpr uint64_t kNoLine = ~uint64_t(0);
+  uint64_t evicted_dirty() const { return evicted_dirty_; }
+  // A dirty line written back into this level: if it holds the line, it is dirty here now (no
+  // replacement-state change) and true; else false (it goes further out).
+  bool write_back_into(uint64_t pa);
+  // Is the line present (dirty)? No stats, no replacement-state change.
   bool probe(uint64_t pa) const;
+  bool probe_dirty(uint64_t pa) const;
   void invalidate_all();
   size_t occupancy() const;
   // The policy's invariants over this cache's valid lines (tests).
@@ -66,6 +79,8 @@ class Cache {
 
  private:
   static constexpr uint64_t kInvalid = ~uint64_t(0);
+  // A tag is the line address (below 2^58), with kDirty set while the line is dirty.
+  static constexpr uint64_t kDirty = uint64_t(1) << 62;
   uint32_t set_of(uint64_t line) const {
     return set_mask_ ? uint32_t(line & set_mask_) : uint32_t(line % sets_);
   }
@@ -73,17 +88,36 @@ class Cache {
   // Under another policy a line stays in its way until replaced; the policy chooses the way a
   // miss fills (Replacement::fill_way: invalidate_all() is the only way lines leave, and it
   // calls forget_all()).
-  bool lookup_fill(uint64_t line) {
+  bool lookup_fill(uint64_t line, bool write) {
+    evicted_dirty_ = kNoLine;
+    const uint64_t mark = write ? kDirty : 0;
     const uint32_t first = set_of(line) * ways_;
-    if (recency_order_) return RecencyOrderLru::access(&tags_[first], ways_, line);
-    const uint64_t* __restrict t = &tags_[first];
+    uint64_t* __restrict t = &tags_[first];
+    if (recency_order_) {
+      // (RecencyOrderLru's move to the front, with the dirty bit carried along.)
+      uint32_t w = 0;
+      while (w < ways_ && (t[w] & ~kDirty) != line) ++w;
+      uint64_t tag = line | mark;
+      const bool hit = w < ways_;
+      if (hit) {
+        tag |= t[w];
+      } else {
+        w = ways_ - 1;
+        if (t[w] != kInvalid && (t[w] & kDirty)) evicted_dirty_ = (t[w] & ~kDirty) << kLineShift;
+      }
+      for (; w > 0; --w) t[w] = t[w - 1];
+      t[0] = tag;
+      return hit;
+    }
     for (uint32_t w = 0; w < ways_; ++w)
-      if (t[w] == line) {
+      if ((t[w] & ~kDirty) == line) {
+        t[w] |= mark;
         repl_.touch(first + w);
         return true;
       }
     const uint32_t v = repl_.fill_way(first, ways_, [&](uint32_t i) { return tags_[i] == kInvalid; });
-    tags_[v] = line;
+    if (tags_[v] != kInvalid && (tags_[v] & kDirty)) evicted_dirty_ = (tags_[v] & ~kDirty) << kLineShift;
+    tags_[v] = line | mark;
     repl_.touch(v);
     return false;
   }
@@ -96,14 +130,16 @@ class Cache {
   std::vector<uint64_t> tags_;  // line address, kInvalid when empty; set s is [s * ways, (s + 1) * ways)
   bool recency_order_;  // LRU: the tags' order is the policy's state (repl_ holds no slots)
   Replacement repl_;
+  uint64_t evicted_dirty_ = kNoLine;
   Counter* hits_;
   Counter* misses_;
 };
 
-// cache.l1d.*, cache.l2.*, cache.llc.*, memory.latency.
+// cache.l1d.*, cache.l2.*, cache.llc.*, memory.latency, memory.bandwidth.
 struct HierarchyParams {
   CacheParams l1d, l2, llc;
   Duration memory_latency;  // DRAM load-to-use; converted with the core clock
+  double memory_bandwidth = 0;  // GB/s of lines between this core's LLC and DRAM
 
   void visit(Params& p);
 };
@@ -117,16 +153,26 @@ class MemoryHierarchy {
   MemoryHierarchy(const HierarchyParams& p, double core_ghz, Stats& stats,
                   Cache* shared_llc = nullptr);
 
-  // The level that served `pa` (filling the levels above it).
-  Level access_level(uint64_t pa, bool write) {
-    if (l1d_.access(pa)) return L1D;
+  // The level that served `pa` at cycle `t` (filling the levels above it; `write`: the line is
+  // dirty in the L1D). Dirty lines evicted on the way are written back (write_back).
+  Level access_level(uint64_t pa, bool write, uint64_t t) {
+    if (l1d_.access(pa, write)) return L1D;
+    if (l1d_.evicted_dirty() != Cache::kNoLine) write_back(l1d_.evicted_dirty(), 1, t);
     if (l2_.access(pa)) return L2;
-    if (llc_->access(pa)) return LLC;
-    return DRAM;
+    if (l2_.evicted_dirty() != Cache::kNoLine) write_back(l2_.evicted_dirty(), 2, t);
+    const bool hit = llc_->access(pa);
+    if (llc_->evicted_dirty() != Cache::kNoLine) write_back(llc_->evicted_dirty(), 3, t);
+    return hit ? LLC : DRAM;
   }
-  // Load-to-use latency in core cycles of the level that hits.
-  uint32_t access(uint64_t pa, bool write) { return latency_[access_level(pa, write)]; }
+  // Load-to-use latency in core cycles of an access at cycle `t`: the level that hits, and for
+  // DRAM the wait for the path to it (memory.bandwidth).
+  uint32_t access(uint64_t pa, bool write, uint64_t t) {
+    const Level l = access_level(pa, write, t);
+    if (l != DRAM) return latency_[l];
+    return latency_[DRAM] + uint32_t(std::min<uint64_t>(dram_.read(t), uint64_t(1) << 30));
+  }
   uint32_t latency(Level l) const { return latency_[l]; }
+  DramChannel& dram() { return dram_; }
 
   // The kernel's bulk zeroing/copying/reading of [pa, pa + bytes): installs every line in every
   // level (without counting hits/misses). Returns how many lines each level served, so the caller
@@ -147,7 +193,12 @@ class MemoryHierarchy {
   Cache l2_;
   std::unique_ptr<Cache> own_llc_;
   Cache* llc_;
+  DramChannel dram_;
   uint32_t latency_[4];
+  static constexpr uint64_t kUntimed = ~uint64_t(0);
+  // The dirty line at `pa`, evicted from the level before `level` (1: L2, 2: LLC, 3: DRAM), at
+  // cycle `t` (kUntimed: the kernel's bulk traffic).
+  void write_back(uint64_t pa, int level, uint64_t t);
 };
 
 }  // namespace mmusim::hw

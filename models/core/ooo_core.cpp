@@ -87,6 +87,7 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
   spec_translations_ = &stats.counter("core.spec_translations", "translations done by squashed micro-ops (their TLB fills stay)");
   faults_taken_ = &stats.counter("core.faults_taken", "page faults taken at retirement");
   dirty_assists_ = &stats.counter("core.dirty_assists", "x86 D-flag assists");
+  store_drain_cycles_ = &stats.counter("core.fault_store_drain_cycles", "cycles fault handlers waited at their first store barrier (x86: LOCK-prefixed instruction) for the user's buffered stores to drain");
   lfences_ = &stats.counter("core.lfences", "LFENCEs retired");
   bytes_compared_ = &stats.counter("check.bytes_compared", "bytes loaded and compared with the expected value (random-ops)");
   reused_uops_ = &stats.counter("core.replayed_uops", "squashed micro-ops replayed from the previous fault's run-ahead instead of simulated again (core.runahead_reuse; host speed only, included in core.squashed_uops)");
@@ -178,7 +179,7 @@ OooCore::Issue OooCore::issue(const wl::Uop& u, uint64_t seq, uint64_t limit, bo
       is.syndrome = t.syndrome;
       is.need_dirty = t.need_dirty;
       is.done = t.ready;
-      if (is_load && !t.fault) is.done += caches_.access(t.pa, false);
+      if (is_load && !t.fault) is.done += caches_.access(t.pa, false, t.ready);
       break;
     }
     case wl::UopKind::Syscall:
@@ -243,12 +244,16 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
       }
       write_store(u, pa, r);
       // Drain from the store buffer in order, one per cycle at most, through the caches.
+      // A miss holds a fill buffer until its line arrives (the read-for-ownership, which waits
+      // for the path to DRAM when it is busy).
       uint64_t ds = std::max(r + 1, last_drain_ + 1);
-      uint32_t lat = caches_.access(pa, true);
-      if (lat > caches_.latency(MemoryHierarchy::L1D)) {
+      const MemoryHierarchy::Level lvl = caches_.access_level(pa, true, ds);
+      uint32_t lat = caches_.latency(lvl);
+      if (lvl != MemoryHierarchy::L1D) {
         uint64_t& fb = fb_free_[fb_next_];
         if (++fb_next_ == fb_free_.size()) fb_next_ = 0;
         ds = std::max(ds, fb);
+        if (lvl == MemoryHierarchy::DRAM) lat += uint32_t(caches_.dram().read(ds));
         fb = ds + lat;
       }
       last_drain_ = ds;
@@ -851,7 +856,21 @@ void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
   }
   if (trace_) trace_->time_ps = ps(nuke);
   OsFault of = os_.page_fault(cpu_, f.addr, fis.syndrome, f.ip, ps(nuke));
-  const uint64_t resume = nuke + uint64_t(of.cycles + 0.5);
+  uint64_t resume = nuke + uint64_t(of.cycles + 0.5);
+  // The user's stores still in the store buffer drain while the exception is delivered and the
+  // handler runs, up to the handler's first instruction that waits for them (x86: a LOCK-prefixed
+  // one, SDM Vol 3A §9.2.2; or, if it has none, the serialising IRET, §9.3): there the handler
+  // waits until the last of them has drained.
+  const uint64_t drained = stores_drained();
+  uint64_t wait = 0;
+  if (of.store_barrier_at >= 0) {
+    const uint64_t at = nuke + uint64_t(of.store_barrier_at + 0.5);
+    if (drained > at) wait = drained - at;
+  } else if (of.exit_drains_stores && drained > resume) {
+    wait = drained - resume;
+  }
+  resume += wait;
+  store_drain_cycles_->inc(wait);
 
   // Watchdog: the same micro-op faulting again and again.
   const bool repeat = fault_seq_ == seq_;

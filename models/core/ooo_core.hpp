@@ -187,6 +187,8 @@ class OooCore {
     return c;
   }
   void restore(const Snapshot& s);
+  // When every retired store has left the store buffer (stores drain in order).
+  uint64_t stores_drained() const { return st_ord_ ? sb_free_upto_[(st_ord_ - 1) & sb_mask_] : 0; }
   void take_fault(const Issue& is, const Snapshot& before);
   __attribute__((noinline)) uint64_t run_ahead(uint64_t nuke);  // a call of its own: profiles show it
 
@@ -431,6 +433,7 @@ class OooCore {
   Counter* spec_translations_;
   Counter* faults_taken_;
   Counter* dirty_assists_;
+  Counter* store_drain_cycles_;
   Counter* lfences_;
   Counter* bytes_compared_;
 };

@@ -28,6 +28,12 @@ struct OsFault {
   int kind = 0;            // kmm::FaultKind
   bool in_region = false;  // the address is in the measured region, while it is being measured
   bool signal = false;     // SIGSEGV/SIGBUS: the workload cannot go on
+  // Cycles from the start of the exception entry to the handler's first instruction that waits
+  // until the CPU's older stores are globally visible (x86: the first LOCK-prefixed instruction,
+  // in lock_vma_under_rcu; arm64: a DSB); < 0: the handler has none. The core holds the handler
+  // there until its store buffer has drained.
+  double store_barrier_at = -1;
+  bool exit_drains_stores = false;  // the exception return waits for the store buffer (x86 IRET)
 };
 
 class Os {

@@ -97,7 +97,7 @@ WalkOutcome PageWalker::walk(uint64_t va, uint16_t asid, uint64_t root_pa, uint6
   for (unsigned i = 0; i < out.walk.nsteps; ++i) {
     const pg::WalkStep& st = out.walk.steps[i];
     if (st.level > top) continue;  // supplied by the PSC
-    cycles += caches_.access(st.entry_pa, false);
+    cycles += caches_.access(st.entry_pa, false, out.start + cycles);
     ++out.mem_reads;
     if (st.level >= 1 && psc_.holds_level(st.level)) {
       pg::HwEntry h = pg::decode(isa_, st.entry, st.level);

@@ -26,7 +26,8 @@ class SystemOs : public hw::Os {
   }
   hw::OsFault page_fault(int cpu, uint64_t va, uint64_t syndrome, uint64_t ip, uint64_t now_ps) override {
     FaultOutcome o = s_.page_fault(cpu, *s_.current(cpu), va, syndrome, ip, now_ps);
-    return hw::OsFault{o.cycles, int(o.record.kind), o.in_region, o.ret.sigsegv || o.ret.sigbus};
+    return hw::OsFault{o.cycles, int(o.record.kind), o.in_region, o.ret.sigsegv || o.ret.sigbus,
+                       o.store_barrier_at, o.exit_drains_stores};
   }
   void marker(int cpu, const wl::Uop& u, uint64_t now_ps) override { s_.marker(cpu, *s_.current(cpu), u, now_ps); }
   bool region_active() const override { return s_.region_active(); }

@@ -2,10 +2,10 @@
 calibration experiments.
 
 Source of every measured value below: /work/shared/reference/EXPERIMENTS.md ("Reference
-experiments", section "Calibration", tables C1 and C2 and the text of C3 and C4), the measurements
+experiments", section "Calibration", tables C1, C2 and C5 and the text of C3 and C4), the measurements
 published with the kernel patches in shared/reference/patches/. They are copied here verbatim
 (C1 times are the medians of the two boots of each kernel, "29.7 / 30.1"; C2 ranges "5,400-5,700"
-are kept as ranges). The validation experiments (V1-V11) have no values in the repository: the
+are kept as ranges). The validation experiments (V3-V11) have no values in the repository: the
 script prints the model's predictions only.
 """
 
@@ -73,9 +73,23 @@ class Case:
         self.note = note
 
 
+class Ratio:
+    """A row computed from two cases' values of one metric: numerator / denominator (indices
+    into the experiment's cases), shown as metric `metric` (not scaled by --size)."""
+
+    def __init__(self, case, variant, metric, num, den, measured=None):
+        self.case = case
+        self.variant = variant
+        self.metric = metric
+        self.num = num
+        self.den = den
+        self.measured = measured
+
+
 class Experiment:
     def __init__(self, eid, title, kind, size, metrics, cases, note=None, case_header="case",
-                 variant_header="variant", skip=None):
+                 variant_header="variant", skip=None, ratios=None):
+        self.ratios = ratios or []  # Ratio rows, after the cases
         self.id = eid
         self.title = title
         self.kind = kind  # "calibration" | "validation"
@@ -126,7 +140,16 @@ C3_LFENCE = (4100, 4.0)
 # folio (patched).
 C4_CONVERT = {"off": 512, "pagetable": 0}
 
-ALL_IDS = ["C1", "C2", "C3", "C4", "V1", "V2", "V3", "V4", "V5", "V6", "V7", "V11"]
+# C5 (EXPERIMENTS.md, table C5, was V1): the memset() pass, ms, two boots each:
+# folio -> (baseline (boot 1, boot 2), patched (boot 1, boot 2)).
+C5_MEASURED = {
+    "4K": ((57.2, 56.5), (56.9, 57.1)),
+    "64K": ((56.5, 56.3), (39.0, 38.7)),
+    "2M-pte": ((58.6, 56.5), (36.8, 37.7)),
+    "2M-pmd": ((37.5, 35.9), (35.9, 36.5)),
+}
+
+ALL_IDS = ["C1", "C2", "C3", "C4", "C5", "V2", "V3", "V4", "V5", "V6", "V7", "V11"]
 
 T_FAULTS = Metric("faults", "faults", "", 1.0, True)
 T_REGION = Metric("region", "faults in region", "", 1.0, True)
@@ -248,10 +271,27 @@ def v_cases(config, rows, variants=VARIANTS, stats=None, extra_sets=()):
     return cases
 
 
-def v1():
-    rows = [(label, [("workload.folio", f)]) for f, label in FOLIOS_C1 if f != "1M"]
-    return Experiment("V1", "memset() pass", "validation", 256 * MB, [T_FAULTS, T_SPUR, T_TIME],
-                      v_cases("v1-memset.cfg", rows), case_header="folio size")
+def c5():
+    cases, ratios = [], []
+    stats = {"faults": "faults.total", "spurious": "faults.spurious", "time": "region.time_ns"}
+    for folio, label in FOLIOS_C1:
+        if folio not in C5_MEASURED:
+            continue
+        for wp, var in VARIANTS:
+            boots = C5_MEASURED[folio][0 if wp == "off" else 1]
+            cases.append(Case(label, var, exp_config("c5-memset.cfg"), folio_sets(folio, wp), stats,
+                              {"time": Measured.pair(*boots)}))
+        b, p = C5_MEASURED[folio]
+        ref = (sum(p) / 2.0) / (sum(b) / 2.0)
+        ratios.append(Ratio(label, "patched / baseline", "ratio", len(cases) - 1, len(cases) - 2,
+                            Measured(f"{ref:.3f}", ref, derived="mean patched / mean baseline")))
+    return Experiment("C5", "memset() pass (was V1)", "calibration", 256 * MB,
+                      [T_FAULTS, T_SPUR, T_TIME,
+                       Metric("ratio", "time ratio", "", 1.0, False, 3)], cases,
+                      note=("faults.total, faults.spurious, region.time_ns; the time ratio is "
+                            "patched / baseline of the same folio size. Tolerances: times 15%, "
+                            "ratios 10%. memory.bandwidth is calibrated on the 2M PMD-mapped row."),
+                      case_header="folio size", ratios=ratios)
 
 
 def v2():
@@ -336,7 +376,7 @@ def v11():
                       case_header="folio", variant_header="fork_copy")
 
 
-BUILDERS = {"C1": c1, "C2": c2, "C3": c3, "C4": c4, "V1": v1, "V2": v2, "V3": v3, "V4": v4, "V5": v5,
+BUILDERS = {"C1": c1, "C2": c2, "C3": c3, "C4": c4, "C5": c5, "V2": v2, "V3": v3, "V4": v4, "V5": v5,
             "V6": v6, "V7": v7, "V11": v11}
 
 

@@ -67,6 +67,31 @@ def evaluate(exp, outcomes, size=None):
                 "deviation_pct": deviation_pct(sim, ref), "status": status, "note": note,
                 "_digits": m.digits, "_metric_id": m.id,
             })
+    for ra in getattr(exp, "ratios", []):
+        m = next(mm for mm in exp.metrics if mm.id == ra.metric)
+        num, den = outcomes[ra.num], outcomes[ra.den]
+        stat = exp.cases[ra.num].stats.get("time")
+        sim, status, note = None, "ok", ""
+        if num.status != "ok" or den.status != "ok":
+            status = num.status if num.status != "ok" else den.status
+            note = num.message or den.message
+        else:
+            a, b = num.stats.get(stat), den.stats.get(stat)
+            if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
+                sim = a / b
+            else:
+                status, note = "missing", f"no stat '{stat}' in the output"
+        meas = ra.measured
+        rows.append({
+            "experiment": exp.id, "kind": exp.kind, "case": ra.case, "variant": ra.variant,
+            "metric": m.label, "stat": f"{stat} ratio", "unit": m.unit, "simulated": sim,
+            "measured": meas.ref if meas else None, "measured_text": meas.text if meas else "",
+            "reference": meas.ref if meas else None,
+            "deviation_pct": deviation_pct(sim, meas.ref if meas else None), "status": status,
+            "note": (note + "; " if note else "") + (f"measured derived: {meas.derived}"
+                                                     if meas and meas.derived else ""),
+            "_digits": m.digits, "_metric_id": m.id,
+        })
     return rows
 
 

@@ -12,6 +12,14 @@ using namespace mmusim;
 using namespace mmusim::hw;
 
 namespace {
+// Accesses far apart in time (none waits for another's DRAM transfer: memory.bandwidth).
+uint64_t next_t() {
+  static uint64_t t = 1000000;
+  return t += 10000;
+}
+}  // namespace
+
+namespace {
 constexpr double kGhz = 4.9;
 // 90 ns at 4.9 GHz.
 constexpr uint32_t kDram = 441;
@@ -35,30 +43,30 @@ TEST_CASE("cache: load-to-use latency is exactly that of the level that hits", "
   const uint64_t a = 0x40000;
 
   // Cold: DRAM, and the line is installed everywhere.
-  CHECK(h.access(a, false) == kDram);
+  CHECK(h.access(a, false, next_t()) == kDram);
   CHECK(h.l1d().probe(a));
   CHECK(h.l2().probe(a));
   CHECK(h.llc().probe(a));
   // Another byte of the same line: L1D, 5 cycles (not 4, not 15).
-  uint32_t l1 = h.access(a + 63, false);
+  uint32_t l1 = h.access(a + 63, false, next_t());
   CHECK(l1 == 5);
   CHECK_FALSE(l1 == 4);
 
   // Evict it from the L1D only: 12 more lines of the same L1D set (stride 4K = 64 sets x 64 B),
   // which fall in different L2 sets (2048 sets).
-  for (int k = 1; k <= 12; ++k) h.access(a + uint64_t(k) * 4096, false);
+  for (int k = 1; k <= 12; ++k) h.access(a + uint64_t(k) * 4096, false, next_t());
   CHECK_FALSE(h.l1d().probe(a));
   CHECK(h.l2().probe(a));
-  CHECK(h.access(a, false) == 15);
+  CHECK(h.access(a, false, next_t()) == 15);
   CHECK(h.l1d().probe(a));  // the L2 hit refilled the L1D
 
   // Evict it from L1D and L2: 12 lines of the same L1D and L2 set (stride 128K); they land in
   // other LLC sets (40960 sets is not a divisor of 2048-line strides), so the LLC keeps it.
-  for (int k = 1; k <= 12; ++k) h.access(a + uint64_t(k) * (128 << 10), false);
+  for (int k = 1; k <= 12; ++k) h.access(a + uint64_t(k) * (128 << 10), false, next_t());
   CHECK_FALSE(h.l1d().probe(a));
   CHECK_FALSE(h.l2().probe(a));
   CHECK(h.llc().probe(a));
-  CHECK(h.access(a, false) == 60);
+  CHECK(h.access(a, false, next_t()) == 60);
   CHECK(h.l1d().probe(a));
   CHECK(h.l2().probe(a));
 
@@ -131,10 +139,10 @@ TEST_CASE("cache: touch installs lines without counting, and reports where they 
   CHECK(t.lines[MemoryHierarchy::L1D] == 2);
   CHECK(h.touch(page, 0, true).lines[MemoryHierarchy::L1D] == 0);
   // A 4K page fits the 48K L1D: every line hits afterwards.
-  for (uint64_t off = 0; off < 4096; off += 64) REQUIRE(h.access(page + off, false) == 5);
+  for (uint64_t off = 0; off < 4096; off += 64) REQUIRE(h.access(page + off, false, next_t()) == 5);
 
   h.invalidate_all();
-  CHECK(h.access(page, false) == kDram);
+  CHECK(h.access(page, false, next_t()) == kDram);
 }
 
 TEST_CASE("cache: an LLC shared by two cores' hierarchies", "[cache]") {
@@ -143,9 +151,9 @@ TEST_CASE("cache: an LLC shared by two cores' hierarchies", "[cache]") {
   Cache llc(p.llc, s);
   MemoryHierarchy c0(p, kGhz, s, &llc);
   MemoryHierarchy c1(p, kGhz, s, &llc);
-  CHECK(c0.access(0x9000, false) == kDram);
-  CHECK(c1.access(0x9000, false) == 60);  // the other core brought it into the shared LLC
-  CHECK(c1.access(0x9000, false) == 5);
+  CHECK(c0.access(0x9000, false, next_t()) == kDram);
+  CHECK(c1.access(0x9000, false, next_t()) == 60);  // the other core brought it into the shared LLC
+  CHECK(c1.access(0x9000, false, next_t()) == 5);
   CHECK(s.find_counter("cache.llc.hits")->value() == 1);
   CHECK(s.find_counter("cache.l1d.misses")->value() == 2);  // both cores count into one key
 }

@@ -28,6 +28,14 @@ using mmusim::hw::test::PageTables;
 using mmusim::hw::test::Perm;
 
 namespace {
+// Accesses far apart in time (none waits for another's DRAM transfer: memory.bandwidth).
+uint64_t next_t() {
+  static uint64_t t = 1000000;
+  return t += 10000;
+}
+}  // namespace
+
+namespace {
 
 constexpr double kGhz = 4.9;
 constexpr uint32_t kL1 = 5, kL2 = 15, kLlc = 60, kDram = 441;  // Golden Cove, 90 ns at 4.9 GHz
@@ -130,13 +138,13 @@ TEST_CASE("walker: PSC misses at each level with the entries in L1, L2, LLC and 
   REQUIRE(((pte >> 6) & 63) == 6);
   const uint64_t far = 0x4000'0000;  // conflict lines, away from the tables
   // PDPTE in the LLC only: 12 lines of the same L1D and L2 set push it out of both.
-  r.caches.access(pdpte, false);
-  for (uint64_t k = 1; k <= 12; ++k) r.caches.access(far + (pdpte & 0x1ffff) + k * (128 << 10), false);
+  r.caches.access(pdpte, false, next_t());
+  for (uint64_t k = 1; k <= 12; ++k) r.caches.access(far + (pdpte & 0x1ffff) + k * (128 << 10), false, next_t());
   // PDE in the L2 only: 12 lines of the same L1D set, in other L2 sets.
-  r.caches.access(pde, false);
-  for (uint64_t k = 1; k <= 12; ++k) r.caches.access(far + (pde & 0x1ffff) + k * K4, false);
+  r.caches.access(pde, false, next_t());
+  for (uint64_t k = 1; k <= 12; ++k) r.caches.access(far + (pde & 0x1ffff) + k * K4, false, next_t());
   // PTE in the L1D. PML4E untouched: DRAM.
-  r.caches.access(pte, false);
+  r.caches.access(pte, false, next_t());
   REQUIRE_FALSE(r.caches.llc().probe(pml4e));
   REQUIRE((r.caches.llc().probe(pdpte) && !r.caches.l2().probe(pdpte) && !r.caches.l1d().probe(pdpte)));
   REQUIRE((r.caches.l2().probe(pde) && !r.caches.l1d().probe(pde)));

@@ -52,7 +52,7 @@ def settings(path):
 class ExperimentConfigsTest(unittest.TestCase):
     def test_there_is_a_config_per_experiment(self):
         names = {os.path.basename(c).split("-")[0] for c in CONFIGS}
-        for e in ["c1", "c2", "c3", "c4", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v11"]:
+        for e in ["c1", "c2", "c3", "c4", "c5", "v2", "v3", "v4", "v5", "v6", "v7", "v11"]:
             self.assertIn(e, names)
 
     def test_every_config_runs_at_a_reduced_size(self):

@@ -130,6 +130,12 @@ class Arm64Arch : public Arch {
   static constexpr unsigned VA_BITS = mmusim::pg::kArm64_4K.va_bits();
   // TASK_SIZE_64 (asm/processor.h): all of TTBR0's range.
   static constexpr uint64_t TASK_SIZE_64 = uint64_t(1) << VA_BITS;
+  // Arm ARM B2.3.12: a DSB completes only when every explicit memory access before it has
+  // completed (the stores included); the acquire/release atomics of the kernel's locks order
+  // accesses without waiting for older stores to complete, and ERET is a context synchronization
+  // event, not a barrier for stores (D1.x): only the DSB items wait.
+  uint32_t store_barrier_items() const override;
+  bool exception_return_drains_stores() const override { return false; }
   uint64_t task_size() const override { return TASK_SIZE_64; }
   bool arch_has_hw_pte_young(bool cpu_has_hw_af) const override;
 

@@ -88,6 +88,10 @@ inline bool is_ttbr0_addr(uint64_t addr) { return addr < Arm64Arch::TASK_SIZE_64
 // hardware when the CPU has FEAT_HAFDBS (HA); otherwise an access-flag fault asks the kernel.
 bool Arm64Arch::arch_has_hw_pte_young(bool cpu_has_hw_af) const { return cpu_has_hw_af; }
 
+uint32_t Arm64Arch::store_barrier_items() const {
+  return uint32_t(1) << unsigned(Cost::dsb_local) | uint32_t(1) << unsigned(Cost::dsb_bcast);
+}
+
 // do_mem_abort() (fault.c:885) -> fault_info[esr & ESR_ELx_FSC].fn: do_translation_fault() for
 // translation faults (fault.c:746: do_page_fault() for a TTBR0 address, else do_bad_area() =
 // SIGSEGV), do_page_fault() for access-flag and permission faults; anything else (address size,

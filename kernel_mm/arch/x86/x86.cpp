@@ -251,6 +251,12 @@ static bool access_error(uint64_t error_code, const vm_area_struct* vma) {
 // always sets Accessed (and Dirty) itself (SDM Vol 3A §4.8).
 bool X86Arch::arch_has_hw_pte_young(bool) const { return true; }
 
+uint32_t X86Arch::store_barrier_items() const {
+  auto bit = [](Cost c) { return uint32_t(1) << unsigned(c); };
+  return bit(Cost::lock_op) | bit(Cost::page_op) | bit(Cost::folio_op) | bit(Cost::invlpg) |
+         bit(Cost::flush_full);
+}
+
 FaultReturn X86Arch::handle_user_fault(task_struct* tsk, uint64_t address, uint64_t error_code, uint64_t ip) {
   FaultReturn r;
   mm_struct* mm = tsk->mm;

@@ -18,6 +18,16 @@ class X86Arch : public Arch {
   static constexpr uint64_t TASK_SIZE_MAX = (uint64_t(1) << __VIRTUAL_MASK_SHIFT) - PAGE_SIZE;
   uint64_t task_size() const override { return TASK_SIZE_MAX; }
   bool mem_soft_dirty() const override { return true; }
+  // SDM Vol 3A §9.2.2 (memory ordering in P6 and later families): reads and writes are not
+  // reordered with locked instructions or serializing instructions, and locked instructions have
+  // a total order: a LOCK-prefixed read-modify-write (every spinlock, rwsem and atomic bit or
+  // count operation: lock_op, page_op, folio_op) does not complete before the older stores in the
+  // store buffer are globally visible. INVLPG and MOV to CR3 are serializing (§9.3): they drain
+  // the store buffer before the next instruction.
+  uint32_t store_barrier_items() const override;
+  // IRET is serializing (SDM Vol 3A §9.3: buffered writes drain before the next instruction is
+  // fetched).
+  bool exception_return_drains_stores() const override { return true; }
   bool arch_has_hw_pte_young(bool) const override;
 
   bool pte_present(pte_t) const override;

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The path from one core to DRAM as a bandwidth: every line that moves between the LLC and memory
+// (a fill, including a store's read-for-ownership, and the write-back of a dirty line the LLC
+// evicts) occupies it for 64 bytes / memory.bandwidth. A fill that finds it busy waits in the
+// queue; the wait adds to the fill's latency (memory.latency is the unloaded one). Write-backs are
+// posted: nobody waits for them, but they take their share of the bandwidth, so that a store
+// stream, which reads a line and later writes one back for every line it stores to, moves half as
+// many lines per second as a read stream.
+//
+// Requests do not arrive in time order (the core times each micro-op in program order, a load at
+// its execution, a store when it drains, a walk's reads at their own times), so the occupancy is
+// a calendar, not a single "free at" time: time is cut into slots of kLinesPerSlot transfers, and
+// the path serves requests first come, first served: a request at cycle t takes the first slot
+// at or after t that holds fewer than kLinesPerSlot transfers of requests that came at or before
+// t. (Those that came later but were simulated first do not hold it back: a walk's read at t
+// queues behind the store stream's fills issued before t, not behind those the stream issues
+// after t.) A request older than the calendar's reach (kSlots slots behind the newest) finds the
+// path free.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/stats.hpp"
+
+namespace mmusim::hw {
+
+class DramChannel {
+ public:
+  // `line_cycles`: core cycles one 64-byte transfer occupies the path (64 B / bandwidth).
+  DramChannel(double line_cycles, Stats& stats);
+
+  // A line fill requested at cycle `t`: the cycles it waits before its transfer starts.
+  uint64_t read(uint64_t t) {
+    reads_->inc();
+    const uint64_t w = take(t);
+    queue_cycles_->inc(w);
+    return w;
+  }
+  // A dirty line written back at cycle `t` (posted: it only takes bandwidth).
+  void write_back(uint64_t t) {
+    writebacks_->inc();
+    take(t);
+  }
+  // A write-back with no time (the kernel's bulk zeroing evicting dirty lines: its cost is
+  // clear_page's price): counted, takes no bandwidth.
+  void write_back_untimed() { writebacks_untimed_->inc(); }
+  double line_cycles() const { return line_cycles_; }
+
+ private:
+  static constexpr unsigned kLinesPerSlot = 4;
+  static constexpr size_t kSlots = size_t(1) << 14;  // a power of two
+  static constexpr unsigned kKept = 2 * kLinesPerSlot;  // arrivals remembered per slot
+  struct Slot {
+    uint64_t index = ~uint64_t(0);  // which slot of time this entry holds
+    uint32_t n = 0;                 // transfers taken (the first kKept remembered)
+    uint64_t arrival[kKept];        // the cycles their requests came
+  };
+  uint64_t take(uint64_t t);
+
+  double line_cycles_;
+  double slot_cycles_;
+  std::vector<Slot> slots_;
+  uint64_t newest_ = 0;
+  Counter* reads_;
+  Counter* writebacks_;
+  Counter* writebacks_untimed_;
+  Counter* queue_cycles_;
+};
+
+}  // namespace mmusim::hw
