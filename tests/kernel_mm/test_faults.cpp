@@ -303,3 +303,41 @@ TEST_CASE("faults: mmap places anonymous memory top-down, PMD-aligned for PMD mu
   CHECK(e.load(t, a1 + PAGE_SIZE) == 0);
   CHECK(e.k.vma_lookup(t->mm, a1)->vm_end == a1 + PAGE_SIZE);
 }
+
+TEST_CASE("faults: the cost account up to the handler's first store barrier", "[faults][barrier]") {
+  // x86: the first LOCK-prefixed instruction of do_user_addr_fault is vma_start_read()'s
+  // down_read_trylock() in lock_vma_under_rcu(); what precedes it is the entry and fault_arch.
+  Env e;
+  task_struct* t = e.proc("p");
+  const uint64_t va = e.mmap(t, 16 * PAGE_SIZE);
+  REQUIRE(e.store(t, va, 1));
+  e.k.clear_cost();
+  CHECK(e.k.cost_before_store_barrier() == nullptr);
+  e.k.charge(Cost::exc_entry);
+  e.write_fault(t, va, /*present=*/true);
+  const CostAccount* b = e.k.cost_before_store_barrier();
+  REQUIRE(b);
+  CHECK((*b)[Cost::exc_entry] == 1);
+  CHECK((*b)[Cost::fault_arch] == 1);
+  CHECK((*b)[Cost::lock_op] == 0);
+  CHECK(e.k.cost()[Cost::lock_op] >= 1);  // the locks themselves come after it
+  e.k.clear_cost();
+  CHECK(e.k.cost_before_store_barrier() == nullptr);
+  CHECK(e.a.exception_return_drains_stores());
+}
+
+TEST_CASE("faults: which instructions wait for the store buffer, per architecture", "[faults][barrier]") {
+  auto bit = [](Cost c) { return uint32_t(1) << unsigned(c); };
+  Env x86;
+  const uint32_t x = x86.a.store_barrier_items();
+  CHECK((x & bit(Cost::lock_op)));
+  CHECK((x & bit(Cost::page_op)));
+  CHECK((x & bit(Cost::invlpg)));
+  CHECK((x & bit(Cost::flush_full)));
+  CHECK_FALSE((x & bit(Cost::pte_write)));
+  Env arm({}, mmusim::pg::Isa::arm64);
+  const uint32_t a = arm.a.store_barrier_items();
+  CHECK((a & bit(Cost::dsb_bcast)));
+  CHECK_FALSE((a & bit(Cost::lock_op)));  // acquire/release atomics do not wait for older stores
+  CHECK_FALSE(arm.a.exception_return_drains_stores());
+}

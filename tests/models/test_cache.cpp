@@ -198,3 +198,106 @@ TEST_CASE("cache: parameters declare with preset defaults, read overrides, rejec
     CHECK_THAT(e.what(), Catch::Contains("cache.l1d.size") && Catch::Contains("cache.l1d.ways"));
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The path to DRAM (models/cache/dram.hpp) and write-backs.
+
+TEST_CASE("dram: transfers at one time are served one line time apart, first come first served",
+          "[cache][dram]") {
+  Stats s;
+  DramChannel d(10.0, s);  // 10 cycles per 64-byte line
+  // Four requests at cycle 0: the path is free for the first, then one line time each.
+  CHECK(d.read(0) == 0);
+  CHECK(d.read(0) == 10);
+  CHECK(d.read(0) == 20);
+  CHECK(d.read(0) == 30);
+  CHECK(d.read(0) == 40);  // (the next slot of four)
+  // A write-back takes its transfer too: the next fill at 0 waits one more line.
+  d.write_back(0);
+  CHECK(d.read(0) == 60);
+  // A request long after finds the path free.
+  CHECK(d.read(10'000) == 0);
+  // One simulated later but arriving earlier than requests already taken is not held back by
+  // them: the fill at 10,000 is behind it in time.
+  CHECK(d.read(9'990) == 0);
+  // ... but one arriving after it is: the fill at 10,000 has the path until 10,010.
+  CHECK(d.read(10'001) == 9);
+  // In one slot of time too: a fill at 20,030 taken first does not hold back one at 20,005.
+  CHECK(d.read(20'030) == 0);
+  CHECK(d.read(20'005) == 0);
+  CHECK(s.find_counter("memory.reads")->value() == 11);
+  CHECK(s.find_counter("memory.writebacks")->value() == 1);
+  CHECK(s.find_counter("memory.queue_cycles")->value() == 10 + 20 + 30 + 40 + 60 + 9);
+}
+
+TEST_CASE("dram: a stream of fills at the bandwidth's rate never waits; twice as fast, it queues",
+          "[cache][dram]") {
+  Stats s;
+  DramChannel d(8.0, s);
+  uint64_t waited = 0;
+  for (uint64_t i = 0; i < 1000; ++i) waited += d.read(i * 8);
+  CHECK(waited == 0);
+  // 1000 fills, one every 4 cycles, from cycle 100,000: the n-th waits about n * 4 cycles (the
+  // path serves one every 8); the last one about 4,000.
+  uint64_t last = 0;
+  for (uint64_t i = 0; i < 1000; ++i) last = d.read(100'000 + i * 4);
+  CHECK(last >= 3990);
+  CHECK(last <= 4000);
+}
+
+TEST_CASE("cache: a store dirties its line; dirty lines are written back level by level to DRAM",
+          "[cache][dram]") {
+  Stats s;
+  HierarchyParams p = presets::i7().caches;
+  MemoryHierarchy h(p, kGhz, s);
+  const uint64_t a = 0x40000;
+  CHECK(h.access(a, true, next_t()) == kDram);  // a store's read-for-ownership
+  CHECK(h.l1d().probe_dirty(a));
+  CHECK_FALSE(h.l2().probe_dirty(a));
+  // 12 more lines of its L1D set (clean loads) evict it from the L1D into the L2, dirty there.
+  for (int k = 1; k <= 12; ++k) h.access(a + uint64_t(k) * 4096, false, next_t());
+  CHECK_FALSE(h.l1d().probe(a));
+  CHECK(h.l2().probe_dirty(a));
+  CHECK_FALSE(h.llc().probe_dirty(a));
+  // Lines of its L2 set push it to the LLC (dirty), nothing reaches DRAM yet.
+  for (int k = 1; k <= 12; ++k) h.access(a + uint64_t(k) * (128 << 10), false, next_t());
+  CHECK_FALSE(h.l2().probe(a));
+  CHECK(h.llc().probe_dirty(a));
+  CHECK(s.find_counter("memory.writebacks")->value() == 0);
+  // The LLC evicts it: 10 more lines of its LLC set (40960 sets: a stride of 40960 lines).
+  const uint64_t llc_stride = uint64_t(40960) * 64;
+  for (int k = 1; k <= 10; ++k) h.access(a + uint64_t(k) * llc_stride, false, next_t());
+  CHECK_FALSE(h.llc().probe(a));
+  CHECK(s.find_counter("memory.writebacks")->value() == 1);
+  // Clean lines leave without a write-back: the loads above were all clean.
+  for (int k = 11; k <= 30; ++k) h.access(a + uint64_t(k) * llc_stride, false, next_t());
+  CHECK(s.find_counter("memory.writebacks")->value() == 1);
+  // The kernel's bulk zeroing dirties what it touches; its evictions are counted, untimed.
+  h.touch(0x8000'0000, 4096, true);
+  CHECK(h.l1d().probe_dirty(0x8000'0000));
+  for (int k = 1; k <= 12 + 12 + 10; ++k) h.touch(0x8000'0000 + uint64_t(k) * llc_stride, 64, false);
+  CHECK(s.find_counter("memory.writebacks_untimed")->value() >= 1);
+  std::string why;
+  CHECK(h.llc().check_invariants(&why));
+}
+
+TEST_CASE("cache: memory.bandwidth is a parameter of the hierarchy with the platform's default",
+          "[cache][dram][params]") {
+  Schema schema;
+  HierarchyParams decl = presets::i7().caches;
+  Params dp = Params::declaring(schema);
+  decl.visit(dp);
+  REQUIRE(schema.find("memory.bandwidth"));
+  CHECK(schema.find("memory.bandwidth")->default_text == "14.7");
+  Config cfg(schema);
+  cfg.set("memory.bandwidth", "6.4", "test");
+  HierarchyParams rd = presets::i7().caches;
+  Params rp = Params::reading(cfg);
+  rd.visit(rp);
+  CHECK(rd.memory_bandwidth == 6.4);
+  Stats s;
+  MemoryHierarchy h(rd, kGhz, s);
+  // 64 B at 6.4 GB/s = 10 ns = 49 cycles at 4.9 GHz.
+  CHECK(h.dram().line_cycles() == Approx(49.0));
+  CHECK_THROWS_AS(cfg.set("memory.bandwidth", "0", "test"), UserError);
+}

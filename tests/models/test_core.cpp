@@ -138,6 +138,8 @@ class FakeOs : public Os {
 
   std::unique_ptr<wl::Program> prog;
   double fault_cycles = 2000;
+  double store_barrier_at = -1;   // OsFault::store_barrier_at
+  bool exit_drains_stores = false;
   std::function<void(size_t index, uint64_t va)> on_fault;  // inspection, before the fix
   std::function<void(uint64_t va)> fix;                     // plays the kernel
   std::function<void(size_t index)> on_marker;              // inspection at a marker's retirement
@@ -172,7 +174,7 @@ class FakeOs : public Os {
     faults.push_back(FaultRec{va, syndrome, w.result == pg::Walk::Ok && w.writable, now_ps});
     if (on_fault) on_fault(faults.size() - 1, va);
     if (fix) fix(va);
-    return OsFault{fault_cycles, 0, false, false};
+    return OsFault{fault_cycles, 0, false, false, store_barrier_at, exit_drains_stores};
   }
   void marker(int, const wl::Uop&, uint64_t now_ps) override {
     marker_ps.push_back(now_ps);
@@ -210,9 +212,9 @@ struct Rig {
   std::vector<wl::Uop> prog;
   std::unique_ptr<OooCore> core;
 
-  explicit Rig(double ghz_ = 4.9)
+  explicit Rig(double ghz_ = 4.9, const CoreMmuParams& hw = presets::i7())
       : ghz(ghz_),
-        mmu(presets::i7(), pg::Isa::x86_64, mem, ghz, stats, nullptr),
+        mmu(hw, pg::Isa::x86_64, mem, ghz, stats, nullptr),
         caches(mmu.caches()),
         dtlb_load(mmu.l1_load()),
         dtlb_store(mmu.l1_store()),
@@ -850,4 +852,85 @@ TEST_CASE("core: run-ahead reuse stays exact when the kernel changes L2 TLB slot
       if (squash == WalkSquash::complete) CHECK(on.second > 10000);
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The store buffer at a fault, and the store stream to DRAM.
+
+namespace {
+// Eight stores to eight cold lines of writable pages (region B), then a store to the read-only
+// folio that faults (the kernel makes it writable), then a marker.
+struct DrainRun {
+  double marker_cycles = 0;  // when the marker after the faulting store retired
+  uint64_t waited = 0;
+};
+DrainRun drain_run(double barrier_at, bool exit_drains, double fault_cycles = 2000) {
+  Rig r;
+  r.p.fill_buffers = 1;  // the eight misses drain one after the other
+  r.map_folio_readonly();
+  for (unsigned i = 0; i < 8; ++i) r.pt.map(kB + i * K4, 0x300'0000 + i * K4, 0, Perm{true, true, true});
+  for (unsigned i = 0; i < 8; ++i) r.prog.push_back(store(kB + i * K4));
+  r.prog.push_back(store(P(0)));
+  r.prog.push_back(marker());
+  r.fix_folio_on_fault();
+  r.os.fault_cycles = fault_cycles;
+  r.os.store_barrier_at = barrier_at;
+  r.os.exit_drains_stores = exit_drains;
+  r.run();
+  REQUIRE(r.os.faults.size() == 1);
+  REQUIRE(r.os.marker_ps.size() == 1);
+  return {double(r.os.marker_ps[0]) * r.ghz / 1000.0, r.count("core.fault_store_drain_cycles")};
+}
+}  // namespace
+
+TEST_CASE("core: the fault handler waits at its first store barrier for the buffered stores",
+          "[core][timing][drain]") {
+  const DrainRun none = drain_run(-1, false);
+  CHECK(none.waited == 0);
+  // A barrier at the start of the handler: it waits until the last of the eight has drained; with
+  // one fill buffer they drain one DRAM latency (441 cycles) after the other, so that is more
+  // than seven latencies after the fault.
+  const DrainRun at0 = drain_run(0, false);
+  CHECK(at0.waited > 7 * 441);
+  CHECK(at0.marker_cycles == Approx(none.marker_cycles + double(at0.waited)).margin(0.01));
+  // The later the barrier in the handler, the more of the drain the handler overlaps: exactly.
+  const DrainRun at300 = drain_run(300, false);
+  CHECK(at300.waited == at0.waited - 300);
+  CHECK(at300.marker_cycles == Approx(none.marker_cycles + double(at300.waited)).margin(0.01));
+  // A barrier after the drain has finished costs nothing.
+  CHECK(drain_run(1e6, false).waited == 0);
+  // No barrier in the handler, a serialising return (x86 IRET): the wait is at the return.
+  const DrainRun iret = drain_run(-1, true, 500);
+  CHECK(iret.waited == at0.waited - 500);
+  // ... and without one (arm64 ERET) the stores drain behind the returned program.
+  CHECK(drain_run(-1, false, 500).waited == 0);
+}
+
+TEST_CASE("core: a store stream to DRAM runs at memory.bandwidth once the LLC holds dirty lines",
+          "[core][timing][dram]") {
+  // A 2 MiB LLC (so that the stream's own dirty lines are written back while it runs) and 2 GB/s:
+  // every line stored costs a fill and, after the first 2 MiB, a write-back: 2 x 64 B / 2 GB/s =
+  // 64 ns per line. 16 fill buffers of a 90 ns DRAM latency would allow far more.
+  CoreMmuParams hw = presets::i7();
+  hw.caches.llc.size = 2560 << 10;
+  hw.caches.memory_bandwidth = 2.0;
+  Rig r(4.9, hw);
+  const unsigned pages = 2048;  // 8 MiB
+  for (unsigned i = 0; i < pages; ++i) r.pt.map(kB + i * K4, 0x100'0000 + i * K4, 0, Perm{true, true, true});
+  for (unsigned i = 0; i < pages; ++i) {
+    if (i == pages / 2) r.prog.push_back(marker());
+    for (unsigned l = 0; l < 64; ++l) {
+      wl::Uop u = store(kB + i * K4 + l * 64);
+      u.size = 64;
+      r.prog.push_back(u);
+    }
+  }
+  r.prog.push_back(marker());
+  r.run();
+  REQUIRE(r.os.marker_ps.size() == 2);
+  // The second half: 4 MiB = 65,536 lines at 64 ns each (the marker retires when the last store
+  // retires, up to a store buffer's worth of lines ahead of their drain: within 1%).
+  const double ns = double(r.os.marker_ps[1] - r.os.marker_ps[0]) / 1000.0;
+  CHECK(ns == Approx(65536 * 64.0).epsilon(0.01));
+  CHECK(r.count("memory.writebacks") >= 65536);
 }
