@@ -33,6 +33,11 @@ inline constexpr uint16_t kUopAtBarrier = 1u << 2;     // a RegionBegin that tak
 // expected bytes (little-endian, `size` <= 8), `extra` the operation number for the message. The
 // drivers throw InternalError("data integrity: ...") on a mismatch.
 inline constexpr uint16_t kUopCheckValue = 1u << 3;
+// A store that writes its whole 64-byte line (`size` 64, aligned) by the protocol of glibc's
+// memset at large sizes, `rep stosb` with fast strings: the line is claimed without being read
+// (SDM Vol 1 fast-string operation: full-line writes need no read-for-ownership;
+// docs/x86-memory-path.md §2). The core's caches then take no fill from DRAM for it.
+inline constexpr uint16_t kUopFullLine = 1u << 4;
 
 struct Uop;
 // A checked load's verdict (kUopCheckValue): the bytes it read (`got`, little-endian, the first

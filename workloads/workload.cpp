@@ -300,9 +300,15 @@ class ForkReuseProgram : public StepProgram {
         loop_overhead();
         break;
       }
-      case Pattern::memset:
-        push(store(base_ + i * 64, 64, 0, kIpStore));
+      case Pattern::memset: {
+        // glibc's memset() of a buffer this size on Alder Lake (2.35-2.39): one `rep stosb`, its
+        // fast-string stores a line at a time, in order, each claiming its line without reading
+        // it (docs/x86-memory-path.md §1-2).
+        Uop s = store(base_ + i * 64, 64, 0, kIpStore);
+        s.flags |= kUopFullLine;
+        push(s);
         break;
+      }
       case Pattern::random_byte:
         push(store(base_ + uint64_t(order_[i]) * kPage, 1, v, kIpStore));
         loop_overhead();

@@ -177,7 +177,7 @@ void MemoryHierarchy::write_back(uint64_t pa, int level, uint64_t t) {
   if (level <= 1 && l2_.write_back_into(pa)) return;
   if (level <= 2 && llc_->write_back_into(pa)) return;
   if (t == kUntimed) dram_.write_back_untimed();
-  else dram_.write_back(t);
+  else victim_wait_ = dram_.write_back(t);
 }
 
 void MemoryHierarchy::invalidate_all() {

@@ -156,6 +156,7 @@ class MemoryHierarchy {
   // The level that served `pa` at cycle `t` (filling the levels above it; `write`: the line is
   // dirty in the L1D). Dirty lines evicted on the way are written back (write_back).
   Level access_level(uint64_t pa, bool write, uint64_t t) {
+    victim_wait_ = 0;
     if (l1d_.access(pa, write)) return L1D;
     if (l1d_.evicted_dirty() != Cache::kNoLine) write_back(l1d_.evicted_dirty(), 1, t);
     if (l2_.access(pa)) return L2;
@@ -173,6 +174,9 @@ class MemoryHierarchy {
   }
   uint32_t latency(Level l) const { return latency_[l]; }
   DramChannel& dram() { return dram_; }
+  // The last access_level()'s LLC fill evicted a dirty line to DRAM: the cycles until that
+  // write-back's transfer started (the fill's place in the LLC is free only then); else 0.
+  uint64_t victim_wait() const { return victim_wait_; }
 
   // The kernel's bulk zeroing/copying/reading of [pa, pa + bytes): installs every line in every
   // level (without counting hits/misses). Returns how many lines each level served, so the caller
@@ -194,6 +198,7 @@ class MemoryHierarchy {
   std::unique_ptr<Cache> own_llc_;
   Cache* llc_;
   DramChannel dram_;
+  uint64_t victim_wait_ = 0;
   uint32_t latency_[4];
   static constexpr uint64_t kUntimed = ~uint64_t(0);
   // The dirty line at `pa`, evicted from the level before `level` (1: L2, 2: LLC, 3: DRAM), at

@@ -37,10 +37,11 @@ class DramChannel {
     queue_cycles_->inc(w);
     return w;
   }
-  // A dirty line written back at cycle `t` (posted: it only takes bandwidth).
-  void write_back(uint64_t t) {
+  // A dirty line written back at cycle `t`: the cycles until its transfer starts (posted: only
+  // a line whose place it frees waits for it).
+  uint64_t write_back(uint64_t t) {
     writebacks_->inc();
-    take(t);
+    return take(t);
   }
   // A write-back with no time (the kernel's bulk zeroing evicting dirty lines: its cost is
   // clear_page's price): counted, takes no bandwidth.

@@ -288,7 +288,7 @@ TEST_CASE("cache: memory.bandwidth is a parameter of the hierarchy with the plat
   Params dp = Params::declaring(schema);
   decl.visit(dp);
   REQUIRE(schema.find("memory.bandwidth"));
-  CHECK(schema.find("memory.bandwidth")->default_text == "14.7");
+  CHECK(schema.find("memory.bandwidth")->default_text == "7.4");
   Config cfg(schema);
   cfg.set("memory.bandwidth", "6.4", "test");
   HierarchyParams rd = presets::i7().caches;

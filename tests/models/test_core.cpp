@@ -934,3 +934,31 @@ TEST_CASE("core: a store stream to DRAM runs at memory.bandwidth once the LLC ho
   CHECK(ns == Approx(65536 * 64.0).epsilon(0.01));
   CHECK(r.count("memory.writebacks") >= 65536);
 }
+
+TEST_CASE("core: full-line stores (rep stosb) take no fill from DRAM: one write-back per line",
+          "[core][timing][dram]") {
+  // As above, but each store claims its line without reading it (wl::kUopFullLine): the path to
+  // DRAM carries only the write-backs, 64 B / 2 GB/s = 32 ns per line.
+  CoreMmuParams hw = presets::i7();
+  hw.caches.llc.size = 2560 << 10;
+  hw.caches.memory_bandwidth = 2.0;
+  Rig r(4.9, hw);
+  const unsigned pages = 2048;
+  for (unsigned i = 0; i < pages; ++i) r.pt.map(kB + i * K4, 0x100'0000 + i * K4, 0, Perm{true, true, true});
+  for (unsigned i = 0; i < pages; ++i) {
+    if (i == pages / 2) r.prog.push_back(marker());
+    for (unsigned l = 0; l < 64; ++l) {
+      wl::Uop u = store(kB + i * K4 + l * 64);
+      u.size = 64;
+      u.flags |= wl::kUopFullLine;
+      r.prog.push_back(u);
+    }
+  }
+  r.prog.push_back(marker());
+  r.run();
+  REQUIRE(r.os.marker_ps.size() == 2);
+  const double ns = double(r.os.marker_ps[1] - r.os.marker_ps[0]) / 1000.0;
+  CHECK(ns == Approx(65536 * 32.0).epsilon(0.01));
+  CHECK(r.count("memory.writebacks") >= 65536);
+  CHECK(r.count("memory.reads") <= 2048 / 8 + 3);  // the walks: a PTE line per 8 pages, 3 tables
+}
