@@ -92,3 +92,14 @@ TEST_CASE("run-ahead reuse: the same results on the N1, with several cores and w
   same_either_way("v2-threads8-random.cfg", "--set workload.size=4M --set platform.cores=4");
   same_either_way("c1-fork-reuse-clock.cfg", "--set workload.size=4M --set core.rdtscp_rule=wait-older");
 }
+
+TEST_CASE("run-ahead reuse: the same results with the path to DRAM busy and faults waiting for the "
+          "store buffer", "[runahead][dram]") {
+  // The LLC below the region: stores' read-for-ownership, write-backs and walks' reads queue for
+  // memory.bandwidth, and each fault's handler waits at its first locked instruction.
+  for (const char* sets : {"--set cache.llc.size=640K", "--set cache.llc.size=640K --set memory.bandwidth=1",
+                           "--set cache.llc.size=640K --set workload.pattern=memset",
+                           "--set cache.llc.size=640K --set workload.pattern=memset --set workload.folio=4K"}) {
+    same_either_way("c3-fork-reuse-nobarrier.cfg", std::string("--set workload.size=4M ") + sets);
+  }
+}
