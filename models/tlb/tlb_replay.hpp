@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// The run-ahead replay's view of a Tlb (OooCore::reuse_run_ahead and replay_segment: host-speed
+// The run-ahead replay's view of a Tlb (RunaheadReuse, models/core/runahead_reuse.hpp: host-speed
 // memoisation of a fault's run-ahead). It replays a verified sequence of lookups and fills
 // without searching: hits by slot, a whole refill of a fully associative TLB in one step, and
 // the questions the replay's checks ask (does a slot still hold its page, which slots changed,
 // does any entry cover a range of pages). Nothing else uses it; core.runahead_check compares
-// every replayed segment with what the TLB holds (OooCore::check_replay).
+// every replayed segment with what the TLB holds (RunaheadReuse::check_replay).
 //
 // The replay reproduces LRU's order only: for a TLB with another policy usable() is false and
 // the core simulates every position instead (correct results first).

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// What a Tlb keeps for the core's run-ahead replay only (OooCore::reuse_run_ahead, through
+// What a Tlb keeps for the core's run-ahead replay only (RunaheadReuse, through
 // TlbReplay in tlb_replay.hpp): host speed, nothing architectural. Tlb's fill and invalidations
 // update it through the few calls below; nothing the TLB answers depends on it except the
 // sequence state's lookup (Tlb::seq_find), which finds what the index would.
