@@ -25,7 +25,7 @@ class TlbReplay {
   bool usable() const { return t_.repl_.kind() == ReplacementKind::lru; }
   // A fully associative TLB with every slot valid.
   bool full_fully_associative() const { return t_.fully_associative_ && t_.n_valid_ == t_.cap_; }
-  // Whether it is in the sequence state (Tlb, above seq_find). For tests; nothing observable
+  // Whether it is in the sequence state (TlbReplayState::seq). For tests; nothing observable
   // depends on it.
   bool sequence_state() const { return t_.rs_.seq; }
 
