@@ -8,7 +8,6 @@
 
 #include "base/error.hpp"
 #include "base/log.hpp"
-#include "models/tlb/tlb_replay.hpp"
 
 namespace mmusim::hw {
 
@@ -49,7 +48,8 @@ void CoreParams::visit(Params& p) {
 
 OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem, CoreMmu& mmu,
                  Stats& stats, TraceContext* trace)
-    : cpu_(cpu),
+    : PipelineState(p.rob, p.store_buffer, p.load_buffer),
+      cpu_(cpu),
       p_(p),
       isa_(isa),
       os_(os),
@@ -63,23 +63,12 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
       ghz_(os.ghz()),
       path_(mmu.translation_path(p.translation_rules(isa))),
       fetched_(p.rob + 2),
-      rob_free_(ring_size(p.rob), 0),
-      sb_free_(ring_size(p.store_buffer), 0),
-      sb_free_upto_(ring_size(p.store_buffer), 0),
-      lb_free_(ring_size(p.load_buffer), 0),
+      reuse_(p, path_.rules().cache_faulting_entries, l1_load_, l1_store_, l2_, *this, fetched_),
       fb_free_(p.fill_buffers, 0),
-      rob_mask_(rob_free_.size() - 1),
-      sb_mask_(sb_free_.size() - 1),
-      lb_mask_(lb_free_.size() - 1),
       fb_mask_(0) {
   log_ = log::get("core");
   MMUSIM_CHECK(mmu.isa() == isa && mmu.ghz() == ghz_,
                "core {}: its CoreMmu was built for another ISA or clock", cpu);
-  ahead_.allocate(p_.rob);
-  if (l2_) l2_owner_.assign(l2_->capacity(), ~uint64_t(0));
-  // Only the L2 TLB's changes are asked for (replay_segment).
-  if (&l1_load_ != l2_) TlbReplay(l1_load_).set_change_log(false);
-  if (&l1_store_ != l2_) TlbReplay(l1_store_).set_change_log(false);
   uops_ = &stats.counter("core.uops", "micro-ops retired");
   cycles_ = &stats.counter("core.cycles", "core cycles");
   squashes_ = &stats.counter("core.squashes", "pipeline flushes at faults (younger micro-ops squashed)");
@@ -90,7 +79,7 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
   store_drain_cycles_ = &stats.counter("core.fault_store_drain_cycles", "cycles fault handlers waited at their first store barrier (x86: LOCK-prefixed instruction) for the user's buffered stores to drain");
   lfences_ = &stats.counter("core.lfences", "LFENCEs retired");
   bytes_compared_ = &stats.counter("check.bytes_compared", "bytes loaded and compared with the expected value (random-ops)");
-  reused_uops_ = &stats.counter("core.replayed_uops", "squashed micro-ops replayed from the previous fault's run-ahead instead of simulated again (core.runahead_reuse; host speed only, included in core.squashed_uops)");
+  reuse_.register_stats(stats);
 }
 
 bool OooCore::fetch(size_t n) {
@@ -408,87 +397,23 @@ void OooCore::restore(const Snapshot& b) {
   no_issue_before_ = b.no_issue_before;
 }
 
-// Window position j (run-ahead position j - 1) simulated, and recorded.
+// Window position j (run-ahead position j - 1) simulated, and recorded by the reuse.
 bool OooCore::ahead_issue(size_t j, uint64_t nuke, size_t st_hint) {
   const wl::Uop& y = fetched_[j];
-  const AheadState st = ahead_state(nuke);
-  Issue yi = issue(y, seq_ + j, nuke, true);
-  if (!yi.issued) {
-    ahead_.state[j - 1] = st;  // (the arrays hold the ROB's size: j - 1 < rob)
-    ahead_.end_at = j - 1;
-    return false;
-  }
-  // The class of a store follows from what its translation did to the L2 TLB (the path's hint).
-  const uint8_t tr_cls = tr_hint_.kind == ReplayHint::L2Refill ? uint8_t(kPosStoreL2)
-                       : tr_hint_.kind == ReplayHint::LateL2   ? uint8_t(kPosStoreLate)
-                                                               : uint8_t(kPosOther);
-  const uint32_t tr_slot = tr_hint_.l2_slot;
-  const uint8_t cls = ring_bound_ ? uint8_t(kPosOther)
-                    : y.kind == wl::UopKind::Alu ? uint8_t(kPosAlu)
-                    : y.kind == wl::UopKind::Store ? tr_cls : uint8_t(kPosOther);
-  AheadRecord& r = ahead_;
-  const size_t i = j - 1;  // < rob - 1: within the arrays
-  r.set_cls(i, cls);
-  if (i >= r.n) r.n = i + 1;
-  if (y.kind == wl::UopKind::Store) {
-    size_t k = r.n_stores;
-    if (k == 0 || r.stores[k - 1] < i) {
-      r.stores[r.n_stores++] = uint32_t(i);
-      if (r.mono_end == k && (k == 0 || (y.addr >> Tlb::kPageShift) > r.page()[k - 1]))
-        r.mono_end = k + 1;
-    } else if (st_hint < r.n_stores && r.stores[st_hint] == i) {
-      k = st_hint;  // a position reuse_run_ahead simulates in place (the same micro-op: the same page)
-    } else {
-      k = size_t(std::lower_bound(r.stores.data(), r.stores.data() + r.n_stores, uint32_t(i)) -
-                 r.stores.data());
-    }
-    r.page()[k] = y.addr >> Tlb::kPageShift;
-    r.set_slot(k, Tlb::kNoSlot);
-    if (tr_slot != Tlb::kNoSlot) claim_l2_slot(k, tr_slot);
-    r.ro()[k] = tr_slot != Tlb::kNoSlot && !TlbReplay(*l2_).slot_entry(tr_slot).writable;
-  }
-  r.shape[i] = uop_shape(y);
-  r.alloc[i] = rel(yi.alloc, nuke);
-  r.state[i] = st;
-  return true;
+  const RunaheadReuse::AheadState before = reuse_.before();
+  const Issue yi = issue(y, seq_ + j, nuke, true);
+  return reuse_.record_position(j, y, before, yi.issued, yi.alloc, ring_bound_, tr_hint_, st_hint);
 }
 
-// core.runahead_check: what replay_segment's incremental checks concluded for the stores [k0, k1)
-// of the record, checked the slow way.
-void OooCore::check_replay(size_t k0, size_t k1, const uint32_t* slots, const uint64_t* pages,
-                           size_t n_slots, const uint32_t* kidx) const {
-  const AheadRecord& r = ahead_;
-  const uint16_t asid = ctx_.asid;
-  for (size_t k = k0; k < k1; ++k) {
-    MMUSIM_CHECK(k == k0 || r.page()[k] > r.page()[k - 1],
-                 "run-ahead replay: the pages of stores {} and {} do not increase", k - 1, k);
-    const wl::Uop& u = fetched_.ring()[(fetched_.head() + 1 + r.stores[k]) & fetched_.mask()];
-    const uint64_t addr = u.addr;
-    MMUSIM_CHECK(u.kind == wl::UopKind::Store && r.page()[k] == addr >> Tlb::kPageShift,
-                 "run-ahead replay: store {} of the record has page {:#x}, its micro-op {:#x}", k,
-                 r.page()[k], addr);
-  }
-  for (size_t m = 0; m < n_slots; ++m) {
-    const size_t k = kidx ? kidx[m] : k0 + m;
-    MMUSIM_CHECK(pages[m] == r.page()[k], "run-ahead replay: slot list out of step at {}", k);
-    const TlbEntry* e = l2_->probe(pages[m] << Tlb::kPageShift, asid);
-    MMUSIM_CHECK(e && e->size == PageSize::k4K && l2_->slot_of(e) == slots[m] &&
-                     r.slot()[k] == slots[m] && r.ro()[k] == !e->writable,
-                 "run-ahead replay: store {} (page {:#x}) replays L2 slot {} (read-only {}), the L2 "
-                 "has it in slot {}",
-                 k, pages[m], slots[m], int(r.ro()[k]), e ? int64_t(l2_->slot_of(e)) : int64_t(-1));
-  }
-}
-
-// Store k of the record (ordinal spec_st_base_ + k) has its page in L2 slot `slot` now; a store
-// that claimed the slot before no longer has its page there.
-void OooCore::claim_l2_slot(size_t k, uint32_t slot) {
-  AheadRecord& r = ahead_;
-  const uint64_t prev = l2_owner_[slot] - spec_st_base_;  // wraps if older: out of range
-  if (prev != k && prev < r.n_stores && r.slot()[prev] == slot) r.set_slot(prev, Tlb::kNoSlot);
-  l2_owner_[slot] = spec_st_base_ + k;
-  r.set_slot(k, slot);
-}
+// What the reuse asks of the core while it replays: the positions it does not replay are
+// simulated as the run-ahead loop simulates them.
+struct OooCore::ReuseCallbacks final : RunaheadCore {
+  ReuseCallbacks(OooCore& c, uint64_t nuke) : c(c), nuke(nuke) {}
+  bool fetch(size_t n) override { return c.fetch(n); }
+  bool simulate(size_t j, size_t st_hint) override { return c.ahead_issue(j, nuke, st_hint); }
+  OooCore& c;
+  const uint64_t nuke;
+};
 
 // The faulting micro-op keeps its ROB and buffer entries until the flush at `nuke`; the younger
 // ones run meanwhile: allocated and executed as the limits allow, their translations filling the
@@ -497,37 +422,14 @@ void OooCore::claim_l2_slot(size_t k, uint32_t slot) {
 uint64_t OooCore::run_ahead(uint64_t nuke) {
   spec_st_base_ = st_ord_;
   spec_ld_base_ = ld_ord_;
-  // Recording costs a little per micro-op: where replays keep failing (the N1's short run-aheads,
-  // C1's RDTSCP-bounded ones) it stops for a while.
-  bool record = ahead_reuse_possible();
-  const uint64_t l2_mark = l2_ ? TlbReplay(*l2_).changes() : 0;
-  if (record && ahead_backoff_ > 0) {
-    --ahead_backoff_;
-    record = false;
-  }
-  size_t j = 1;
-  uint64_t n = 0, replayed = 0;
-  bool ended = false;
-  const bool attempt = record && ahead_.size() > 0;
-  if (record) {
-    // The record keeps the positions done (replayed ones as they were, relative to the flush).
-    // R ended at a micro-op that could not issue before the flush (its state there recorded).
-    const bool r_ended = ahead_.end_at == ahead_.size();
-    ahead_.end_at = ~size_t(0);
-    const Reused ru = reuse_run_ahead(nuke, r_ended);
-    ahead_.resize(ru.positions);
-    ahead_.head_seq = seq_;
-    j += ru.positions;
-    n += ru.positions;
-    ended = ru.ended;
-    replayed = ru.replayed;
-    reused_uops_->inc(ru.replayed);
-  } else {
-    ahead_.resize(0);
-    ahead_.periodic_upto = 0;
-    ahead_.end_at = ~size_t(0);
-  }
-  for (; !ended && j < p_.rob; ++j) {
+  // The run-ahead reuse replays what this run-ahead shares with the last one, if it can prove it
+  // the same (host speed only: models/core/runahead_reuse.hpp); the rest is simulated here.
+  ReuseCallbacks cb(*this, nuke);
+  const RunaheadReuse::Start rs = reuse_.begin(nuke, seq_, ctx_.asid, trace_ && trace_->on(), cb);
+  const bool record = rs.record;
+  size_t j = 1 + rs.positions;
+  uint64_t n = rs.positions;
+  for (bool ended = rs.ended; !ended && j < p_.rob; ++j) {
     // Fetched a few at a time (a call per micro-op costs more than the micro-op's generation).
     if (j >= fetched_.size() && (fetch(std::min<size_t>(j + 8, p_.rob + 1)), j >= fetched_.size())) break;
     const wl::Uop& y = fetched_[j];
@@ -535,318 +437,12 @@ uint64_t OooCore::run_ahead(uint64_t nuke) {
     if (record ? !ahead_issue(j, nuke) : !issue(y, seq_ + j, nuke, true).issued) break;
     ++n;
   }
-  if (record) {
-    ahead_.l2_mark = l2_mark;
-    ahead_.asid = ctx_.asid;
-  }
-  if (attempt) {
-    if (2 * replayed >= n) {
-      ahead_failures_ = 0;
-      ahead_backoff_next_ = kReplayBackoffFaults;
-    } else if (++ahead_failures_ >= kReplayFailuresBeforeBackoff) {
-      // Each back-off in a row twice as long as the last.
-      ahead_failures_ = 0;
-      ahead_backoff_ = ahead_backoff_next_;
-      ahead_backoff_next_ = std::min(2 * ahead_backoff_next_, kReplayBackoffMax);
-    }
-  }
+  if (record) reuse_.end(n);
   if (n) {
     squashes_->inc();
     squashed_uops_->inc(n);
   }
   return n;
-}
-
-bool OooCore::ahead_reuse_possible() const {
-  // The replay reproduces LRU's order only (TlbReplay::usable): under another policy of the store
-  // TLBs every position is simulated.
-  return p_.runahead_reuse && l2_ && path_.rules().cache_faulting_entries && !(trace_ && trace_->on()) &&
-         TlbReplay(*l2_).usable() && TlbReplay(l1_store_).usable();
-}
-
-OooCore::AheadState OooCore::ahead_state(uint64_t nuke) const {
-  return {rel(alloc_cycle_, nuke), rel(prev_done_, nuke), rel(older_done_max_, nuke),
-          rel(no_issue_before_, nuke), alloc_in_cycle_, uint32_t(st_ord_ - spec_st_base_),
-          uint32_t(ld_ord_ - spec_ld_base_)};
-}
-
-// The previous run-ahead R (head at R.head_seq) and this one (head at seq_, delta micro-ops
-// later) share micro-ops: this one's positions [0, P), P = |R| - delta, hold the micro-ops R ran
-// at [delta, |R|) (the window keeps them; a new task's window drops the record). If the pipeline
-// before a position is as R had it before the same position, relative to the flush, the
-// micro-op there has R's shape (kind, flags, latency), nothing holds it back that did not in R,
-// and its translation does what R's did at that position, then it issues at R's time and does the
-// same. Positions where R's micro-op did an L1 miss and an L2 hit (or an L1 miss too late for the
-// L2), and ALU positions, are replayed a segment at a time (replay_segment); a position where R's
-// did anything else (the walk at the frontier of what the L2 TLB holds, a wait for a ROB or buffer
-// slot) is simulated, and the replay goes on after it if the pipeline is then again as R had it.
-OooCore::Reused OooCore::reuse_run_ahead(uint64_t nuke, bool r_ended) {
-  Reused ru;
-  AheadRecord& r = ahead_;
-  if (r.size() == 0 || seq_ <= r.head_seq) return ru;
-  const uint64_t delta = seq_ - r.head_seq;
-  if (delta >= r.size()) return ru;
-  size_t P = r.size() - delta;
-  if (fetched_.size() < P + 1 || !(ahead_state(nuke) == r.state[0])) return ru;
-  // The micro-op at position i is the one R had at i + delta: R recorded its shape. (What an
-  // earlier replay with the same delta checked still holds: see AheadRecord::periodic_upto.)
-  for (size_t i = r.period == delta ? r.periodic_upto : 0; i < P; ++i)
-    if (r.shape[i] != r.shape[i + delta]) {
-      P = i;
-      break;
-    }
-  // Worth it only where most positions replay: each position R simulated is simulated again,
-  // and each ends a segment.
-  if (P == 0) return ru;
-  // Positions [P, |R|) hold micro-ops R never ran. Where they have the shapes of R's at the same
-  // positions, they are replayed like the others (their pages read from the micro-ops), up to
-  // the position where R ended (its state there is recorded): Q.
-  size_t Q = P;
-  if (r_ended && P == r.size() - delta) {
-    fetch(r.size() + 1);
-    const size_t lim = std::min(r.size(), fetched_.size() - 1);
-    while (Q < lim) {
-      const wl::Uop& y = fetched_[Q + 1];
-      if (uop_shape(y) != r.shape[Q] || y.kind == wl::UopKind::Syscall ||
-          y.kind == wl::UopKind::Marker)
-        break;
-      ++Q;
-    }
-    if (Q < r.size()) Q = P;  // (a replay ends at a recorded state: state[|R|] or a position's)
-  }
-  // Each position R simulated is simulated again, and each ends a segment.
-  const size_t n_others =
-      size_t(std::lower_bound(r.others.begin(), r.others.end(), uint32_t(Q)) - r.others.begin());
-  if (n_others > kMaxSimulatedInReplay) return ru;
-  // Positions [0, P) keep R's record (the same shapes; the same times and outcomes if replayed);
-  // so shape[i] == shape[i + delta] holds below P - delta for this run-ahead's record too.
-  r.period = delta;
-  r.periodic_upto = P - std::min<size_t>(P, delta);
-  // The per-store arrays follow the micro-ops: store k now is the one R had at k + ds.
-  {
-    // (A few stores are counted one by one; a longer shift searches.)
-    size_t ds = 0;
-    while (ds < 8 && ds < r.n_stores && r.stores[ds] < delta) ++ds;
-    if (ds == 8)
-      ds = size_t(std::lower_bound(r.stores.data() + 8, r.stores.data() + r.n_stores,
-                                   uint32_t(delta)) - r.stores.data());
-    if (ds) {
-      r.shift_stores(ds);
-      r.mono_end = r.mono_end > ds ? r.mono_end - ds : 0;
-    }
-    // The stores of positions [P, Q), R's last ds ones by position: their micro-ops' pages, no
-    // known L2 slot.
-    if (Q > P) {
-      uint64_t* page = r.page();
-      for (size_t k = r.n_stores - ds; k < r.n_stores; ++k) {
-        page[k] = fetched_[r.stores[k] + 1].addr >> Tlb::kPageShift;
-        r.set_slot(k, Tlb::kNoSlot);
-        r.ro()[k] = 0;
-        if (r.mono_end == k && (k == 0 || page[k] > page[k - 1])) r.mono_end = k + 1;
-      }
-    }
-  }
-  size_t i = 0, st = 0, oi = 0;
-  while (i < Q) {
-    // (The list changes only at positions simulated in place, which are at or before i.)
-    while (oi < r.others.size() && r.others[oi] < i) ++oi;
-    const size_t e = oi < r.others.size() ? std::min<size_t>(r.others[oi], Q) : Q;
-    if (e > i) {
-      if (!replay_segment(i, e, &st, nuke)) return ru;  // the pipeline is as before position i
-      ru.replayed += e - i;
-      ru.positions = i = e;
-      if (i >= Q) break;
-    }
-    // Position i: simulated (and recorded in place).
-    if (!ahead_issue(i + 1, nuke, st)) {
-      ru.ended = true;
-      return ru;
-    }
-    ru.positions = ++i;
-    while (st < r.n_stores && r.stores[st] < i) ++st;
-    if (i >= Q || !(ahead_state(nuke) == r.state[i])) return ru;
-  }
-  return ru;
-}
-
-// Positions [from, to) of the record, ALU micro-ops and stores that missed the L1 and hit the L2
-// (or missed the L1 too late for the L2), with the pipeline as the record had it before `from`
-// and the shapes checked. Checks that each does the same now; if so makes their TLB lookups and
-// fills, leaves the pipeline as the record had it before `to` and returns true; else changes
-// nothing but the record's slot hints (st_slot, st_ro: still true of the TLB). The L1 misses are proved, not assumed: the L1 is full and fully associative, the
-// stores' pages strictly increase and the fills are 4K entries (no store can find an earlier fill
-// of the segment), and no store before the capacity-th fill finds an entry the L1 holds now (those
-// after it cannot: every such entry has been evicted by then).
-bool OooCore::replay_segment(size_t from, size_t to, size_t* stp, uint64_t nuke) {
-  const AheadRecord& r = ahead_;
-  Tlb& l1 = l1_store_;
-  TlbReplay l1r(l1);
-  if (!l1r.full_fully_associative() || !(l1.page_sizes() & page_size_bit(PageSize::k4K))) return false;
-  // The ROB slots the positions wait for: those of micro-ops older than the head (the run-ahead
-  // is shorter than the ROB), retired, free at their retirement cycles, which grow with the
-  // sequence number, as allocation cycles do. If the youngest of them is free before the first
-  // position allocates, none holds any position back; else each is checked.
-  {
-    const uint64_t last = seq_ + to;  // the sequence number of position to - 1
-    const uint64_t a0 = unrel(r.alloc[from], nuke);
-    if (last >= p_.rob && rob_free_[(last - p_.rob) & rob_mask_] + 1 > a0) {
-      for (size_t i = from; i < to; ++i) {
-        const uint64_t seq = seq_ + 1 + i;
-        if (seq >= p_.rob && rob_free_[(seq - p_.rob) & rob_mask_] + 1 > unrel(r.alloc[i], nuke))
-          return false;
-      }
-    }
-  }
-  const uint16_t asid = ctx_.asid;
-  // The record's stores in [from, to): [k0, k1).
-  const uint32_t* __restrict stores = r.stores.data();
-  const size_t k0 = *stp;
-  const size_t k1 = size_t(std::lower_bound(stores + k0, stores + r.n_stores, uint32_t(to)) - stores);
-  const int64_t* __restrict alloc_of = r.alloc.data();
-  // The store-buffer slots: store k (ordinal st_ord_ + k - k0) allocates once the store
-  // store_buffer ordinals older has freed its slot. One of this run-ahead's never does (it is
-  // squashed first). The older ones: if they are all retired stores (not the faulting micro-op,
-  // whose slot reads as never free), they are checked from the youngest down until the latest
-  // slot-free cycle of all older ones (sb_free_upto_) is before the first store allocates (the
-  // allocations grow with the position); else each is checked.
-  const uint64_t sb_size = p_.store_buffer, sb_mask = sb_mask_;
-  if (k1 > k0 && st_ord_ + (k1 - k0) > sb_size) {
-    const uint64_t q_last = st_ord_ + (k1 - k0) - 1 - sb_size;
-    if (q_last >= spec_st_base_) return false;
-    const uint64_t q_first = st_ord_ >= sb_size ? st_ord_ - sb_size : 0;
-    const size_t k_first = k0 + size_t(q_first + sb_size - st_ord_);
-    const uint64_t* __restrict sb_free = sb_free_.data();
-    if (q_last + 1 >= spec_st_base_) {
-      for (uint64_t q = q_first, k = k_first; q <= q_last; ++q, ++k)
-        if (sb_free[q & sb_mask] > unrel(alloc_of[stores[k]], nuke)) return false;
-    } else {
-      // Retired stores: from the youngest down, until the latest of the older ones' slots is
-      // free before the first store allocates.
-      const uint64_t first_alloc = unrel(alloc_of[stores[k_first]], nuke);
-      const uint64_t* __restrict upto = sb_free_upto_.data();
-      for (uint64_t d = q_last - q_first + 1; d-- > 0;) {
-        const uint64_t q = q_first + d;
-        if (upto[q & sb_mask] <= first_alloc) break;
-        if (sb_free[q & sb_mask] > unrel(alloc_of[stores[k_first + d]], nuke)) return false;
-      }
-    }
-  }
-  // Each store's translation: an L1 miss (proved), and for kPosStoreL2 an L2 hit in the slot
-  // that translated the same micro-op at the previous fault, if it still holds its page.
-  const size_t cap = l1.capacity();
-  const uint8_t* __restrict cls_of = r.cls.data();
-  const uint64_t* __restrict st_page = r.page();
-  const uint32_t* st_slot = r.slot();
-  // The pages strictly increase: no store finds the fill of an earlier one of the segment.
-  if (k1 > r.mono_end) {  // the record does not know: each checked
-    uint64_t descents = 0;  // the sign bit: some page at or below the one before (pages < 2^52)
-    for (size_t k = k0 + 1; k < k1; ++k) descents |= st_page[k] - st_page[k - 1] - 1;
-    if (descents >> 63) return false;
-  }
-  // The stores up to the capacity-th fill: none may find an entry the L1 holds now (after it, every
-  // such entry has been evicted). If the L1 holds no page in the range of their pages, none can;
-  // else each is probed.
-  const bool any_late = k1 > k0 && r.any_late(from, to);
-  if (k1 > k0) {
-    // Without kPosStoreLate stores the capacity-th fill is the capacity-th store; with them, the
-    // segment's last store at most.
-    const size_t last = any_late ? k1 - 1 : std::min(k1, k0 + cap) - 1;
-    if (l1r.covers_page_in(asid, st_page[k0], st_page[last])) {
-      for (size_t k = k0, fills = 0; k < k1 && fills < cap; ++k) {
-        if (l1.probe(st_page[k] << Tlb::kPageShift, asid)) return false;
-        fills += cls_of[stores[k]] != kPosStoreLate;
-      }
-    }
-  }
-  // The stores that look the L2 up (kPosStoreL2): all of them, none, or (rarely) some, gathered.
-  const uint32_t* slots = st_slot + k0;
-  const uint64_t* pages = st_page + k0;
-  size_t n_slots = k1 - k0;
-  const uint32_t* kidx = nullptr;  // store index of slots[m] when gathered
-  uint32_t* gathered = nullptr;    // slots, when gathered
-  if (any_late) {
-    if (ahead_slots_.size() < r.n_stores) {  // never shrunk
-      ahead_slots_.resize(r.n_stores);
-      ahead_pages_.resize(r.n_stores);
-      ahead_kidx_.resize(r.n_stores);
-    }
-    n_slots = 0;
-    for (size_t k = k0; k < k1; ++k) {
-      if (cls_of[stores[k]] == kPosStoreLate) continue;
-      ahead_slots_[n_slots] = st_slot[k];
-      ahead_pages_[n_slots] = st_page[k];
-      ahead_kidx_[n_slots++] = uint32_t(k);
-    }
-    slots = gathered = ahead_slots_.data();
-    pages = ahead_pages_.data();
-    kidx = ahead_kidx_.data();
-  }
-  // Each L2 slot still holds its page; else the page's slot now, found and remembered for the next
-  // fault (the slot was refilled, or the micro-op's translation left none). Only the slots changed
-  // since the record's mark (each claimed by at most one store: l2_owner_), and the unknown ones,
-  // need looking at; all of them if the TLB's log of changes no longer reaches back that far.
-  Tlb& l2 = *l2_;
-  TlbReplay l2r(l2);
-  uint8_t* __restrict st_ro = ahead_.ro();
-  bool failed = false;
-  auto check = [&](size_t m) {  // slots[m] for pages[m]: held, or found
-    if (slots[m] != Tlb::kNoSlot && l2r.slot_holds_4k(slots[m], pages[m] << Tlb::kPageShift, asid)) {
-      if (!kidx) st_ro[k0 + m] = !l2r.slot_entry(slots[m]).writable;
-      return;
-    }
-    // 4K entries only: a larger one would cover later stores' pages (hits the replay cannot see).
-    const TlbEntry* e = l2.probe(pages[m] << Tlb::kPageShift, asid);
-    if (!e || e->size != PageSize::k4K) {
-      failed = true;
-      return;
-    }
-    if (!kidx) {
-      claim_l2_slot(k0 + m, l2.slot_of(e));
-      st_ro[k0 + m] = !e->writable;
-    } else {
-      gathered[m] = l2.slot_of(e);
-    }
-  };
-  if (!kidx && r.asid == asid &&
-      l2r.for_each_change_since(r.l2_mark, [&](uint32_t c) {
-        const uint64_t k = l2_owner_[c] - spec_st_base_;  // wraps if older: out of range
-        if (k >= k0 && k < k1 && st_slot[k] == c) check(k - k0);
-      })) {
-    if (r.any_unknown(k0, k1))
-      for (size_t m = 0; m < n_slots && !failed; ++m)
-        if (slots[m] == Tlb::kNoSlot) check(m);
-  } else {
-    for (size_t m = 0; m < n_slots && !failed; ++m) check(m);
-  }
-  if (failed) return false;
-  if (kidx)
-    for (size_t m = 0; m < n_slots; ++m) {
-      claim_l2_slot(kidx[m], slots[m]);
-      st_ro[kidx[m]] = !l2r.slot_entry(slots[m]).writable;
-    }
-  if (p_.runahead_check) check_replay(k0, k1, slots, pages, n_slots, kidx);
-  if (l1r.contiguous_64k())
-    for (size_t m = 0; m < n_slots; ++m)
-      if (!l1r.places_4k_as_is(l2r.slot_entry(slots[m]))) return false;
-  size_t readonly = 0;
-  if (kidx) {
-    readonly = l2r.count_readonly(slots, n_slots);
-  } else {
-    readonly = sum_bytes(st_ro + k0, n_slots);
-  }
-  l2r.hit_slots(slots, n_slots);
-  l1r.count_misses(k1 - k0);
-  l1r.fill_sequence_evicting(l2, slots, n_slots, true, readonly);
-  const AheadState& at = r.state[to];
-  alloc_cycle_ = unrel(at.alloc_cycle, nuke);
-  prev_done_ = unrel(at.prev_done, nuke);
-  older_done_max_ = unrel(at.older_done_max, nuke);
-  no_issue_before_ = unrel(at.no_issue_before, nuke);
-  alloc_in_cycle_ = at.alloc_in_cycle;
-  st_ord_ = spec_st_base_ + at.stores;
-  ld_ord_ = spec_ld_base_ + at.loads;
-  *stp = k1;
-  return true;
 }
 
 void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
@@ -924,7 +520,7 @@ void OooCore::do_syscall(const wl::Uop& u) {
   if (c.reschedule) {
     have_task_ = false;
     fetched_.clear();
-    ahead_.resize(0);  // the record's micro-ops are gone
+    reuse_.forget();  // the record's micro-ops are gone
   }
 }
 
@@ -944,7 +540,7 @@ OooCore::Run OooCore::run_until(uint64_t cycle_limit) {
       have_task_ = true;
       program_done_ = false;
       fetched_.clear();
-      ahead_.resize(0);  // the record's micro-ops are gone
+      reuse_.forget();  // the record's micro-ops are gone
       if (trace_) trace_->task = ctx_.task;
       uint64_t t = now_ + uint64_t(sw + 0.5);
       advance_cycles(t);

@@ -234,6 +234,7 @@ size_t Tlb::occupancy() const {
 }
 
 void Tlb::fa_remove(uint32_t i) {
+  if (rs_.seq) seq_leave();  // sequence state: it cannot express a removal
   uint32_t p = pos_[i];
   // Backward-shift deletion: move up every later entry of the cluster whose home does not lie
   // cyclically in (p, j].
@@ -293,20 +294,16 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
     v = fa_find(tag, e.asid);
     same_page = v != kNone;
     if (same_page) {
-      if (rs_.seq && v != seq_mru()) seq_leave();  // refreshed in place: reordered
-    } else if (n_valid_ < cap_) {
-      v = 0;
-      while (tags_[v]) ++v;  // the first invalid slot
+      fa_hit(v);  // refreshed in place
     } else {
-      if (rs_.seq && rs_.seq_rot >= kSeqMaxExtras) seq_leave();
-      if (rs_.seq) {
-        v = rs_.seq_rot;  // LRU's victim, which the sequence state knows
+      if (n_valid_ < cap_) {
+        v = 0;
+        while (tags_[v]) ++v;  // the first invalid slot
       } else {
-        v = repl_.victim(0, cap_);
-        fa_remove(v);
+        v = fa_evict();
       }
+      hint_ = v;
     }
-    hint_ = v;
   } else {
     uint32_t ways = 0;
     const uint32_t set = set_for(s, va, &ways);
@@ -339,13 +336,7 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
   rs_.note_reach(e.vbase + page_size_bytes(s));
   repl_.touch(v);
   tags_[v] = tag;
-  if (fully_associative_ && !same_page) {
-    if (rs_.seq) {
-      ++rs_.seq_rot;  // slot seq_rot, the LRU, is now the most recently used: one more extra
-    } else {
-      fa_index(v);
-    }
-  }
+  if (fully_associative_ && !same_page) fa_insert(v);
   fills_->inc();
   if (!e.writable) fills_readonly_->inc();
   if (trace_ && trace_->on())
@@ -366,7 +357,6 @@ unsigned Tlb::invalidate_page(uint64_t va, uint16_t asid, const char* reason) {
     const uint64_t tag = tag_of(va & page_size_mask(s), s);
     if (fully_associative_) {
       if (uint32_t i = fa_find(tag, asid); i != kNone) {
-        if (rs_.seq) seq_leave();
         fa_remove(i);
         clear_slot(i);
         ++removed;

@@ -230,10 +230,7 @@ class Tlb {
       if (i == kNone) continue;
       if (touch) {
         repl_.touch(i);
-        if (fully_associative_) {
-          hint_ = i;
-          if (rs_.seq && i != seq_mru()) seq_leave();  // a hit that reorders
-        }
+        if (fully_associative_) fa_hit(i);
       }
       return &slots_[i].e;
     }
@@ -245,14 +242,17 @@ class Tlb {
   // accesses mostly use the same page), then an index from (tag, ASID) to slot, open addressing
   // with linear probing. A lookup costs the same whatever the capacity, and the result is the
   // scan's: the same page's slot (entries are unique), else the first invalid slot, else the
-  // policy's victim.
+  // policy's victim. After a refill by the run-ahead replay the index may be replaced by the
+  // replay's sequence state (TlbReplayState::seq, tlb_replay_state.hpp: host speed, the same
+  // slots found); each operation of the index below checks for it once, marked "sequence state".
   uint32_t fa_home(uint64_t tag, uint16_t asid) const {
     return uint32_t(((tag ^ (uint64_t(asid) << 48)) * 0x9E3779B97F4A7C15ull) >> index_shift_);
   }
   uint32_t fa_find(uint64_t tag, uint16_t asid) const {
     const uint32_t h = hint_;
     if (h < cap_ && tags_[h] == tag && slots_[h].e.asid == asid) return h;
-    if (rs_.seq) return seq_find(tag, asid);
+    if (rs_.seq)  // sequence state: no index to probe
+      return rs_.seq_find(tags_, slots_, tag, asid, kNone);
     for (uint32_t p = fa_home(tag, asid);; p = (p + 1) & index_mask_) {
       const uint32_t i = index_[p];
       if (i == kNone) return kNone;
@@ -265,30 +265,28 @@ class Tlb {
     index_[p] = i;
     pos_[i] = p;
   }
-  // The sequence state (TlbReplayState::seq; LRU only), for fully associative TLBs after a whole
-  // refill of strictly increasing 4K pages (TlbReplay::fill_sequence_evicting, once per fault in
-  // the run-ahead replay): the index is not kept. Every slot is valid; slots [seq_rot, capacity)
-  // hold the refill's last pages in increasing order (the run), slots [0, seq_rot) the fills
-  // since, in fill order (the extras); the LRU order is seq_rot, ..., capacity - 1, 0, ...,
-  // seq_rot - 1, which each fill of a new page (evicting the LRU, slot seq_rot) keeps. A lookup
-  // scans the extras and binary-searches the run (a page outside the run's range costs two
-  // comparisons). Whatever the state cannot express (a hit that reorders, an invalidation that
-  // removes, a partial sequence, more than kSeqMaxExtras extras) first builds the index
-  // (seq_leave): the same state the fills one by one would have left.
-  static constexpr uint32_t kSeqMaxExtras = 8;
-  uint32_t seq_find(uint64_t tag, uint16_t asid) const {
-    const uint64_t* __restrict t = tags_.data();
-    const uint32_t rot = rs_.seq_rot;
-    for (uint32_t i = 0; i < rot; ++i)
-      if (t[i] == tag && slots_[i].e.asid == asid) return i;
-    const uint32_t cap = cap_;
-    if (tag < t[rot] || tag > t[cap - 1]) return kNone;  // (rot < cap)
-    const uint32_t i = uint32_t(std::lower_bound(t + rot, t + cap, tag) - t);
-    return t[i] == tag && slots_[i].e.asid == asid ? i : kNone;
+  // Slot i was hit, or refreshed in place by a fill: the hint.
+  void fa_hit(uint32_t i) {
+    hint_ = i;
+    if (rs_.seq && i != rs_.seq_mru(cap_)) seq_leave();  // sequence state: a hit that reorders
   }
-  // The most recently used slot in the sequence state.
-  uint32_t seq_mru() const { return rs_.seq_rot ? rs_.seq_rot - 1 : cap_ - 1; }
-  void seq_leave();
+  // The slot a fill of a new page into the full TLB evicts (the policy's victim), out of the
+  // index.
+  uint32_t fa_evict() {
+    if (rs_.seq) {  // sequence state: LRU's victim is slot seq_rot, unless too many extras
+      if (rs_.seq_rot < TlbReplayState::kSeqMaxExtras) return rs_.seq_rot;
+      seq_leave();
+    }
+    const uint32_t v = repl_.victim(0, cap_);
+    fa_remove(v);
+    return v;
+  }
+  // Slot i now holds a new page (its tag set): into the index.
+  void fa_insert(uint32_t i) {
+    if (rs_.seq) ++rs_.seq_rot;  // sequence state: slot seq_rot, the LRU, is now the MRU extra
+    else fa_index(i);
+  }
+  void seq_leave();  // from the sequence state to the index, as the fills one by one had built it
   void fa_remove(uint32_t i);  // before slot i's tag is cleared
   void fa_rebuild();           // after a bulk invalidation
   // Slot `i` now holds nothing.

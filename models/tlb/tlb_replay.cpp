@@ -15,7 +15,7 @@ void TlbReplay::hit_slots(const uint32_t* slots, size_t n) {
   if (t_.fully_associative_ && n) {
     // A hit on any slot but the most recently used reorders what the sequence state keeps.
     if (t_.rs_.seq) {
-      const uint32_t mru = t_.seq_mru();
+      const uint32_t mru = t_.rs_.seq_mru(t_.cap_);
       for (size_t k = 0; k < n; ++k)
         if (slots[k] != mru) {
           t_.seq_leave();
@@ -103,7 +103,7 @@ void TlbReplay::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, s
       std::fill(std::begin(t.n_of_size_), std::end(t.n_of_size_), 0);
       t.n_of_size_[unsigned(PageSize::k4K)] = uint32_t(cap);
       rs.reach_end = (last & pg::kBasePageMask) + page_size_bytes(PageSize::k4K);
-      if (cap >= 2 * Tlb::kSeqMaxExtras) {  // the sequence state: no index (yet)
+      if (cap >= 2 * TlbReplayState::kSeqMaxExtras) {  // the sequence state: no index (yet)
         rs.seq = true;
         rs.seq_rot = 0;
         return;

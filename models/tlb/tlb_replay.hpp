@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// The run-ahead replay's view of a Tlb (OooCore::reuse_run_ahead and replay_segment: host-speed
+// The run-ahead replay's view of a Tlb (RunaheadReuse, models/core/runahead_reuse.hpp: host-speed
 // memoisation of a fault's run-ahead). It replays a verified sequence of lookups and fills
 // without searching: hits by slot, a whole refill of a fully associative TLB in one step, and
 // the questions the replay's checks ask (does a slot still hold its page, which slots changed,
 // does any entry cover a range of pages). Nothing else uses it; core.runahead_check compares
-// every replayed segment with what the TLB holds (OooCore::check_replay).
+// every replayed segment with what the TLB holds (RunaheadReuse::check_replay).
 //
 // The replay reproduces LRU's order only: for a TLB with another policy usable() is false and
 // the core simulates every position instead (correct results first).
@@ -25,7 +25,7 @@ class TlbReplay {
   bool usable() const { return t_.repl_.kind() == ReplacementKind::lru; }
   // A fully associative TLB with every slot valid.
   bool full_fully_associative() const { return t_.fully_associative_ && t_.n_valid_ == t_.cap_; }
-  // Whether it is in the sequence state (Tlb, above seq_find). For tests; nothing observable
+  // Whether it is in the sequence state (TlbReplayState::seq). For tests; nothing observable
   // depends on it.
   bool sequence_state() const { return t_.rs_.seq; }
 

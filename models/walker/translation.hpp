@@ -33,7 +33,7 @@
 //    function the functional platform's UserAccess uses.
 //
 // Beside the architecture, and only if asked (a ReplayHint*), the path says what the access did
-// to the L2 TLB, for the core's run-ahead replay (host speed, not hardware; OooCore::ahead_issue).
+// to the L2 TLB, for the core's run-ahead replay (host speed, not hardware; RunaheadReuse::record_position).
 #pragma once
 
 #include <cstdint>
@@ -74,7 +74,7 @@ struct TranslateResult {
   const TlbEntry* entry = nullptr;
 };
 
-// Host-speed bookkeeping for the run-ahead replay (OooCore::reuse_run_ahead), not architecture:
+// Host-speed bookkeeping for the run-ahead replay (RunaheadReuse, models/core/runahead_reuse.hpp), not architecture:
 // what a translation did to the L2 TLB. Filled only when the caller passes one.
 struct ReplayHint {
   enum Kind : uint8_t {

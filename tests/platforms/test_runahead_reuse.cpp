@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// The run-ahead reuse (core.runahead_reuse, OooCore::reuse_run_ahead) is a host-speed option: a
-// fault's run-ahead replays what it shares with the previous fault's instead of simulating each
-// micro-op again. These tests run the same configs with it on and off and require the same
+// The run-ahead reuse (core.runahead_reuse: RunaheadReuse, models/core/runahead_reuse.hpp) is a
+// host-speed option: a fault's run-ahead replays what it shares with the previous fault's instead
+// of simulating each micro-op again. These tests run the same configs with it on and off and require the same
 // statistics (every key, in order, and its value), apart from the one counter that says how much was replayed (and the
 // key itself in the effective config). The configs cover where it replays (C3's storm of
 // spurious faults, under several pipeline parameters) and where its checks must refuse (several
