@@ -173,6 +173,15 @@ MemoryHierarchy::Touch MemoryHierarchy::touch(uint64_t pa, uint64_t bytes, bool 
   return t;
 }
 
+MemoryHierarchy::Level MemoryHierarchy::access_beyond_l1(uint64_t pa, uint64_t t) {
+  if (l1d_.evicted_dirty() != Cache::kNoLine) write_back(l1d_.evicted_dirty(), 1, t);
+  if (l2_.access(pa)) return L2;
+  if (l2_.evicted_dirty() != Cache::kNoLine) write_back(l2_.evicted_dirty(), 2, t);
+  const bool hit = llc_->access(pa);
+  if (llc_->evicted_dirty() != Cache::kNoLine) write_back(llc_->evicted_dirty(), 3, t);
+  return hit ? LLC : DRAM;
+}
+
 void MemoryHierarchy::write_back(uint64_t pa, int level, uint64_t t) {
   if (level <= 1 && l2_.write_back_into(pa)) return;
   if (level <= 2 && llc_->write_back_into(pa)) return;

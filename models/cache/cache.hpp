@@ -158,12 +158,7 @@ class MemoryHierarchy {
   Level access_level(uint64_t pa, bool write, uint64_t t) {
     victim_wait_ = 0;
     if (l1d_.access(pa, write)) return L1D;
-    if (l1d_.evicted_dirty() != Cache::kNoLine) write_back(l1d_.evicted_dirty(), 1, t);
-    if (l2_.access(pa)) return L2;
-    if (l2_.evicted_dirty() != Cache::kNoLine) write_back(l2_.evicted_dirty(), 2, t);
-    const bool hit = llc_->access(pa);
-    if (llc_->evicted_dirty() != Cache::kNoLine) write_back(llc_->evicted_dirty(), 3, t);
-    return hit ? LLC : DRAM;
+    return access_beyond_l1(pa, t);
   }
   // Load-to-use latency in core cycles of an access at cycle `t`: the level that hits, and for
   // DRAM the wait for the path to it (memory.bandwidth).
@@ -204,6 +199,8 @@ class MemoryHierarchy {
   // The dirty line at `pa`, evicted from the level before `level` (1: L2, 2: LLC, 3: DRAM), at
   // cycle `t` (kUntimed: the kernel's bulk traffic).
   void write_back(uint64_t pa, int level, uint64_t t);
+  // access_level() after an L1D miss (out of line: the L1D hit is the common case).
+  Level access_beyond_l1(uint64_t pa, uint64_t t);
 };
 
 }  // namespace mmusim::hw

@@ -9,7 +9,10 @@
 namespace mmusim::hw {
 
 DramChannel::DramChannel(double line_cycles, Stats& stats)
-    : line_cycles_(line_cycles), slot_cycles_(line_cycles * kLinesPerSlot), slots_(kSlots) {
+    : line_cycles_(line_cycles),
+      slot_cycles_(line_cycles * kLinesPerSlot),
+      inv_slot_cycles_(1.0 / slot_cycles_),
+      slots_(kSlots) {
   MMUSIM_CHECK(line_cycles > 0, "DRAM transfer of {} cycles", line_cycles);
   StatGroup g(stats, "memory");
   reads_ = &g.counter("reads", "Lines filled from DRAM (loads, stores' read-for-ownership, walks)", "lines");
@@ -23,7 +26,7 @@ DramChannel::DramChannel(double line_cycles, Stats& stats)
 }
 
 uint64_t DramChannel::take(uint64_t t) {
-  uint64_t k = uint64_t(double(t) / slot_cycles_);
+  uint64_t k = uint64_t(double(t) * inv_slot_cycles_);
   // Older than the calendar reaches: nothing known to be in its way.
   if (newest_ >= kSlots && k <= newest_ - kSlots) return 0;
   for (;; ++k) {
@@ -42,7 +45,7 @@ uint64_t DramChannel::take(uint64_t t) {
     if (s.n < kKept) s.arrival[s.n] = t;
     ++s.n;
     newest_ = std::max(newest_, k);
-    const uint64_t st = uint64_t(std::llround(start));
+    const uint64_t st = uint64_t(start + 0.5);
     return st > t ? st - t : 0;
   }
 }

@@ -61,6 +61,7 @@ class DramChannel {
 
   double line_cycles_;
   double slot_cycles_;
+  double inv_slot_cycles_;
   std::vector<Slot> slots_;
   uint64_t newest_ = 0;
   Counter* reads_;
