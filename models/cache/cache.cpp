@@ -47,10 +47,13 @@ void HierarchyParams::visit(Params& p) {
   p.duration("memory.latency", memory_latency, duration_text(memory_latency),
              "DRAM load-to-use latency (a time is converted with the core clock) [UARCH A.2, "
              "C.6: L/U]");
-  p.real("memory.bandwidth", memory_bandwidth, memory_bandwidth, 0.1, 100000,
-         "GB/s of 64-byte lines one core moves between its LLC and DRAM, fills and write-backs "
-         "together: each takes 64 B / bandwidth of it, and a fill that finds it busy waits "
-         "(models/cache/dram.hpp)");
+  p.real("memory.read_bandwidth", memory_read_bandwidth, memory_read_bandwidth, 0.1, 100000,
+         "GB/s of 64-byte lines one core's caches can fill from DRAM: each fill takes 64 B / "
+         "bandwidth of the path, and a fill that finds it busy waits (models/cache/dram.hpp)");
+  p.real("memory.write_bandwidth", memory_write_bandwidth, memory_write_bandwidth, 0.1, 100000,
+         "GB/s of dirty 64-byte lines one core's LLC can write back to DRAM: each write-back takes "
+         "64 B / bandwidth, and a line whose place a dirty victim holds waits for the victim's "
+         "transfer (models/cache/dram.hpp)");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -133,9 +136,12 @@ MemoryHierarchy::MemoryHierarchy(const HierarchyParams& p, double core_ghz, Stat
                                  Cache* shared_llc)
     : l1d_(p.l1d, stats),
       l2_(p.l2, stats),
-      dram_(p.memory_bandwidth > 0 ? double(kLineBytes) / p.memory_bandwidth * core_ghz : 1, stats) {
+      dram_(p.memory_read_bandwidth > 0 ? double(kLineBytes) / p.memory_read_bandwidth * core_ghz : 1, stats),
+      dram_wb_(p.memory_write_bandwidth > 0 ? double(kLineBytes) / p.memory_write_bandwidth * core_ghz : 1, stats) {
   MMUSIM_CHECK(core_ghz > 0, "core clock {} GHz", core_ghz);
-  MMUSIM_CHECK(p.memory_bandwidth > 0, "memory.bandwidth {} GB/s", p.memory_bandwidth);
+  MMUSIM_CHECK(p.memory_read_bandwidth > 0 && p.memory_write_bandwidth > 0,
+               "memory.read_bandwidth {} / write_bandwidth {} GB/s", p.memory_read_bandwidth,
+               p.memory_write_bandwidth);
   if (shared_llc) {
     llc_ = shared_llc;
   } else {
@@ -185,8 +191,8 @@ MemoryHierarchy::Level MemoryHierarchy::access_beyond_l1(uint64_t pa, uint64_t t
 void MemoryHierarchy::write_back(uint64_t pa, int level, uint64_t t) {
   if (level <= 1 && l2_.write_back_into(pa)) return;
   if (level <= 2 && llc_->write_back_into(pa)) return;
-  if (t == kUntimed) dram_.write_back_untimed();
-  else victim_wait_ = dram_.write_back(t);
+  if (t == kUntimed) dram_wb_.write_back_untimed();
+  else victim_wait_ = dram_wb_.write_back(t);
 }
 
 void MemoryHierarchy::invalidate_all() {

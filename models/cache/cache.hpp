@@ -6,7 +6,7 @@
 //
 // Write-back caches: a store dirties its line in the L1D; a dirty line evicted from a level is
 // written into the next level that holds it (dirtying it there), and one the LLC evicts goes to
-// DRAM, taking its share of memory.bandwidth (models/cache/dram.hpp). No MSHRs and no coherence;
+// DRAM, taking its share of memory.write_bandwidth (models/cache/dram.hpp). No MSHRs and no coherence;
 // the core's fill buffers bound its misses in flight (models/core). A miss fills every level it
 // missed in (inclusive enough for walk and zeroing latencies); an eviction from an outer level
 // does not back-invalidate the inner ones. Non-power-of-two set
@@ -135,11 +135,12 @@ class Cache {
   Counter* misses_;
 };
 
-// cache.l1d.*, cache.l2.*, cache.llc.*, memory.latency, memory.bandwidth.
+// cache.l1d.*, cache.l2.*, cache.llc.*, memory.latency, memory.read_bandwidth, memory.write_bandwidth.
 struct HierarchyParams {
   CacheParams l1d, l2, llc;
   Duration memory_latency;  // DRAM load-to-use; converted with the core clock
-  double memory_bandwidth = 0;  // GB/s of lines between this core's LLC and DRAM
+  double memory_read_bandwidth = 0;   // GB/s of lines filled from DRAM into this core's caches
+  double memory_write_bandwidth = 0;  // GB/s of dirty lines this core's LLC writes back
 
   void visit(Params& p);
 };
@@ -161,14 +162,18 @@ class MemoryHierarchy {
     return access_beyond_l1(pa, t);
   }
   // Load-to-use latency in core cycles of an access at cycle `t`: the level that hits, and for
-  // DRAM the wait for the path to it (memory.bandwidth).
+  // DRAM the wait for the path to it (memory.read_bandwidth).
   uint32_t access(uint64_t pa, bool write, uint64_t t) {
     const Level l = access_level(pa, write, t);
     if (l != DRAM) return latency_[l];
-    return latency_[DRAM] + uint32_t(std::min<uint64_t>(dram_.read(t), uint64_t(1) << 30));
+    // (The data comes over the fills' path; the line's place is free once a dirty victim's
+    // write-back has its transfer: whichever comes later.)
+    const uint64_t w = std::max(dram_.read(t), victim_wait_);
+    return latency_[DRAM] + uint32_t(std::min<uint64_t>(w, uint64_t(1) << 30));
   }
   uint32_t latency(Level l) const { return latency_[l]; }
-  DramChannel& dram() { return dram_; }
+  DramChannel& dram() { return dram_; }  // the fills' path
+  DramChannel& dram_writes() { return dram_wb_; }
   // The last access_level()'s LLC fill evicted a dirty line to DRAM: the cycles until that
   // write-back's transfer started (the fill's place in the LLC is free only then); else 0.
   uint64_t victim_wait() const { return victim_wait_; }
@@ -192,7 +197,8 @@ class MemoryHierarchy {
   Cache l2_;
   std::unique_ptr<Cache> own_llc_;
   Cache* llc_;
-  DramChannel dram_;
+  DramChannel dram_;     // fills: memory.read_bandwidth
+  DramChannel dram_wb_;  // write-backs: memory.write_bandwidth
   uint64_t victim_wait_ = 0;
   uint32_t latency_[4];
   static constexpr uint64_t kUntimed = ~uint64_t(0);

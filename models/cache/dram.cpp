@@ -16,13 +16,13 @@ DramChannel::DramChannel(double line_cycles, Stats& stats)
   MMUSIM_CHECK(line_cycles > 0, "DRAM transfer of {} cycles", line_cycles);
   StatGroup g(stats, "memory");
   reads_ = &g.counter("reads", "Lines filled from DRAM (loads, stores' read-for-ownership, walks)", "lines");
-  writebacks_ = &g.counter("writebacks", "Dirty lines the LLC evicted to DRAM (taking bandwidth)", "lines");
+  writebacks_ = &g.counter("writebacks", "Dirty lines the LLC evicted to DRAM (taking memory.write_bandwidth)", "lines");
   writebacks_untimed_ = &g.counter(
       "writebacks_untimed",
       "Dirty lines evicted to DRAM by the kernel's bulk zeroing and copying (priced by clear_page / "
       "copy_page, not timed against the bandwidth)",
       "lines");
-  queue_cycles_ = &g.counter("queue_cycles", "Sum of the cycles fills waited for the path to DRAM (memory.bandwidth)", "cycles");
+  queue_cycles_ = &g.counter("queue_cycles", "Sum of the cycles fills waited for the path to DRAM (memory.read_bandwidth)", "cycles");
 }
 
 uint64_t DramChannel::take(uint64_t t) {

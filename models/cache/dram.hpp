@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// The path from one core to DRAM as a bandwidth: every line that moves between the LLC and memory
-// (a fill, including a store's read-for-ownership, and the write-back of a dirty line the LLC
-// evicts) occupies it for 64 bytes / memory.bandwidth. A fill that finds it busy waits in the
-// queue; the wait adds to the fill's latency (memory.latency is the unloaded one). Write-backs are
-// posted: nobody waits for them, but they take their share of the bandwidth, so that a store
-// stream, which reads a line and later writes one back for every line it stores to, moves half as
-// many lines per second as a read stream.
+// One direction of the path from one core to DRAM as a bandwidth; a MemoryHierarchy has two.
+// Fills (a load's, a store's read-for-ownership, a walk's read) take 64 bytes /
+// memory.read_bandwidth of theirs, and one that finds it busy waits; the wait adds to the fill's
+// latency (memory.latency is the unloaded one). Write-backs of the dirty lines the LLC evicts take
+// 64 bytes / memory.write_bandwidth of theirs: posted, nobody waits for them but the line whose
+// place in the LLC the victim held. Two paths, not one shared channel: what bounds one core is
+// what it can have in flight in each direction, far below the DDR channels' peak (a memset, which
+// only writes, runs at a seventh of it: docs/x86-memory-path.md §6-7).
 //
 // Requests do not arrive in time order (the core times each micro-op in program order, a load at
 // its execution, a store when it drains, a walk's reads at their own times), so the occupancy is

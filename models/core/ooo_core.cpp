@@ -251,7 +251,7 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
             // evicts has its transfer to DRAM.
             lat += uint32_t(caches_.victim_wait());
           } else {
-            lat += uint32_t(caches_.dram().read(ds));
+            lat += uint32_t(std::max(caches_.dram().read(ds), caches_.victim_wait()));
           }
         }
         fb = ds + lat;

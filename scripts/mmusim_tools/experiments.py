@@ -290,7 +290,7 @@ def c5():
                        Metric("ratio", "time ratio", "", 1.0, False, 3)], cases,
                       note=("faults.total, faults.spurious, region.time_ns; the time ratio is "
                             "patched / baseline of the same folio size. Tolerances: times 15%, "
-                            "ratios 10%. memory.bandwidth is calibrated on the 2M PMD-mapped row."),
+                            "ratios 10%. memory.write_bandwidth is calibrated on the 2M PMD-mapped row."),
                       case_header="folio size", ratios=ratios)
 
 

@@ -12,7 +12,7 @@ using namespace mmusim;
 using namespace mmusim::hw;
 
 namespace {
-// Accesses far apart in time (none waits for another's DRAM transfer: memory.bandwidth).
+// Accesses far apart in time (none waits for another's DRAM transfer: memory.read_bandwidth).
 uint64_t next_t() {
   static uint64_t t = 1000000;
   return t += 10000;
@@ -281,23 +281,26 @@ TEST_CASE("cache: a store dirties its line; dirty lines are written back level b
   CHECK(h.llc().check_invariants(&why));
 }
 
-TEST_CASE("cache: memory.bandwidth is a parameter of the hierarchy with the platform's default",
+TEST_CASE("cache: memory.read_bandwidth and write_bandwidth are parameters with the platform's defaults",
           "[cache][dram][params]") {
   Schema schema;
   HierarchyParams decl = presets::i7().caches;
   Params dp = Params::declaring(schema);
   decl.visit(dp);
-  REQUIRE(schema.find("memory.bandwidth"));
-  CHECK(schema.find("memory.bandwidth")->default_text == "7.4");
+  REQUIRE(schema.find("memory.write_bandwidth"));
+  CHECK(schema.find("memory.write_bandwidth")->default_text == "7.4");
+  CHECK(schema.find("memory.read_bandwidth")->default_text == "76.8");
   Config cfg(schema);
-  cfg.set("memory.bandwidth", "6.4", "test");
+  cfg.set("memory.read_bandwidth", "6.4", "test");
   HierarchyParams rd = presets::i7().caches;
   Params rp = Params::reading(cfg);
   rd.visit(rp);
-  CHECK(rd.memory_bandwidth == 6.4);
+  CHECK(rd.memory_read_bandwidth == 6.4);
+  CHECK(rd.memory_write_bandwidth == 7.4);
   Stats s;
   MemoryHierarchy h(rd, kGhz, s);
   // 64 B at 6.4 GB/s = 10 ns = 49 cycles at 4.9 GHz.
   CHECK(h.dram().line_cycles() == Approx(49.0));
-  CHECK_THROWS_AS(cfg.set("memory.bandwidth", "0", "test"), UserError);
+  CHECK(h.dram_writes().line_cycles() == Approx(64.0 / 7.4 * 4.9));
+  CHECK_THROWS_AS(cfg.set("memory.write_bandwidth", "0", "test"), UserError);
 }

@@ -906,14 +906,16 @@ TEST_CASE("core: the fault handler waits at its first store barrier for the buff
   CHECK(drain_run(-1, false, 500).waited == 0);
 }
 
-TEST_CASE("core: a store stream to DRAM runs at memory.bandwidth once the LLC holds dirty lines",
-          "[core][timing][dram]") {
-  // A 2 MiB LLC (so that the stream's own dirty lines are written back while it runs) and 2 GB/s:
-  // every line stored costs a fill and, after the first 2 MiB, a write-back: 2 x 64 B / 2 GB/s =
-  // 64 ns per line. 16 fill buffers of a 90 ns DRAM latency would allow far more.
+TEST_CASE("core: a store stream to DRAM runs at the slower of its two paths once the LLC holds "
+          "dirty lines", "[core][timing][dram]") {
+  // A 2.5 MiB LLC (so that the stream's own dirty lines are written back while it runs): every
+  // line stored costs a fill at 1 GB/s (64 ns) and, after the first 2.5 MiB, a write-back at
+  // 2 GB/s (32 ns) on the other path: 64 ns per line. 16 fill buffers of a 90 ns DRAM latency
+  // would allow far more.
   CoreMmuParams hw = presets::i7();
   hw.caches.llc.size = 2560 << 10;
-  hw.caches.memory_bandwidth = 2.0;
+  hw.caches.memory_read_bandwidth = 1.0;
+  hw.caches.memory_write_bandwidth = 2.0;
   Rig r(4.9, hw);
   const unsigned pages = 2048;  // 8 MiB
   for (unsigned i = 0; i < pages; ++i) r.pt.map(kB + i * K4, 0x100'0000 + i * K4, 0, Perm{true, true, true});
@@ -941,7 +943,8 @@ TEST_CASE("core: full-line stores (rep stosb) take no fill from DRAM: one write-
   // DRAM carries only the write-backs, 64 B / 2 GB/s = 32 ns per line.
   CoreMmuParams hw = presets::i7();
   hw.caches.llc.size = 2560 << 10;
-  hw.caches.memory_bandwidth = 2.0;
+  hw.caches.memory_read_bandwidth = 1.0;  // (unused: no fills)
+  hw.caches.memory_write_bandwidth = 2.0;
   Rig r(4.9, hw);
   const unsigned pages = 2048;
   for (unsigned i = 0; i < pages; ++i) r.pt.map(kB + i * K4, 0x100'0000 + i * K4, 0, Perm{true, true, true});

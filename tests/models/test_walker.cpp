@@ -28,7 +28,7 @@ using mmusim::hw::test::PageTables;
 using mmusim::hw::test::Perm;
 
 namespace {
-// Accesses far apart in time (none waits for another's DRAM transfer: memory.bandwidth).
+// Accesses far apart in time (none waits for another's DRAM transfer: memory.read_bandwidth).
 uint64_t next_t() {
   static uint64_t t = 1000000;
   return t += 10000;

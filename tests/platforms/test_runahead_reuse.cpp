@@ -96,8 +96,8 @@ TEST_CASE("run-ahead reuse: the same results on the N1, with several cores and w
 TEST_CASE("run-ahead reuse: the same results with the path to DRAM busy and faults waiting for the "
           "store buffer", "[runahead][dram]") {
   // The LLC below the region: stores' read-for-ownership, write-backs and walks' reads queue for
-  // memory.bandwidth, and each fault's handler waits at its first locked instruction.
-  for (const char* sets : {"--set cache.llc.size=640K", "--set cache.llc.size=640K --set memory.bandwidth=1",
+  // memory.read_bandwidth / write_bandwidth, and each fault's handler waits at its first locked instruction.
+  for (const char* sets : {"--set cache.llc.size=640K", "--set cache.llc.size=640K --set memory.read_bandwidth=1 --set memory.write_bandwidth=1",
                            "--set cache.llc.size=640K --set workload.pattern=memset",
                            "--set cache.llc.size=640K --set workload.pattern=memset --set workload.folio=4K"}) {
     same_either_way("c3-fork-reuse-nobarrier.cfg", std::string("--set workload.size=4M ") + sets);
