@@ -89,7 +89,7 @@ TEST_CASE("run-ahead reuse: the same results for other folios, patterns and kern
 TEST_CASE("run-ahead reuse: the same results on the N1, with several cores and with RDTSCP", "[runahead]") {
   same_either_way("c4-contpte-n1.cfg", "--set workload.size=2M --set kernel.wp_reuse=off");
   same_either_way("c4-contpte-n1.cfg", "--set workload.size=2M --set tlb.l1_dtlb.contiguous_64k=false --set kernel.wp_reuse=off");
-  same_either_way("v2-threads8-random.cfg", "--set workload.size=4M --set platform.cores=4");
+  same_either_way("c6-threads8-random.cfg", "--set workload.size=4M --set platform.cores=4");
   same_either_way("c1-fork-reuse-clock.cfg", "--set workload.size=4M --set core.rdtscp_rule=wait-older");
 }
 

@@ -1,6 +1,6 @@
 """How much the results of several cores depend on the temporal-decoupling quantum
 (core.quantum: the cycles a core runs ahead of SystemC time before it synchronises; a core also
-synchronises before every kernel entry). C6's workload (configs/experiments/v2-threads8-random.cfg:
+synchronises before every kernel entry). C6's workload (configs/experiments/c6-threads8-random.cfg:
 8 threads storing to a forked region in random order, on 8 cores), its four cells (64K and 2M
 PTE-mapped folios, baseline and patched), at 32M, with the default quantum (100,000 cycles) and
 with one a hundred times smaller. What moves is what a core does in user mode, ahead of another
@@ -19,7 +19,7 @@ import unittest
 SOURCE = os.environ.get("MMUSIM_SOURCE_DIR") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
 MMUSIM = os.environ.get("MMUSIM_BINARY", "")
-C6 = os.path.join(SOURCE, "configs", "experiments", "v2-threads8-random.cfg")
+C6 = os.path.join(SOURCE, "configs", "experiments", "c6-threads8-random.cfg")
 CELLS = [("64K", "off"), ("64K", "pagetable"), ("2M-pte", "off"), ("2M-pte", "pagetable")]
 QUANTA = (1000, 100000)
 KEYS = ("region.time_ns", "faults.total", "faults.region")
