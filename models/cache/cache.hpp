@@ -157,7 +157,6 @@ class MemoryHierarchy {
   // The level that served `pa` at cycle `t` (filling the levels above it; `write`: the line is
   // dirty in the L1D). Dirty lines evicted on the way are written back (write_back).
   Level access_level(uint64_t pa, bool write, uint64_t t) {
-    victim_wait_ = 0;
     if (l1d_.access(pa, write)) return L1D;
     return access_beyond_l1(pa, t);
   }
@@ -166,17 +165,19 @@ class MemoryHierarchy {
   uint32_t access(uint64_t pa, bool write, uint64_t t) {
     const Level l = access_level(pa, write, t);
     if (l != DRAM) return latency_[l];
-    // (The data comes over the fills' path; the line's place is free once a dirty victim's
-    // write-back has its transfer: whichever comes later.)
-    const uint64_t w = std::max(dram_.read(t), victim_wait_);
-    return latency_[DRAM] + uint32_t(std::min<uint64_t>(w, uint64_t(1) << 30));
+    return latency_[DRAM] + dram_fill_wait(t, false);
+  }
+  // After access_level() returned DRAM for a request at cycle `t`: the cycles the fill waits
+  // beyond memory.latency. The data comes over the fills' path (none for a `full_line` claim,
+  // wl::kUopFullLine), and the line's place is free once a dirty victim's write-back has its
+  // transfer: whichever comes later.
+  uint32_t dram_fill_wait(uint64_t t, bool full_line) {
+    const uint64_t w = full_line ? victim_wait_ : std::max(dram_.read(t), victim_wait_);
+    return uint32_t(std::min<uint64_t>(w, uint64_t(1) << 30));
   }
   uint32_t latency(Level l) const { return latency_[l]; }
   DramChannel& dram() { return dram_; }  // the fills' path
   DramChannel& dram_writes() { return dram_wb_; }
-  // The last access_level()'s LLC fill evicted a dirty line to DRAM: the cycles until that
-  // write-back's transfer started (the fill's place in the LLC is free only then); else 0.
-  uint64_t victim_wait() const { return victim_wait_; }
 
   // The kernel's bulk zeroing/copying/reading of [pa, pa + bytes): installs every line in every
   // level (without counting hits/misses). Returns how many lines each level served, so the caller

@@ -2,7 +2,6 @@
 #include "models/cache/dram.hpp"
 
 #include <algorithm>
-#include <cmath>
 
 #include "base/error.hpp"
 

@@ -242,18 +242,11 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
         uint64_t& fb = fb_free_[fb_next_];
         if (++fb_next_ == fb_free_.size()) fb_next_ = 0;
         ds = std::max(ds, fb);
-        if (lvl == MemoryHierarchy::DRAM) {
-          if (u.flags & wl::kUopFullLine) {
-            // Claimed without its data (fast strings): no read takes the path to DRAM, but the
-            // claim of a line no cache holds goes to the memory controller and back, taken as
-            // memory.latency [U: not published; granted at the LLC, C5's 4K row would be about 50 ms
-            // instead of 56.7], and the line's place in the LLC is free once the dirty line it
-            // evicts has its transfer to DRAM.
-            lat += uint32_t(caches_.victim_wait());
-          } else {
-            lat += uint32_t(std::max(caches_.dram().read(ds), caches_.victim_wait()));
-          }
-        }
+        // A full-line store (fast strings) is claimed without its data: no read takes the path
+        // to DRAM, but the claim of a line no cache holds goes to the memory controller and back,
+        // taken as memory.latency [U: not published; granted at the LLC, C5's 4K row would be
+        // about 50 ms instead of 56.7].
+        if (lvl == MemoryHierarchy::DRAM) lat += caches_.dram_fill_wait(ds, u.flags & wl::kUopFullLine);
         fb = ds + lat;
       }
       last_drain_ = ds;

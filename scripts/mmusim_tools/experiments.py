@@ -277,23 +277,33 @@ def v_cases(config, rows, variants=VARIANTS, stats=None, extra_sets=()):
     return cases
 
 
-def c5():
+def timed_pairs(config, rows, measured, stats):
+    """Cases baseline and patched for each (folio, label) of `rows`, each with its measured time
+    (two boots, from `measured`[folio] = (baseline boots, patched boots)), and a Ratio row per
+    folio: patched / baseline, against the ratio of the measured means."""
     cases, ratios = [], []
-    stats = {"faults": "faults.total", "spurious": "faults.spurious", "time": "region.time_ns"}
-    for folio, label in FOLIOS_C1:
-        if folio not in C5_MEASURED:
-            continue
+    for folio, label in rows:
         for wp, var in VARIANTS:
-            boots = C5_MEASURED[folio][0 if wp == "off" else 1]
-            cases.append(Case(label, var, exp_config("c5-memset.cfg"), folio_sets(folio, wp), stats,
+            boots = measured[folio][0 if wp == "off" else 1]
+            cases.append(Case(label, var, exp_config(config), folio_sets(folio, wp), stats,
                               {"time": Measured.pair(*boots)}))
-        b, p = C5_MEASURED[folio]
+        b, p = measured[folio]
         ref = (sum(p) / 2.0) / (sum(b) / 2.0)
         ratios.append(Ratio(label, "patched / baseline", "ratio", len(cases) - 1, len(cases) - 2,
                             Measured(f"{ref:.3f}", ref, derived="mean patched / mean baseline")))
+    return cases, ratios
+
+
+T_RATIO = Metric("ratio", "time ratio", "", 1.0, False, 3)
+
+
+def c5():
+    rows = [(f, label) for f, label in FOLIOS_C1 if f in C5_MEASURED]
+    cases, ratios = timed_pairs("c5-memset.cfg", rows, C5_MEASURED,
+                                {"faults": "faults.total", "spurious": "faults.spurious",
+                                 "time": "region.time_ns"})
     return Experiment("C5", "memset() pass (was V1)", "calibration", 256 * MB,
-                      [T_FAULTS, T_SPUR, T_TIME,
-                       Metric("ratio", "time ratio", "", 1.0, False, 3)], cases,
+                      [T_FAULTS, T_SPUR, T_TIME, T_RATIO], cases,
                       note=("faults.total, faults.spurious, region.time_ns; the time ratio is "
                             "patched / baseline of the same folio size. Tolerances: times 15%, "
                             "ratios 10%. memory.write_bandwidth is calibrated on the 2M PMD-mapped row."),
@@ -302,21 +312,11 @@ def c5():
 
 def c6():
     rows = [("64K", "64K mTHP"), ("2M-pte", "2M THP, PTE-mapped")]
-    stats = {"faults": "faults.total", "spurious": "faults.spurious", "race": "kernel.fault_race",
-             "time": "region.time_ns"}
-    cases, ratios = [], []
-    for folio, label in rows:
-        for wp, var in VARIANTS:
-            boots = C6_MEASURED[folio][0 if wp == "off" else 1]
-            cases.append(Case(label, var, exp_config("c6-threads8-random.cfg"), folio_sets(folio, wp),
-                              stats, {"time": Measured.pair(*boots)}))
-        b, p = C6_MEASURED[folio]
-        ref = (sum(p) / 2.0) / (sum(b) / 2.0)
-        ratios.append(Ratio(label, "patched / baseline", "ratio", len(cases) - 1, len(cases) - 2,
-                            Measured(f"{ref:.3f}", ref, derived="mean patched / mean baseline")))
+    cases, ratios = timed_pairs("c6-threads8-random.cfg", rows, C6_MEASURED,
+                                {"faults": "faults.total", "spurious": "faults.spurious",
+                                 "race": "kernel.fault_race", "time": "region.time_ns"})
     return Experiment("C6", "8 threads, one byte per page, random order (8 cores; was V2)",
-                      "calibration", 256 * MB,
-                      [T_FAULTS, T_SPUR, T_RACE, T_TIME, Metric("ratio", "time ratio", "", 1.0, False, 3)],
+                      "calibration", 256 * MB, [T_FAULTS, T_SPUR, T_RACE, T_TIME, T_RATIO],
                       cases, case_header="folio size", ratios=ratios,
                       note=("faults.total, faults.spurious, kernel.fault_race, region.time_ns. Not "
                             "calibrated yet: the several-core model is issue #18."))

@@ -906,44 +906,18 @@ TEST_CASE("core: the fault handler waits at its first store barrier for the buff
   CHECK(drain_run(-1, false, 500).waited == 0);
 }
 
-TEST_CASE("core: a store stream to DRAM runs at the slower of its two paths once the LLC holds "
-          "dirty lines", "[core][timing][dram]") {
-  // A 2.5 MiB LLC (so that the stream's own dirty lines are written back while it runs): every
-  // line stored costs a fill at 1 GB/s (64 ns) and, after the first 2.5 MiB, a write-back at
-  // 2 GB/s (32 ns) on the other path: 64 ns per line. 16 fill buffers of a 90 ns DRAM latency
-  // would allow far more.
+namespace {
+// 8 MiB of 64-byte stores in order through a 2.5 MiB LLC (so that the stream's own dirty lines are
+// written back while it runs), fills at 1 GB/s and write-backs at 2 GB/s: the ns the second half
+// (4 MiB = 65,536 lines) takes between two markers, and the DRAM counters.
+struct StreamRun {
+  double ns = 0;
+  uint64_t writebacks = 0, reads = 0;
+};
+StreamRun store_stream(bool full_line) {
   CoreMmuParams hw = presets::i7();
   hw.caches.llc.size = 2560 << 10;
   hw.caches.memory_read_bandwidth = 1.0;
-  hw.caches.memory_write_bandwidth = 2.0;
-  Rig r(4.9, hw);
-  const unsigned pages = 2048;  // 8 MiB
-  for (unsigned i = 0; i < pages; ++i) r.pt.map(kB + i * K4, 0x100'0000 + i * K4, 0, Perm{true, true, true});
-  for (unsigned i = 0; i < pages; ++i) {
-    if (i == pages / 2) r.prog.push_back(marker());
-    for (unsigned l = 0; l < 64; ++l) {
-      wl::Uop u = store(kB + i * K4 + l * 64);
-      u.size = 64;
-      r.prog.push_back(u);
-    }
-  }
-  r.prog.push_back(marker());
-  r.run();
-  REQUIRE(r.os.marker_ps.size() == 2);
-  // The second half: 4 MiB = 65,536 lines at 64 ns each (the marker retires when the last store
-  // retires, up to a store buffer's worth of lines ahead of their drain: within 1%).
-  const double ns = double(r.os.marker_ps[1] - r.os.marker_ps[0]) / 1000.0;
-  CHECK(ns == Approx(65536 * 64.0).epsilon(0.01));
-  CHECK(r.count("memory.writebacks") >= 65536);
-}
-
-TEST_CASE("core: full-line stores (rep stosb) take no fill from DRAM: one write-back per line",
-          "[core][timing][dram]") {
-  // As above, but each store claims its line without reading it (wl::kUopFullLine): the path to
-  // DRAM carries only the write-backs, 64 B / 2 GB/s = 32 ns per line.
-  CoreMmuParams hw = presets::i7();
-  hw.caches.llc.size = 2560 << 10;
-  hw.caches.memory_read_bandwidth = 1.0;  // (unused: no fills)
   hw.caches.memory_write_bandwidth = 2.0;
   Rig r(4.9, hw);
   const unsigned pages = 2048;
@@ -953,15 +927,35 @@ TEST_CASE("core: full-line stores (rep stosb) take no fill from DRAM: one write-
     for (unsigned l = 0; l < 64; ++l) {
       wl::Uop u = store(kB + i * K4 + l * 64);
       u.size = 64;
-      u.flags |= wl::kUopFullLine;
+      if (full_line) u.flags |= wl::kUopFullLine;
       r.prog.push_back(u);
     }
   }
   r.prog.push_back(marker());
   r.run();
   REQUIRE(r.os.marker_ps.size() == 2);
-  const double ns = double(r.os.marker_ps[1] - r.os.marker_ps[0]) / 1000.0;
-  CHECK(ns == Approx(65536 * 32.0).epsilon(0.01));
-  CHECK(r.count("memory.writebacks") >= 65536);
-  CHECK(r.count("memory.reads") <= 2048 / 8 + 3);  // the walks: a PTE line per 8 pages, 3 tables
+  return {double(r.os.marker_ps[1] - r.os.marker_ps[0]) / 1000.0, r.count("memory.writebacks"),
+          r.count("memory.reads")};
+}
+}  // namespace
+
+TEST_CASE("core: a store stream to DRAM runs at the slower of its two paths once the LLC holds "
+          "dirty lines", "[core][timing][dram]") {
+  // Every line stored costs a fill at 1 GB/s (64 ns) and, after the first 2.5 MiB, a write-back
+  // at 2 GB/s (32 ns) on the other path: 64 ns per line. 16 fill buffers of a 90 ns DRAM latency
+  // would allow far more. (The marker retires when the last store retires, up to a store
+  // buffer's worth of lines ahead of their drain: within 1%.)
+  const StreamRun s = store_stream(false);
+  CHECK(s.ns == Approx(65536 * 64.0).epsilon(0.01));
+  CHECK(s.writebacks >= 65536);
+}
+
+TEST_CASE("core: full-line stores (rep stosb) take no fill from DRAM: one write-back per line",
+          "[core][timing][dram]") {
+  // Each store claims its line without reading it (wl::kUopFullLine): the path to DRAM carries
+  // only the write-backs, 64 B / 2 GB/s = 32 ns per line.
+  const StreamRun s = store_stream(true);
+  CHECK(s.ns == Approx(65536 * 32.0).epsilon(0.01));
+  CHECK(s.writebacks >= 65536);
+  CHECK(s.reads <= 2048 / 8 + 3);  // the walks: a PTE line per 8 pages, 3 tables
 }
