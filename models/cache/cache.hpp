@@ -161,11 +161,35 @@ class MemoryHierarchy {
     return access_beyond_l1(pa, t);
   }
   // Load-to-use latency in core cycles of an access at cycle `t`: the level that hits, and for
-  // DRAM the wait for the path to it (memory.read_bandwidth).
+  // DRAM the wait for the path to it (memory.read_bandwidth); a line still on its way (in_flight)
+  // is there when it arrives.
   uint32_t access(uint64_t pa, bool write, uint64_t t) {
     const Level l = access_level(pa, write, t);
-    if (l != DRAM) return latency_[l];
-    return latency_[DRAM] + dram_fill_wait(t, false);
+    uint32_t lat = latency_[l];
+    if (l == DRAM) lat += dram_fill_wait(t, false);
+    return in_flight(pa, t, l, lat);
+  }
+  // The fill buffers' merge: a miss installs its line in every level at once (the tags), but its
+  // data arrives `lat` cycles later; an access to the line before then (a younger load, walk or
+  // store drain that finds it "present") waits for that arrival, as a second miss to a line
+  // joins the fill buffer of the first (Intel optimization manual, "fill buffers"; the same line
+  // is not fetched twice). Given the level that served `pa` at cycle `t` and its latency, returns
+  // the latency to use, and remembers a miss's arrival. The misses are kept in a small table
+  // indexed by line (256 entries, many more than the core's 16 fill buffers); a miss whose entry
+  // a later one took is taken as arrived. (The core times micro-ops in program order, so an
+  // access may come at a cycle before the miss it finds was requested: it is not held back.)
+  uint32_t in_flight(uint64_t pa, uint64_t t, Level l, uint32_t lat) {
+    const uint64_t line = pa >> kLineShift;
+    InFlight& f = in_flight_[(line * 0x9E3779B97F4A7C15ull) >> (64 - kInFlightBits)];
+    if (l == L1D) {
+      if (f.line == line && f.request <= t && f.arrival > t + lat)
+        return uint32_t(std::min<uint64_t>(f.arrival - t, uint64_t(1) << 30));
+      return lat;
+    }
+    f.line = line;
+    f.request = t;
+    f.arrival = t + lat;
+    return lat;
   }
   // After access_level() returned DRAM for a request at cycle `t`: the cycles the fill waits
   // beyond memory.latency. The data comes over the fills' path (none for a `full_line` claim,
@@ -202,6 +226,15 @@ class MemoryHierarchy {
   DramChannel dram_wb_;  // write-backs: memory.write_bandwidth
   uint64_t victim_wait_ = 0;
   uint32_t latency_[4];
+  struct InFlight {
+    uint64_t line = ~uint64_t(0);
+    uint64_t request = 0;  // the cycle the miss was requested
+    uint64_t arrival = 0;
+  };
+  // Indexed by a hash of the line (the page-table entries of one walk sit at equal offsets of
+  // different pages: low line bits would collide).
+  static constexpr unsigned kInFlightBits = 8;
+  InFlight in_flight_[1u << kInFlightBits];
   static constexpr uint64_t kUntimed = ~uint64_t(0);
   // The dirty line at `pa`, evicted from the level before `level` (1: L2, 2: LLC, 3: DRAM), at
   // cycle `t` (kUntimed: the kernel's bulk traffic).

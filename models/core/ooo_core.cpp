@@ -249,6 +249,8 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
         if (lvl == MemoryHierarchy::DRAM) lat += caches_.dram_fill_wait(ds, u.flags & wl::kUopFullLine);
         fb = ds + lat;
       }
+      // A line an older miss is still bringing: the store waits for it (the fill buffer's merge).
+      lat = caches_.in_flight(pa, ds, lvl, lat);
       last_drain_ = ds;
       sb_free_[(st_ord_ - 1) & sb_mask_] = ds + lat;
       sb_free_upto_[(st_ord_ - 1) & sb_mask_] =
@@ -449,12 +451,13 @@ void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
   faults_taken_->inc();
   MMUSIM_LOG_DEBUG(log_, "cpu {} fault at {:#x} (ip {:#x}, syndrome {:#x}) at cycle {}; {} younger micro-ops ran ahead",
                    cpu_, f.addr, f.ip, fis.syndrome, nuke, n_ahead);
+  if (trace_) trace_->time_ps = ps(nuke);
   if (p_.fault_invalidates) {
     // SDM Vol 3A §4.10.4.1: the TLB entries for the faulting page number (current PCID) and the
-    // paging-structure-cache entries that would be used for the address.
-    maint_.x86_page_fault(ctx_.asid, f.addr);
+    // paging-structure-cache entries that would be used for the address, at the flush: what a
+    // walk still in flight then brings (walk_squash = complete) comes after it and stays.
+    maint_.x86_page_fault(ctx_.asid, f.addr, nuke);
   }
-  if (trace_) trace_->time_ps = ps(nuke);
   OsFault of = os_.page_fault(cpu_, f.addr, fis.syndrome, f.ip, ps(nuke));
   uint64_t resume = nuke + uint64_t(of.cycles + 0.5);
   // The user's stores still in the store buffer drain while the exception is delivered and the

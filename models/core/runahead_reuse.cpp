@@ -343,6 +343,13 @@ bool RunaheadReuse::replay_segment(size_t from, size_t to, size_t* stp) {
       claim_l2_slot(kidx[m], slots[m]);
       st_ro[kidx[m]] = !l2r.slot_entry(slots[m]).writable;
     }
+  // Each entry had arrived before the segment's first allocation, so no hit waits for a walk still
+  // in flight (such a hit is simulated).
+  {
+    const uint64_t a0 = unrel(r.alloc[from], nuke);
+    for (size_t m = 0; m < n_slots; ++m)
+      if (l2r.slot_entry(slots[m]).ready > a0) return false;
+  }
   if (check_) check_replay(k0, k1, slots, pages, n_slots, kidx);
   if (l1r.contiguous_64k())
     for (size_t m = 0; m < n_slots; ++m)
@@ -389,7 +396,8 @@ void RunaheadReuse::check_replay(size_t k0, size_t k1, const uint32_t* slots, co
     MMUSIM_CHECK(pages[m] == r.page()[k], "run-ahead replay: slot list out of step at {}", k);
     const TlbEntry* e = l2_->probe(pages[m] << Tlb::kPageShift, asid);
     MMUSIM_CHECK(e && e->size == PageSize::k4K && l2_->slot_of(e) == slots[m] &&
-                     r.slot()[k] == slots[m] && r.ro()[k] == !e->writable,
+                     r.slot()[k] == slots[m] && r.ro()[k] == !e->writable &&
+                     e->ready <= unrel(r.alloc[r.stores[k]], nuke_),
                  "run-ahead replay: store {} (page {:#x}) replays L2 slot {} (read-only {}), the L2 "
                  "has it in slot {}",
                  k, pages[m], slots[m], int(r.ro()[k]), e ? int64_t(l2_->slot_of(e)) : int64_t(-1));

@@ -93,6 +93,7 @@ TlbEntry translation_from_walk(const pg::Walk& w, uint64_t va, uint16_t asid, bo
   e.dirty = w.dirty;
   e.speculative = speculative;
   e.contiguous = w.contiguous;
+  e.origin_page = va >> Tlb::kPageShift;
   return e;
 }
 
@@ -331,6 +332,14 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
     ++n_of_size_[unsigned(s)];
   }
   Slot* victim = &slots_[v];
+  // The same page again: it has been there since the earlier of the two arrivals; a later one
+  // is kept as a refill (an invalidation in between removes only the first).
+  if (same_page) {
+    const uint64_t r0 = victim->e.ready, r1 = e.ready;
+    const uint64_t late = std::max({victim->e.refill, r0, r1});
+    e.ready = std::min(r0, r1);
+    e.refill = late > e.ready ? late : 0;
+  }
   victim->e = e;
   rs_.note_change(v);
   rs_.note_reach(e.vbase + page_size_bytes(s));
@@ -349,14 +358,15 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
   return &victim->e;
 }
 
-unsigned Tlb::invalidate_page(uint64_t va, uint16_t asid, const char* reason) {
+unsigned Tlb::invalidate_page(uint64_t va, uint16_t asid, const char* reason, uint64_t at) {
   unsigned removed = 0;
   for (unsigned si = 0; si < kNumPageSizes; ++si) {
     if (!n_of_size_[si]) continue;
     PageSize s = PageSize(si);
     const uint64_t tag = tag_of(va & page_size_mask(s), s);
     if (fully_associative_) {
-      if (uint32_t i = fa_find(tag, asid); i != kNone) {
+      if (uint32_t i = fa_find(tag, asid); i != kNone && slots_[i].e.ready <= at) {
+        if (survives_as_refill(slots_[i].e, at)) continue;
         fa_remove(i);
         clear_slot(i);
         ++removed;
@@ -366,7 +376,9 @@ unsigned Tlb::invalidate_page(uint64_t va, uint16_t asid, const char* reason) {
     uint32_t ways = 0;
     const uint32_t set = set_for(s, va, &ways);
     for (uint32_t w = 0; w < ways; ++w)
-      if (tags_[set + w] == tag && slots_[set + w].e.asid == asid) {
+      if (tags_[set + w] == tag && slots_[set + w].e.asid == asid &&
+          slots_[set + w].e.ready <= at) {
+        if (survives_as_refill(slots_[set + w].e, at)) continue;
         clear_slot(set + w);
         ++removed;
       }

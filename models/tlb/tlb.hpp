@@ -66,7 +66,18 @@ struct TlbEntry {
   bool dirty = false;        // x86 D / arm64 writable-dirty
   bool speculative = false;  // filled by an access that had not retired
   bool contiguous = false;   // made from a leaf with the arm64 contiguous hint
+  // When the fill arrives: the cycle the walk that made it completes (0: already there). A walk
+  // fills the TLBs when its reads are done, not when it starts: before that cycle a lookup of the
+  // same 4K page waits for it (the miss joins the walk in flight), a lookup of another page it
+  // covers misses (nothing tells the hardware a walk in flight will bring a large page), and an
+  // invalidation at an earlier cycle does not remove it (it was not there yet).
+  uint64_t ready = 0;
+  // A later walk's fill of the same entry (0: none): if an invalidation comes between the two
+  // arrivals, the entry is gone until this one (ready becomes it).
+  uint64_t refill = 0;
+  uint64_t origin_page = 0;  // the 4K page number of the access whose walk made it
 
+  bool pending_at(uint64_t now) const { return ready > now; }
   uint64_t bytes() const { return page_size_bytes(size); }
   bool covers(uint64_t va) const { return (va & page_size_mask(size)) == vbase; }
   uint64_t pa(uint64_t va) const { return pbase | (va & ~page_size_mask(size)); }
@@ -120,11 +131,14 @@ class Tlb {
   PageSizeMask page_sizes() const { return held_; }
   void set_trace(TraceContext* t) { trace_ = t; }
 
-  // The entry that translates `va` for `asid`, or null. Counts a hit or a miss; a hit touches its
-  // slot in the replacement policy. With several matching entries (overlapping sizes), the
-  // smallest size wins.
-  const TlbEntry* lookup(uint64_t va, uint16_t asid) {
-    const TlbEntry* e = find(va, asid, true);
+  // The entry that translates `va` for `asid` at cycle `now`, or null. Counts a hit or a miss; a
+  // hit touches its slot in the replacement policy. With several matching entries (overlapping
+  // sizes), the smallest size wins. An entry whose fill arrives after `now` is found only by the
+  // page whose walk brings it (the caller then waits for e->ready); for another page it covers,
+  // the lookup misses. (The default `now`: every fill has arrived.)
+  static constexpr uint64_t kArrived = ~uint64_t(0);
+  const TlbEntry* lookup(uint64_t va, uint16_t asid, uint64_t now = kArrived) {
+    const TlbEntry* e = find(va, asid, true, now);
     if (e) hits_->inc(); else misses_->inc();
     return e;
   }
@@ -142,8 +156,11 @@ class Tlb {
   std::optional<PageSize> placement(const TlbEntry& t) const;
 
   // Every entry of any size of `asid` that covers `va` (x86 INVLPG and #PF, SDM §4.10.4.1; arm64
-  // TLBI VAE1/VALE1). Returns the number removed. `reason` goes to the trace.
-  unsigned invalidate_page(uint64_t va, uint16_t asid, const char* reason);
+  // TLBI VAE1/VALE1). Returns the number removed. `reason` goes to the trace. `at`: the cycle of
+  // the invalidation; an entry whose fill arrives after it stays (the #PF at its flush and a walk
+  // still in flight then, core.walk_squash = complete). The kernel's operations come long after
+  // any walk of the run-ahead has completed and remove every entry (the default).
+  unsigned invalidate_page(uint64_t va, uint16_t asid, const char* reason, uint64_t at = kArrived);
   // Every entry of `asid` (x86 MOV CR3 / INVPCID single context, arm64 TLBI ASIDE1).
   unsigned invalidate_asid(uint16_t asid, const char* reason);
   // Everything (arm64 TLBI VMALLE1, x86 full flush).
@@ -209,7 +226,7 @@ class Tlb {
     *ways = a->ways;
     return a->first + a->set_of(vpn) * a->ways;
   }
-  const TlbEntry* find(uint64_t va, uint16_t asid, bool touch) {
+  const TlbEntry* find(uint64_t va, uint16_t asid, bool touch, uint64_t now = kArrived) {
     // Sizes from the smallest up: the first match is the smallest covering entry.
     for (unsigned si = 0; si < kNumPageSizes; ++si) {
       if (!n_of_size_[si]) continue;  // no entry of this size (or a size not held)
@@ -228,6 +245,8 @@ class Tlb {
           }
       }
       if (i == kNone) continue;
+      // A fill still on its way is there only for the page its walk is for.
+      if (slots_[i].e.ready > now && slots_[i].e.origin_page != va >> kPageShift) continue;
       if (touch) {
         repl_.touch(i);
         if (fully_associative_) fa_hit(i);
@@ -289,6 +308,15 @@ class Tlb {
   void seq_leave();  // from the sequence state to the index, as the fills one by one had built it
   void fa_remove(uint32_t i);  // before slot i's tag is cleared
   void fa_rebuild();           // after a bulk invalidation
+  // An entry there at cycle `at` whose refill arrives after it: the invalidation removes the
+  // first arrival only, the entry is pending until the refill (no change the replay tracks: the
+  // slot keeps its page).
+  static bool survives_as_refill(TlbEntry& e, uint64_t at) {
+    if (e.refill <= at) return false;
+    e.ready = e.refill;
+    e.refill = 0;
+    return true;
+  }
   // Slot `i` now holds nothing.
   void clear_slot(uint32_t i) {
     if (tags_[i]) {

@@ -37,10 +37,12 @@ class TranslationCaches {
     if (walker_) walker_->invalidate_asid(pcid);
     return n;
   }
-  unsigned x86_page_fault(uint16_t pcid, uint64_t va) {
+  // At the flush, cycle `at`: what a walk still in flight then brings comes after it and stays
+  // (core.walk_squash = complete).
+  unsigned x86_page_fault(uint16_t pcid, uint64_t va, uint64_t at = Tlb::kArrived) {
     unsigned n = 0;
-    for (Tlb* t : tlbs_) n += t->invalidate_page(va, pcid, "page_fault");
-    if (walker_) walker_->invalidate_va(va, pcid);
+    for (Tlb* t : tlbs_) n += t->invalidate_page(va, pcid, "page_fault", at);
+    if (walker_) walker_->invalidate_va(va, pcid, at);
     return n;
   }
   unsigned x86_flush_pcid(uint16_t pcid) {

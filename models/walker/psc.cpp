@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "models/walker/psc.hpp"
 
+#include <algorithm>
+
 #include "base/error.hpp"
 
 namespace mmusim::hw {
@@ -52,7 +54,8 @@ PagingStructureCache::PagingStructureCache(const pg::Geometry& g,
                                                  "invalidation operations", "entries");
 }
 
-unsigned PagingStructureCache::lookup(uint64_t va, uint16_t asid, uint64_t* table_pa) {
+unsigned PagingStructureCache::lookup(uint64_t va, uint16_t asid, uint64_t* table_pa,
+                                      uint64_t now, bool* skipped) {
   for (unsigned l = 1; l < g_.levels; ++l) {
     if (route_[l] < 0) continue;
     const uint64_t tag = va >> g_.level_shift(l);
@@ -64,6 +67,10 @@ unsigned PagingStructureCache::lookup(uint64_t va, uint16_t asid, uint64_t* tabl
       i = find(first, ways, key, tag);
       if (i == kNone) continue;
       hint_[l] = i;
+    }
+    if (slots_[i].e.ready > now) {  // an older walk in flight has not read it yet
+      if (skipped) *skipped = true;
+      continue;
     }
     repl_[route_[l]].touch(i);
     hits_[l]->inc();
@@ -89,7 +96,7 @@ unsigned PagingStructureCache::probe(uint64_t va, uint16_t asid, uint64_t* table
 }
 
 void PagingStructureCache::fill(unsigned level, uint64_t va, uint16_t asid, uint64_t table_pa,
-                                bool absent) {
+                                bool absent, uint64_t ready) {
   if (level >= kMaxLevels || route_[level] < 0) return;
   const uint64_t tag = va >> g_.level_shift(level);
   const uint64_t key = key_of(tag, asid, level);
@@ -98,11 +105,17 @@ void PagingStructureCache::fill(unsigned level, uint64_t va, uint16_t asid, uint
   // The entry for the same tag if there is one, else the first invalid slot, else the policy's
   // victim.
   uint32_t v = absent ? kNone : find(first, ways, key, tag);
+  uint64_t refill = 0;
+  if (v != kNone) {  // the same entry again: the earlier arrival, the later one as its refill
+    const uint64_t late = std::max({slots_[v].e.refill, slots_[v].e.ready, ready});
+    ready = std::min(ready, slots_[v].e.ready);
+    refill = late > ready ? late : 0;
+  }
   if (v == kNone) {
     const size_t z = find_byte(bytes_.data() + first, ways, 0);
     v = z < ways ? first + uint32_t(z) : repl_[route_[level]].victim(first, ways);
   }
-  slots_[v].e = PscEntry{tag, table_pa, asid, uint8_t(level)};
+  slots_[v].e = PscEntry{tag, table_pa, asid, uint8_t(level), ready, refill};
   repl_[route_[level]].touch(v);
   keys_[v] = key;
   bytes_[v] = byte_of(key);
@@ -115,7 +128,7 @@ void PagingStructureCache::clear(uint32_t i) {
   bytes_[i] = 0;
 }
 
-unsigned PagingStructureCache::invalidate_va(uint64_t va, uint16_t asid) {
+unsigned PagingStructureCache::invalidate_va(uint64_t va, uint16_t asid, uint64_t at) {
   unsigned removed = 0;
   for (unsigned l = 1; l < g_.levels; ++l) {
     if (route_[l] < 0) continue;
@@ -123,7 +136,13 @@ unsigned PagingStructureCache::invalidate_va(uint64_t va, uint16_t asid) {
     uint32_t ways = 0;
     const uint32_t first = set_for(l, tag, &ways);
     const uint32_t i = find(first, ways, key_of(tag, asid, l), tag);
-    if (i != kNone) {
+    if (i != kNone && slots_[i].e.ready <= at) {
+      PscEntry& e = slots_[i].e;
+      if (e.refill > at) {  // a walk in flight reads it again after the invalidation
+        e.ready = e.refill;
+        e.refill = 0;
+        continue;
+      }
       clear(i);
       ++removed;
     }

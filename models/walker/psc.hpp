@@ -44,6 +44,10 @@ struct PscEntry {
   uint64_t table_pa = 0;  // the next-level table the cached entry points to
   uint16_t asid = 0;
   uint8_t level = 0;
+  // The cycle the walk that read it had the entry (0: there already). Before it a lookup does not
+  // see it and an invalidation does not remove it: a walk fills the PSC as its reads complete.
+  uint64_t ready = 0;
+  uint64_t refill = 0;  // a later walk's read of it (0: none), as TlbEntry::refill
 
   uint64_t va_base(const pg::Geometry& g) const { return tag << g.level_shift(level); }
 };
@@ -58,15 +62,22 @@ class PagingStructureCache {
 
   // The deepest level (smallest L >= 1) with an entry for `va`, or 0 if none. Sets *table_pa to
   // the cached next-table address. Counts the hit at that level; refreshes its LRU.
-  unsigned lookup(uint64_t va, uint16_t asid, uint64_t* table_pa);
+  // At cycle `now`, entries that arrive later are not there (`*skipped`, if given: one was).
+  static constexpr uint64_t kArrived = ~uint64_t(0);
+  unsigned lookup(uint64_t va, uint16_t asid, uint64_t* table_pa, uint64_t now = kArrived,
+                  bool* skipped = nullptr);
   // Without stats or replacement-state update.
   unsigned probe(uint64_t va, uint16_t asid, uint64_t* table_pa = nullptr) const;
   // `absent`: the caller knows there is no entry for it (a lookup just missed at that level).
-  void fill(unsigned level, uint64_t va, uint16_t asid, uint64_t table_pa, bool absent = false);
+  // `ready`: the cycle the entry arrives (PscEntry::ready); a refill of the same entry keeps the
+  // earlier arrival.
+  void fill(unsigned level, uint64_t va, uint16_t asid, uint64_t table_pa, bool absent = false,
+            uint64_t ready = 0);
 
   // Entries that a walk for `va` could use, any level (x86 #PF "entries ... that would be used
   // for that linear address", SDM §4.10.4.1; arm64 TLBI VAE1 and its walk-cache entries).
-  unsigned invalidate_va(uint64_t va, uint16_t asid);
+  // `at`: the cycle of the invalidation (an entry arriving after it stays; default: every entry).
+  unsigned invalidate_va(uint64_t va, uint16_t asid, uint64_t at = kArrived);
   // Every entry of `asid` (x86 INVLPG and MOV CR3, SDM §4.10.4.1; arm64 TLBI ASIDE1).
   unsigned invalidate_asid(uint16_t asid);
   unsigned invalidate_all();

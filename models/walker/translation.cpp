@@ -40,25 +40,30 @@ TranslateResult TranslationPath::translate(uint64_t va, bool write, uint16_t asi
   const bool cache_faulting = rules_.cache_faulting_entries;
   auto usable = [&](const TlbEntry* x) { return x && (cache_faulting || !write || x->writable); };
   if (hint) *hint = ReplayHint{};
-  const TlbEntry* e = l1.lookup(va, asid);
+  const TlbEntry* e = l1.lookup(va, asid, now);
   const bool l1_missed = !e;
   if (!usable(e)) e = nullptr;
   else r.source = TranslateResult::L1Hit;
+  // An entry whose walk is still in flight: the access waits for the walk.
+  if (e && e->ready > when) when = e->ready;
   if (!e && l2_) {
     when += l2_->latency();
     if (spec && when >= limit) {
       if (hint && l1_missed) hint->kind = ReplayHint::LateL2;
       return r;
     }
-    if (const TlbEntry* e2 = l2_->lookup(va, asid); usable(e2)) {
+    if (const TlbEntry* e2 = l2_->lookup(va, asid, when); usable(e2)) {
+      const bool pending = e2->ready > when;
       TlbEntry copy = *e2;
       copy.speculative = spec;
       e = l1.fill(va, copy);
-      if (hint && e && l1_missed && e->size == copy.size) {
+      // (A hit that waits for a walk in flight is not the replay's L2 refill: it is simulated.)
+      if (hint && e && l1_missed && e->size == copy.size && !pending) {
         hint->kind = ReplayHint::L2Refill;
         hint->l2_slot = l2_->slot_of(e2);
       }
       if (!e) e = e2;
+      if (pending) when = e2->ready;
       r.source = TranslateResult::L2Hit;
     }
   }
@@ -84,6 +89,7 @@ TranslateResult TranslationPath::translate(uint64_t va, bool write, uint16_t asi
     if (write && !w.writable && !spec && pg::write_permitted(isa, w, rules_.hafdbs))
       pg::hw_mark_dirty(isa, mem_, w, true);
     walked_ = translation_from_walk(w, va, asid, spec);
+    walked_.ready = when;  // the TLBs have it when the walk is done
     const bool permits = !write || walked_.writable;
     const bool fill = (!spec || when < limit || rules_.walk_squash == WalkSquash::complete) &&
                       (permits || cache_faulting);

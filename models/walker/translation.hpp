@@ -8,7 +8,10 @@
 //   L1 hit:  now + l1.latency
 //   L2 hit:  now + l1.latency + l2.latency                     (L1 filled from the L2 entry)
 //   walk:    requested at now + l1.latency + l2.latency, started when a walker is free; ready at
-//            the walk's done cycle (L2 and L1 filled from the walk if the rules below allow)
+//            the walk's done cycle (L2 and L1 filled from the walk if the rules below allow; the
+//            entries are there from that cycle: TlbEntry::ready)
+//   a hit on an entry whose walk is still in flight (the same 4K page): ready when that walk is
+//            done (the miss joins the walk); another page it covers misses (models/walker/README)
 //
 // The architectural rules it applies (TranslationRules, from the core's parameters):
 //  - A walk that finds no valid translation for a user access (x86 not present or supervisor;

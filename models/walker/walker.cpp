@@ -85,7 +85,8 @@ WalkOutcome PageWalker::walk(uint64_t va, uint16_t asid, uint64_t root_pa, uint6
 
   // (b) the deepest cached table entry: levels below it are read from memory.
   const pg::Geometry& g = pg::geometry(isa_);
-  unsigned hit = psc_.lookup(va, asid, nullptr);
+  bool skipped = false;  // a PSC entry an older walk has not read yet
+  unsigned hit = psc_.lookup(va, asid, nullptr, out.start, &skipped);
   out.psc_level = hit ? int(hit) : -1;
   const unsigned top = hit ? hit - 1 : g.levels - 1;  // the first level read from memory
 
@@ -101,8 +102,9 @@ WalkOutcome PageWalker::walk(uint64_t va, uint16_t asid, uint64_t root_pa, uint6
     ++out.mem_reads;
     if (st.level >= 1 && psc_.holds_level(st.level)) {
       pg::HwEntry h = pg::decode(isa_, st.entry, st.level);
-      // (The lookup missed at every level read from memory.)
-      if (h.valid && h.table) psc_.fill(st.level, va, asid, h.pa, true);
+      // (The lookup missed at every level read from memory, unless it skipped an entry on its
+      // way; the entry is there from the cycle this read completes.)
+      if (h.valid && h.table) psc_.fill(st.level, va, asid, h.pa, !skipped, out.start + cycles);
     }
   }
 

@@ -68,7 +68,10 @@ class PageWalker {
   // x86 INVLPG, MOV CR3 (SDM §4.10.4.1: all PSC entries of the PCID); arm64 TLBI ASIDE1.
   unsigned invalidate_asid(uint16_t asid) { return psc_.invalidate_asid(asid); }
   // x86 #PF (the entries that would be used for the address); arm64 TLBI VAE1 (not VALE1).
-  unsigned invalidate_va(uint64_t va, uint16_t asid) { return psc_.invalidate_va(va, asid); }
+  // `at`: the cycle of the invalidation (PSC entries a walk in flight reads later stay).
+  unsigned invalidate_va(uint64_t va, uint16_t asid, uint64_t at = PagingStructureCache::kArrived) {
+    return psc_.invalidate_va(va, asid, at);
+  }
   unsigned invalidate_all() { return psc_.invalidate_all(); }
 
   PagingStructureCache& psc() { return psc_; }

@@ -304,3 +304,28 @@ TEST_CASE("cache: memory.read_bandwidth and write_bandwidth are parameters with 
   CHECK(h.dram_writes().line_cycles() == Approx(64.0 / 7.4 * 4.9));
   CHECK_THROWS_AS(cfg.set("memory.write_bandwidth", "0", "test"), UserError);
 }
+
+// The fill buffers' merge (MemoryHierarchy::in_flight): a miss installs its line's tags at once,
+// its data arrives `latency` cycles later; an access to the line before then waits for that
+// arrival instead of hitting the L1D at 5 cycles (and does not fetch it again); after it, 5.
+TEST_CASE("cache: an access to a line still on its way waits for it", "[cache][latency][in_flight]") {
+  Stats s;
+  MemoryHierarchy h(presets::i7().caches, kGhz, s);
+  const uint64_t a = 0x40000, t0 = next_t();
+  REQUIRE(h.access(a, false, t0) == kDram);
+  CHECK(h.access(a + 8, false, t0 + 100) == kDram - 100);  // arrives at t0 + kDram
+  CHECK(h.access(a + 16, false, t0 + kDram - 2) == 5);     // nearly there: the L1D latency
+  CHECK(h.access(a + 24, false, t0 + kDram + 1) == 5);
+  CHECK(s.find_counter("cache.llc.misses")->value() == 1);
+  // An access timed before the miss was requested (the core times micro-ops in program order) is
+  // not held back by it.
+  const uint64_t b = 0x80000, t1 = next_t();
+  REQUIRE(h.access(b, false, t1) == kDram);
+  CHECK(h.access(b, false, t1 - 50) == 5);
+  // An L2 hit on its way: 15 cycles, a younger access 5 cycles later waits 10.
+  for (int k = 1; k <= 12; ++k) h.access(a + uint64_t(k) * 4096, false, next_t());
+  REQUIRE_FALSE(h.l1d().probe(a));
+  const uint64_t t2 = next_t();
+  REQUIRE(h.access(a, false, t2) == 15);
+  CHECK(h.access(a, false, t2 + 5) == 10);
+}

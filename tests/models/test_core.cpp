@@ -566,6 +566,43 @@ TEST_CASE("core: walk_squash cancel vs complete for a walk in flight at the flus
   }
 }
 
+// A walk still in flight at the #PF's flush fills after the invalidation (walk_squash = complete;
+// TlbEntry::ready): a read-only 2M page (a PMD-mapped THP after fork()), store S0 to its first 4K
+// page and S1 to its second. S0's walk is cold (3 DRAM reads, done at 1343). With one walker,
+// S1's walk (a miss: the walk in flight will bring a 2M entry, but nothing says so) starts when
+// S0's is done, from S0's PDPTE-cache entry, and ends 13 cycles later (1356), after the flush at
+// S0's retirement (1344) + core.fault_to_nuke (5 here): its read-only 2M entry stays, and S0,
+// back from the kernel's upgrade of the PMD, faults again on it (spurious). With cancel: one.
+TEST_CASE("core: a walk in flight at the flush fills after the #PF's invalidation",
+          "[core][walk_squash][in_flight]") {
+  CoreMmuParams hw = presets::i7();
+  hw.walker.count = 1;
+  Rig r(4.9, hw);
+  const uint64_t big = kB & ~uint64_t(0x1f'ffff);
+  r.pt.map(big, 0x200'0000, 1, Perm{false, true, false});
+  r.os.fix = [&](uint64_t va) {
+    const uint64_t e = r.pt.entry_at(va, 1);
+    r.pt.set_entry(va, 1, e | pg::x86::RW | pg::x86::DIRTY);
+  };
+  r.prog = {store(big), store(big + K4)};
+  r.p.fault_to_nuke = 5;
+  SECTION("complete: S0 faults, then again on the late read-only entry") {
+    r.p.walk_squash = WalkSquash::complete;
+    r.run();
+    REQUIRE(r.os.faults.size() == 2);
+    CHECK(r.os.faults[0].va == big);
+    CHECK(r.os.faults[1].va == big);
+    CHECK(r.os.faults[1].spurious);
+    CHECK(r.count("walker.walks_speculative") == 1);
+  }
+  SECTION("cancel: its fill is dropped; one fault") {
+    r.p.walk_squash = WalkSquash::cancel;
+    r.run();
+    CHECK(r.os.faults.size() == 1);
+    CHECK(r.count("walker.walks_speculative") == 1);
+  }
+}
+
 // A younger micro-op whose translation is still in flight at the flush does not stop the run-ahead:
 // a second younger store starts its walk on another free walker before the flush (4 walkers on
 // Golden Cove). Same program as above plus store Y2 in region C: both walks start before the
@@ -679,8 +716,12 @@ TEST_CASE("core: store latency by where its translation comes from", "[core][tim
   }
   SECTION("walk with a PDE-cache hit and the PTE line in L1: 5 + 7 + 8 + 5, retires at 26") {
     // Warm the PSC and the PTE's line with a walk of the neighbour page (on walker 0, which
-    // stays busy; the store's walk takes a free one).
+    // stays busy; the store's walk takes a free one). The warm-up walk reads DRAM: what it
+    // reads is there when it is done, so it runs as if long before (its PSC entries and lines
+    // arrived at cycle 0).
     r.walker.walk(W + K4, kAsid, r.pt.root(), 0, false);
+    r.walker.psc().fill(1, W, kAsid, r.pt.entry_pa_at(W, 0) & ~uint64_t(0xfff), false, 0);
+    r.caches.in_flight(r.pt.entry_pa_at(W, 0), 0, MemoryHierarchy::L2, 0);  // its line: arrived
     r.run();
     CHECK(r.os.marker_ps.at(0) == 26'000);
     CHECK_FALSE(r.os.marker_ps.at(0) == 25'000);
@@ -755,14 +796,13 @@ TEST_CASE("core: the watchdog stops a fault the Os does not fix, naming the addr
   }
 }
 
-// FIDELITY (models/walker/walker.cpp with the core's program-order evaluation): a walk fills the
-// paging-structure caches and the data caches when it is CALLED, not when its reads complete. The
-// core evaluates micro-ops in program order, so a younger speculative walk that starts while an
-// older walk is still reading DRAM already hits the PSC entries and cache lines the older walk
-// will only have later. Store P0 (cold: 4 DRAM reads, done ~1,770 cycles later), store P1 (same
-// PDE) starting ~1,760 cycles before P0's walk has read the PDE: it should miss the PDE cache.
+// A walk's PSC entries are there from the cycle it read them (PscEntry::ready), and the lines it
+// reads from the cycle they arrive (MemoryHierarchy::in_flight), although the core evaluates
+// micro-ops in program order. Store P0 (cold: 4 DRAM reads, done ~1,770 cycles later), store P1
+// (same PDE) starting ~1,760 cycles before P0's walk has read the PDE: it misses the PDE cache
+// and reads the four levels itself (each waiting for the line P0's walk is bringing).
 TEST_CASE("core: a younger walk does not use PSC entries an older walk has not read yet",
-          "[core][fidelity][!mayfail]") {
+          "[core][fidelity][in_flight]") {
   Rig r;
   r.map_folio_readonly();
   r.fix_folio_on_fault();
@@ -774,8 +814,8 @@ TEST_CASE("core: a younger walk does not use PSC entries an older walk has not r
     reads = r.count("walker.mem_reads");
   };
   r.run();
-  CHECK(pde_hits == 0);  // fails: 1
-  CHECK(reads > 5);      // fails: 4 + 1
+  CHECK(pde_hits == 0);
+  CHECK(reads == 8);  // 4 + 4
 }
 
 // The run-ahead reuse (core.runahead_reuse) checks, at each replay, only the L2 TLB slots changed
@@ -837,6 +877,7 @@ TEST_CASE("core: run-ahead reuse stays exact when the kernel changes L2 TLB slot
       v.push_back(r.count(key));
     v.push_back(r.os.faults.size());
     v.push_back(r.os.spurious());
+    if (getenv("RDBG")) fprintf(stderr, "d %d squash %d replayed %lu squashed %lu\n", int(d), int(squash), (unsigned long)r.count("core.replayed_uops"), (unsigned long)r.count("core.squashed_uops"));
     return std::make_pair(v, r.count("core.replayed_uops"));
   };
   for (WalkSquash squash : {WalkSquash::complete, WalkSquash::cancel}) {
@@ -847,9 +888,11 @@ TEST_CASE("core: run-ahead reuse stays exact when the kernel changes L2 TLB slot
       const auto off = run(false, d, squash);
       CHECK(on.first == off.first);
       CHECK(off.second == 0);
-      // Most run-aheads replay; with cancelled walks the page at the frontier is never filled,
-      // so each run-ahead meets an unknown slot it must look for, and finds nothing.
-      if (squash == WalkSquash::complete) CHECK(on.second > 10000);
+      // Many run-aheads replay (without a disturbance 56,576 of the 66,686 squashed micro-ops;
+      // with the writable refills 8,889 of 51,245: a refilled slot's page is found again, the
+      // rest is simulated); with cancelled walks the page at the frontier is never filled, so
+      // each run-ahead meets an unknown slot it must look for, and finds nothing.
+      if (squash == WalkSquash::complete) CHECK(on.second > 5000);
     }
   }
 }

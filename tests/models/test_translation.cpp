@@ -269,3 +269,78 @@ TEST_CASE("translation: the replay hint says what the access did to the L2 TLB",
   CHECK(h.kind == ReplayHint::L2Refill);
   CHECK(h.l2_slot == r.l2.slot_of(r.l2.probe(kVa, 1)));
 }
+
+// g. A walk fills the TLBs when it is done (TlbEntry::ready), not when it starts. A younger access
+// to the same 4K page before then waits for that walk (its miss joins the walk in flight); one to
+// another page of the large page the walk brings misses and walks itself (nothing tells the
+// hardware what size the walk in flight will find); after the walk is done both hit.
+TEST_CASE("translation: an access during a walk in flight waits for it on its page, walks on another",
+          "[translation][rules][in_flight]") {
+  const uint64_t now = 1000;
+  const uint64_t done = now + kStlb + kOverhead + 4 * kDram;  // a cold 4K walk
+  SECTION("the same 4K page: the younger load waits for the walk, no second walk") {
+    MmuRig r(pg::Isa::x86_64);
+    r.pt.map(kVa, kPa, 0);
+    TranslateResult a = r.store(kVa, 1, now);
+    REQUIRE(a.ready == done);
+    TranslateResult b = r.store(kVa + 8, 1, now + 3);
+    CHECK(b.source == TranslateResult::L1Hit);
+    CHECK(b.ready == done);  // not now + 3
+    CHECK(r.count("walker.walks") == 1);
+    TranslateResult c = r.store(kVa + 16, 1, done + 10);  // after it: a plain L1 hit
+    CHECK(c.ready == done + 10);
+  }
+  SECTION("another 4K page of a 2M page in flight: a walk of its own") {
+    MmuRig r(pg::Isa::x86_64);
+    const uint64_t big = 0x7f00'0020'0000;  // 2M-aligned
+    r.pt.map(big, 0x4000'0000, 1);
+    const uint64_t done2m = now + kStlb + kOverhead + 3 * kDram;  // PML4E, PDPTE, PDE
+    TranslateResult a = r.store(big, 1, now);
+    REQUIRE(a.ready == done2m);
+    REQUIRE(a.entry->size == PageSize::k2M);
+    TranslateResult b = r.store(big + 5 * K4, 1, now + 3);
+    CHECK(b.source == TranslateResult::Walked);
+    CHECK(r.count("walker.walks") == 2);
+    // Its reads find the first walk's lines on their way: it is done when they have arrived.
+    CHECK(b.ready == done2m);
+    TranslateResult c = r.store(big + 9 * K4, 1, done2m + 1);
+    CHECK(c.source == TranslateResult::L1Hit);
+    CHECK(r.count("walker.walks") == 2);
+  }
+}
+
+// h. An invalidation at a cycle removes what had arrived then: a walk still in flight fills after
+// it (the x86 #PF at the flush with walk_squash = complete). A refill of an entry that arrives
+// after the invalidation keeps the entry (pending until the refill), one that arrived before does
+// not.
+TEST_CASE("translation: a #PF invalidation at the flush leaves what a walk in flight brings later",
+          "[translation][rules][in_flight]") {
+  const uint64_t now = 1000;
+  const uint64_t done = now + kStlb + kOverhead + 4 * kDram;
+  MmuRig r(pg::Isa::x86_64);
+  r.pt.map(kVa, kPa, 0, Perm{false, true, false});
+  TranslateResult a = r.spec(true, kVa, 1, now, /*limit=*/done + 100);
+  REQUIRE(a.ok);
+  SECTION("invalidated after the walk is done: gone") {
+    CHECK(r.maint.x86_page_fault(1, kVa, done) == 2);
+    CHECK_FALSE(r.l1.probe(kVa, 1));
+    CHECK_FALSE(r.l2.probe(kVa, 1));
+  }
+  SECTION("invalidated while it is in flight: it stays, and is found once it has arrived") {
+    CHECK(r.maint.x86_page_fault(1, kVa, done - 1) == 0);
+    CHECK(r.l2.probe(kVa, 1));
+    TranslateResult b = r.spec(true, kVa, 1, done + 5, done + 100);
+    CHECK(b.source == TranslateResult::L1Hit);
+    CHECK(b.fault);  // the stale read-only entry
+  }
+  SECTION("an entry that arrived, refilled by a walk still in flight at the invalidation") {
+    TlbEntry late = *r.l2.probe(kVa, 1);
+    late.ready = done + 50;
+    r.l2.fill(kVa, late);
+    CHECK(r.l2.invalidate_page(kVa, 1, "test", done + 10) == 0);
+    REQUIRE(r.l2.probe(kVa, 1));
+    CHECK(r.l2.probe(kVa, 1)->ready == done + 50);  // gone until the refill arrives
+    CHECK(r.l2.lookup(kVa + 8, 1, done + 20) != nullptr);  // its own page waits for it
+    CHECK(r.l2.invalidate_page(kVa, 1, "test", done + 60) == 1);
+  }
+}

@@ -283,10 +283,16 @@ TEST_CASE("walker: 2M leaf, not-present and PSC fills of table entries only", "[
   // The PD entry is a leaf: only the PML4E and PDPTE are cached.
   CHECK(r.walker.psc().occupancy() == 2);
   CHECK(r.walker.psc().probe(big, 1) == 2);
+  // At 1000 the first walk's read of the PD entry (its third DRAM read) is still on its way: the
+  // line is "in the L1D" (its tags), but its data arrives when that walk is done.
   WalkOutcome w = r.walker.walk(big + 0x10'0000, 1, r.pt.root(), 1000, false);
   CHECK(w.psc_level == 2);
   CHECK(w.mem_reads == 1);
-  CHECK(w.done == 1000 + kOverhead + kL1);
+  CHECK(w.done == t.ready);
+  CHECK(t.ready == 7 + kOverhead + 3 * kDram);
+  // Once it has arrived: an L1D hit.
+  w = r.walker.walk(big + 0x10'0000, 1, r.pt.root(), 5000, false);
+  CHECK(w.done == 5000 + kOverhead + kL1);
 
   // A not-present PTE: the load's walk faults (#PF: U only), nothing enters the TLBs, the PDE is
   // cached.

@@ -235,7 +235,11 @@ TEST_CASE("n1: QEMU mode: a store finding a read-only entry a load cached walks 
         {"workload.pattern=read-then-store", "workload.size=4M", "kernel.arm64_spurious_flush=none"});
   r.go();
   const uint64_t blocks = (4ull << 20) / (64 << 10);
-  CHECK(r.n("tlb.l1_dtlb.fills_readonly") == blocks);  // the loads' entries
+  // The loads' entries: one per block at least; the loads of a block's other pages that issue
+  // while its first walk is in flight walk themselves (nothing tells them that walk brings a 64K
+  // entry) and fill the same entry again.
+  CHECK(r.n("tlb.l1_dtlb.fills_readonly") >= blocks);
+  CHECK(r.n("tlb.l1_dtlb.fills_readonly") <= 16 * blocks);
   CHECK(r.n("faults.total") == blocks);
   CHECK(r.n("faults.spurious") == 0);
 }
@@ -321,12 +325,28 @@ TEST_CASE("n1: hazard through mmusim: exit status 1 with none, 0 with local", "[
 
 TEST_CASE("n1: one 64K L1 DTLB entry serves the 16 pages of a contpte block", "[n1][tlb]") {
   // QEMU mode, the patch: per block, the store to page 0 faults (nothing cached), the retry walks
-  // the writable contpte block and fills ONE 64K entry; the stores to pages 1-15 hit it.
+  // the writable contpte block and fills ONE 64K entry; a store to pages 1-15 hits it once it has
+  // arrived. A store that issues while that walk is in flight walks itself (nothing tells the
+  // hardware the walk in flight brings a 64K entry) and fills the same entry again: every page
+  // of the 16 either hits or walks, and every walk but the faulting one fills.
   Run r("experiments/c4-contpte-qemu.cfg", {"kernel.wp_reuse=pagetable"});
   r.go();
-  CHECK(r.n("tlb.l1_dtlb.fills") == kBlocks);
-  CHECK(r.n("tlb.l1_dtlb.hits") == 15 * kBlocks);
-  CHECK(r.n("walker.walks") == 2 * kBlocks);
+  const uint64_t fills = r.n("tlb.l1_dtlb.fills"), hits = r.n("tlb.l1_dtlb.hits");
+  CHECK(fills == r.n("walker.walks") - kBlocks);
+  CHECK(hits + fills == 16 * kBlocks);
+  CHECK(r.n("tlb.l1_dtlb.misses") == fills + kBlocks);
+}
+
+TEST_CASE("n1: with a clock_gettime() between the stores, pages 1-15 of a block hit its 64K entry",
+          "[n1][tlb]") {
+  // C1's pattern: the vDSO's ISB keeps each store from issuing before the walk before it is done,
+  // so at least 2 walks per block (the vDSO's own pages' walks come on top) and each block's pages
+  // 1-15 hit its 64K entry (the vDSO's loads add hits of their own).
+  Run c("experiments/c4-contpte-qemu.cfg", {"kernel.wp_reuse=pagetable", "workload.pattern=seq-byte-clock"});
+  c.go();
+  CHECK(c.n("walker.walks") >= 2 * kBlocks);
+  CHECK(c.n("walker.walks") < 4 * kBlocks);  // without the barrier: 17 per block
+  CHECK(c.n("tlb.l1_dtlb.hits") >= 15 * kBlocks);
 }
 
 TEST_CASE("n1: without contiguous_64k the L1 DTLB needs one entry per page", "[n1][tlb]") {

@@ -161,9 +161,20 @@ TEST_CASE("two threads faulting one folio at once: one reuse, one pte_same failu
   CHECK(stat(j, "kernel.lock.ptl.contended") == 32);
   // The first folio: CPU 0's reuse of all 16 PTEs, CPU 1's race for page 1 ends when the lock
   // is released (at the same time), with nothing changed.
-  CHECK(trace.find("[001] .....     0.000177931: page_fault_user: address=0x7effffc01000") != std::string::npos);
-  CHECK(trace.find("[000] .....     0.000178585: mm_fault_done: address=0x7effffc00000 result=reuse ptes=16") != std::string::npos);
-  CHECK(trace.find("[001] .....     0.000178585: mm_fault_done: address=0x7effffc01000 result=race ptes=0") != std::string::npos);
+  // (Times: the event's stamp in the ftrace text, seconds.)
+  auto stamp = [&](const std::string& cpu, const std::string& event) -> double {
+    const size_t at = trace.find(event);
+    if (at == std::string::npos) return -1;
+    const size_t line = trace.rfind('\n', at) + 1;
+    if (trace.compare(trace.find('[', line), cpu.size(), cpu) != 0) return -2;
+    return std::stod(trace.substr(trace.find("] .....", line) + 7, at - line));
+  };
+  const double fault1 = stamp("[001]", "page_fault_user: address=0x7effffc01000");
+  const double reuse0 = stamp("[000]", "mm_fault_done: address=0x7effffc00000 result=reuse ptes=16");
+  const double race1 = stamp("[001]", "mm_fault_done: address=0x7effffc01000 result=race ptes=0");
+  CHECK(fault1 > 0);
+  CHECK(reuse0 > fault1);
+  CHECK(race1 == reuse0);
 }
 
 TEST_CASE("lockless PTE reads see the value at their own simulated time", "[multicore]") {
