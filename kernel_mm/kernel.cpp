@@ -206,6 +206,7 @@ Kernel::~Kernel() { std::free(mem_map_); }
 
 void Kernel::init_memmap() {
   nr_frames_ = phys_.nr_frames();
+  vmemmap_pa_ = nr_frames_ << PAGE_SHIFT;
   // calloc: the OS gives zero pages lazily, so a large memmap costs only what is touched. The
   // zero state of a `page` is "free, unmapped" except the MM-id slot mapcounts, which folio
   // allocation initialises.
@@ -284,6 +285,8 @@ folio* Kernel::folio_alloc(unsigned order, bool zero) {
   f->order = static_cast<uint8_t>(order);
   if (order > 0) f->flags |= PG_head;
   f->refcount = 1;
+  // prep_new_page() -> prep_compound_page(): every tail page's compound_head (mm/page_alloc.c)
+  struct_page_touch(f, long(nr), true);
   ctr_.folios_allocated.inc();
   charge(Cost::folio_alloc);
   if (zero) {
@@ -314,6 +317,8 @@ void Kernel::free_folio(folio* f) {
                page_to_pfn(f), f->large_mapcount, f->entire_mapcount);
   unsigned order = f->order;
   for (unsigned long i = 0; i < nr; ++i) f[i] = page{};
+  // free_pages_prepare(): each tail page checked and cleared (free_tail_page_prepare())
+  struct_page_touch(f, long(nr), true);
   buddy_free(page_to_pfn(f), order);
   ctr_.folios_freed.inc();
   charge(Cost::folio_free);

@@ -252,6 +252,19 @@ class Kernel {
   void pt_touch(const void* entry, size_t bytes, bool write) {
     if (hw_touch_) hw_.kernel_memory(cpu_, phys_.phys_of(entry), bytes, write);
   }
+  // The kernel read or wrote the struct pages [p, p + nr) (mapcounts, flags, refcounts): their
+  // lines go through the caches as the page tables' do. The port keeps mem_map_ in host memory;
+  // the real kernel's is the vmemmap, 64 bytes per page frame (sizeof(struct page) on x86-64 and
+  // arm64, include/linux/mm_types.h) in memory reserved at boot. Its physical place here:
+  // kVmemmapPa + pfn * 64, above the frames the allocator hands out (only the cache lines are
+  // modelled; no simulated memory backs them). A fork() of 256 MiB of 4K pages touches 4 MiB of
+  // them twice (the parent's dup, the child's zap): they evict the page tables from the L2.
+  static constexpr uint64_t kStructPageBytes = 64;
+  uint64_t struct_page_pa(pfn_t pfn) const { return vmemmap_pa_ + pfn * kStructPageBytes; }
+  void struct_page_touch(const page* p, long nr, bool write) {
+    if (hw_touch_ && nr > 0)
+      hw_.kernel_memory(cpu_, struct_page_pa(page_to_pfn(p)), uint64_t(nr) * kStructPageBytes, write);
+  }
 
   // ============ state ==========================================================================
   const KernelParams& params() const { return params_; }
@@ -576,6 +589,7 @@ class Kernel {
   LockStats mmap_lock_stats_, vma_lock_stats_;
 
   uint64_t nr_frames_ = 0;
+  uint64_t vmemmap_pa_ = 0;  // struct_page_pa(): just above the last frame
   page* mem_map_ = nullptr;  // calloc'd: untouched entries cost no host memory
   uint64_t nr_free_ = 0;
   std::array<std::set<pfn_t>, MAX_PAGE_ORDER + 1> free_area_;

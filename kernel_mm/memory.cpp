@@ -765,6 +765,7 @@ unlock:
 
 // wp_can_reuse_anon_folio() (mm/memory.c:3586)
 bool Kernel::wp_can_reuse_anon_folio(folio* f, vm_area_struct* vma) {
+  struct_page_touch(f, 1, false);  // folio_ref_count(), the mapcounts: the head's line
   // 6.12: "We could currently only reuse a subpage of a large folio if no other subpages of the
   // large folios are still mapped. However, let's just consistently not reuse subpages even if we
   // could reuse in that scenario, and give back a large folio a bit sooner." v6.15+ (the base of
@@ -849,6 +850,7 @@ void Kernel::wp_reuse_large_anon_folio(vm_fault* vmf, folio* f) {
     if (!arch_->pte_present(pte) || arch_->pte_pfn(pte) != page_to_pfn(pg) || arch_->pte_write(pte)) continue;
 
     nr = unsigned(folio_pte_batch_flags(f, nullptr, ptep, &pte, int((end - addr) >> PAGE_SHIFT), flags));
+    struct_page_touch(pg, nr, true);
     for (unsigned i = 0; i < nr; i++)
       if (!PageAnonExclusive(pg + i)) {
         SetPageAnonExclusive(pg + i);
@@ -901,6 +903,7 @@ vm_fault_t Kernel::do_wp_page(vm_fault* vmf) {
         wp_reuse_large_anon_folio(vmf, f);
       } else {
         SetPageAnonExclusive(vmf->page_);
+        struct_page_touch(vmf->page_, 1, true);
         charge(Cost::page_op);
       }
     }

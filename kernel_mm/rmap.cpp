@@ -185,9 +185,11 @@ static int __folio_add_rmap(Kernel& k, folio* f, page* pg, int nr_pages, vm_area
   if (!pmd_level) {  // RMAP_LEVEL_PTE
     if (!folio_test_large(f)) {
       nr = ++f->mapcount == 1;  // atomic_inc_and_test(&folio->_mapcount)
+      k.struct_page_touch(f, 1, true);
       k.charge(Cost::folio_op);
       return nr;
     }
+    k.struct_page_touch(pg, nr_pages, true);
     do {
       first += ++pg->mapcount == 1;  // atomic_inc_and_test(&page->_mapcount)
     } while (pg++, --nr_pages > 0);
@@ -303,8 +305,10 @@ void Kernel::folio_add_new_anon_rmap(folio* f, vm_area_struct* vma, uint64_t add
     // increment count (starts at -1)
     f->mapcount = 1;
     if (exclusive) SetPageAnonExclusive(f);
+    struct_page_touch(f, 1, true);
     charge(Cost::page_op);
   } else if (!folio_test_pmd_mappable(f)) {
+    struct_page_touch(f, nr, true);
     for (int i = 0; i < nr; i++) {
       page* p = folio_page(f, unsigned(i));
       // increment count (starts at -1)
@@ -322,6 +326,7 @@ void Kernel::folio_add_new_anon_rmap(folio* f, vm_area_struct* vma, uint64_t add
     folio_set_large_mapcount(*this, f, 1, vma);
     f->nr_pages_mapped = ENTIRELY_MAPPED;
     if (exclusive) SetPageAnonExclusive(f);
+    struct_page_touch(f, 1, true);
     charge(Cost::page_op);
   }
   // __folio_mod_stat(), mod_mthp_stat(): statistics not kept.
@@ -343,10 +348,12 @@ static void __folio_remove_rmap(Kernel& k, folio* f, page* pg, int nr_pages, vm_
     if (!folio_test_large(f)) {
       MMUSIM_CHECK(f->mapcount > 0, "removing a mapping of unmapped pfn {:#x}", k.folio_pfn(f));
       nr = --f->mapcount == 0;  // atomic_add_negative(-1, &folio->_mapcount)
+      k.struct_page_touch(f, 1, true);
       k.charge(Cost::folio_op);
     } else {
       const int orig = nr_pages;
       k.folio_sub_large_mapcount(f, nr_pages, vma);
+      k.struct_page_touch(pg, nr_pages, true);
       do {
         MMUSIM_CHECK(pg->mapcount > 0, "removing a mapping of unmapped pfn {:#x}", k.page_to_pfn(pg));
         last += --pg->mapcount == 0;  // atomic_add_negative(-1, &page->_mapcount)
@@ -424,9 +431,11 @@ static int __folio_try_dup_anon_rmap(Kernel& k, folio* f, page* pg, int nr_pages
     if (!folio_test_large(f)) {
       if (PageAnonExclusive(pg)) ClearPageAnonExclusive(pg);
       ++f->mapcount;  // atomic_inc(&folio->_mapcount)
+      k.struct_page_touch(f, 1, true);
       k.charge(Cost::folio_op);
       return 0;
     }
+    k.struct_page_touch(pg, nr_pages, true);
     do {
       if (PageAnonExclusive(pg)) ClearPageAnonExclusive(pg);
       ++pg->mapcount;  // atomic_inc(&page->_mapcount)

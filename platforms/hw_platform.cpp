@@ -41,6 +41,8 @@ void PlatformMmuHw::x86_ipi(int from, int to) {
 }
 
 void PlatformMmuHw::kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool write) {
+  // (The kernel's boot, before the cores are attached, has no caches to warm.)
+  if (cores.empty()) return;
   cores.at(size_t(cpu))->caches().touch(pa, bytes, write);
 }
 

@@ -5,7 +5,9 @@
 // patch and its variants, and the C1 fault counts of the issue in the functional driver.
 #include <catch2/catch.hpp>
 
+#include <set>
 #include <string>
+#include <vector>
 
 #include "faults_env.hpp"
 
@@ -489,4 +491,53 @@ TEST_CASE("fork: the fork trace event names parent and child", "[fork][trace]") 
   CHECK(out.find("fork") != std::string::npos);
   CHECK(out.find("parent_pid=" + std::to_string(t->pid)) != std::string::npos);
   CHECK(out.find("child_pid=" + std::to_string(c->pid)) != std::string::npos);
+}
+
+// The struct pages go through the caches (Kernel::struct_page_touch): fork() writes each shared
+// page's (folio_try_dup_anon_rmap_ptes: its _mapcount), the child's exit each again
+// (folio_remove_rmap_ptes), at the vmemmap's physical place: 64 bytes per frame above the frames.
+TEST_CASE("fork: the struct pages of the folios go through the caches (dup, zap)", "[fork][struct_page]") {
+  struct MemSpy : NullMmuHw {
+    uint64_t vmemmap = 0;
+    std::vector<uint64_t> written;  // struct pages (by pfn) written, in order
+    bool wants_kernel_memory() const override { return true; }
+    void kernel_memory(int, uint64_t pa, uint64_t bytes, bool write) override {
+      if (pa < vmemmap || !write) return;
+      REQUIRE((pa - vmemmap) % Kernel::kStructPageBytes == 0);
+      for (uint64_t b = 0; b < bytes; b += Kernel::kStructPageBytes)
+        written.push_back((pa - vmemmap + b) / Kernel::kStructPageBytes);
+    }
+  } hw;
+  mmusim::Stats stats;
+  KernelParams p;
+  p.phys_mem = 256ull << 20;
+  kmmtest::set_thp(p, ThpMode::never, {});
+  Kernel k(p, mmusim::pg::Isa::x86_64, hw, stats);
+  hw.vmemmap = k.struct_page_pa(0);
+  CHECK(hw.vmemmap == k.nr_frames() * PAGE_SIZE);
+  UserAccess ua(k);
+  task_struct* t = k.create_process("p");
+  k.enter(t, 0);
+  k.arch().switch_mm(0, t->mm);
+  const int64_t va = k.sys_mmap(t, 0, 64 * PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  REQUIRE(va > 0);
+  std::set<uint64_t> data;
+  for (unsigned i = 0; i < 64; ++i) {
+    k.enter(t, 0);
+    REQUIRE(ua.store8(t, uint64_t(va) + i * PAGE_SIZE, 1));
+    data.insert(k.page_to_pfn(k.pfn_to_page(k.arch().pte_pfn(*k.find_pte(t->mm, uint64_t(va) + i * PAGE_SIZE)))));
+  }
+  auto count_data = [&](size_t from) {
+    size_t n = 0;
+    for (size_t i = from; i < hw.written.size(); ++i) n += data.count(hw.written[i]);
+    return n;
+  };
+  const size_t before = hw.written.size();
+  task_struct* c = k.sys_fork(t);
+  REQUIRE(c);
+  CHECK(count_data(before) == 64);  // each data page's struct page, once
+  const size_t after_fork = hw.written.size();
+  k.sys_exit(c, 0);
+  CHECK(k.sys_wait(t, c) == c->pid);
+  CHECK(count_data(after_fork) == 64);  // and again in the child's zap
 }

@@ -877,7 +877,6 @@ TEST_CASE("core: run-ahead reuse stays exact when the kernel changes L2 TLB slot
       v.push_back(r.count(key));
     v.push_back(r.os.faults.size());
     v.push_back(r.os.spurious());
-    if (getenv("RDBG")) fprintf(stderr, "d %d squash %d replayed %lu squashed %lu\n", int(d), int(squash), (unsigned long)r.count("core.replayed_uops"), (unsigned long)r.count("core.squashed_uops"));
     return std::make_pair(v, r.count("core.replayed_uops"));
   };
   for (WalkSquash squash : {WalkSquash::complete, WalkSquash::cancel}) {
@@ -901,8 +900,9 @@ TEST_CASE("core: run-ahead reuse stays exact when the kernel changes L2 TLB slot
 // The store buffer at a fault, and the store stream to DRAM.
 
 namespace {
-// Eight stores to eight cold lines of writable pages (region B), then a store to the read-only
-// folio that faults (the kernel makes it writable), then a marker.
+// Eight stores to eight cold lines of a writable page (region B: one walk, which the other seven
+// wait for), then a store to the read-only folio that faults (the kernel makes it writable), then
+// a marker. (Eight pages would start eight walks: the faulting store's would wait for a walker.)
 struct DrainRun {
   double marker_cycles = 0;  // when the marker after the faulting store retired
   uint64_t waited = 0;
@@ -911,8 +911,8 @@ DrainRun drain_run(double barrier_at, bool exit_drains, double fault_cycles = 20
   Rig r;
   r.p.fill_buffers = 1;  // the eight misses drain one after the other
   r.map_folio_readonly();
-  for (unsigned i = 0; i < 8; ++i) r.pt.map(kB + i * K4, 0x300'0000 + i * K4, 0, Perm{true, true, true});
-  for (unsigned i = 0; i < 8; ++i) r.prog.push_back(store(kB + i * K4));
+  r.pt.map(kB, 0x300'0000, 0, Perm{true, true, true});
+  for (unsigned i = 0; i < 8; ++i) r.prog.push_back(store(kB + i * 64));
   r.prog.push_back(store(P(0)));
   r.prog.push_back(marker());
   r.fix_folio_on_fault();
