@@ -2,6 +2,7 @@
 #include "os/system.hpp"
 
 #include "base/error.hpp"
+#include "base/store_drain.hpp"
 
 // Fault delivery: a user page fault enters the kernel with the exception entry's cost, runs the
 // arch fault handler (do_user_addr_fault / do_page_fault) and leaves with the exception return's;
@@ -9,7 +10,7 @@
 namespace mmusim {
 
 FaultOutcome System::page_fault(int cpu, SimTask& t, uint64_t va, uint64_t syndrome, uint64_t ip,
-                                uint64_t now_ps) {
+                                uint64_t now_ps, double stores_drain) {
   FaultOutcome out;
   kmm::Kernel& k = *kernel_;
   enter_kernel(cpu, now_ps);
@@ -21,6 +22,11 @@ FaultOutcome System::page_fault(int cpu, SimTask& t, uint64_t va, uint64_t syndr
   out.exit_drains_stores = k.arch().exception_return_drains_stores();
   out.record = k.last_fault();
   out.cycles = leave_kernel();
+  // The handler waits at its first store barrier (or the IRET) for the user's buffered stores:
+  // what follows, mm_fault_done included, comes that much later. (With several cores the kernel
+  // locks' timing does not include the wait.)
+  out.store_wait = store_drain_wait(stores_drain, out.store_barrier_at, out.exit_drains_stores, out.cycles);
+  out.cycles += out.store_wait;
   out.in_region = region_open_ && in_region(va);
   if (out.in_region) faults_region_.inc();
   if (out.ret.sigsegv || out.ret.sigbus)

@@ -63,6 +63,7 @@ struct FaultOutcome {
   // for the CPU's older stores (Arch::store_barrier_items); < 0: none.
   double store_barrier_at = -1;
   bool exit_drains_stores = false;  // the exception return does (x86 IRET)
+  double store_wait = 0;  // of `cycles`: the handler's wait there for the user's stores
   bool in_region = false;
 };
 
@@ -86,7 +87,9 @@ class System {
   bool all_exited() const;
 
   SyscallOutcome syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps);
-  FaultOutcome page_fault(int cpu, SimTask& t, uint64_t va, uint64_t syndrome, uint64_t ip, uint64_t now_ps);
+  // `stores_drain`: cycles from now_ps until the CPU's buffered user stores have drained.
+  FaultOutcome page_fault(int cpu, SimTask& t, uint64_t va, uint64_t syndrome, uint64_t ip, uint64_t now_ps,
+                          double stores_drain = 0);
   void marker(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps);
 
   bool region_active() const { return region_open_; }

@@ -458,22 +458,15 @@ void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
     // walk still in flight then brings (walk_squash = complete) comes after it and stays.
     maint_.x86_page_fault(ctx_.asid, f.addr, nuke);
   }
-  OsFault of = os_.page_fault(cpu_, f.addr, fis.syndrome, f.ip, ps(nuke));
-  uint64_t resume = nuke + uint64_t(of.cycles + 0.5);
   // The user's stores still in the store buffer drain while the exception is delivered and the
   // handler runs, up to the handler's first instruction that waits for them (x86: a LOCK-prefixed
   // one, SDM Vol 3A §9.2.2; or, if it has none, the serialising IRET, §9.3): there the handler
-  // waits until the last of them has drained.
+  // waits until the last of them has drained (hw::store_drain_wait; the fault's cycles include it).
   const uint64_t drained = stores_drained();
-  uint64_t wait = 0;
-  if (of.store_barrier_at >= 0) {
-    const uint64_t at = nuke + uint64_t(of.store_barrier_at + 0.5);
-    if (drained > at) wait = drained - at;
-  } else if (of.exit_drains_stores && drained > resume) {
-    wait = drained - resume;
-  }
-  resume += wait;
-  store_drain_cycles_->inc(wait);
+  OsFault of = os_.page_fault(cpu_, f.addr, fis.syndrome, f.ip, ps(nuke),
+                              drained > nuke ? double(drained - nuke) : 0.0);
+  const uint64_t resume = nuke + uint64_t(of.cycles + 0.5);
+  store_drain_cycles_->inc(uint64_t(of.store_wait + 0.5));
 
   // Watchdog: the same micro-op faulting again and again.
   const bool repeat = fault_seq_ == seq_;

@@ -4,6 +4,8 @@
 // (platforms/common); the core sees only this.
 #pragma once
 
+#include "base/store_drain.hpp"
+
 #include <cstdint>
 
 #include "base/trace.hpp"
@@ -34,7 +36,10 @@ struct OsFault {
   // there until its store buffer has drained.
   double store_barrier_at = -1;
   bool exit_drains_stores = false;  // the exception return waits for the store buffer (x86 IRET)
+  // Of `cycles`: how long the handler waited there for the store buffer (store_drain_wait).
+  double store_wait = 0;
 };
+
 
 class Os {
  public:
@@ -43,7 +48,10 @@ class Os {
   virtual bool schedule(int cpu, uint64_t now_ps, RunContext* ctx, double* cycles) = 0;
   virtual bool all_exited() const = 0;
   virtual OsCall syscall(int cpu, const wl::Uop& u, uint64_t now_ps) = 0;
-  virtual OsFault page_fault(int cpu, uint64_t va, uint64_t syndrome, uint64_t ip, uint64_t now_ps) = 0;
+  // A page fault taken at `now_ps`; the core's buffered stores drain `stores_drain` cycles later
+  // (0: none buffered). The fault's cycles include the handler's wait for them (store_drain_wait).
+  virtual OsFault page_fault(int cpu, uint64_t va, uint64_t syndrome, uint64_t ip, uint64_t now_ps,
+                             double stores_drain) = 0;
   virtual void marker(int cpu, const wl::Uop& u, uint64_t now_ps) = 0;
   virtual bool region_active() const = 0;
   // What the core reports of retirement, for whoever measures the workload (the platform's

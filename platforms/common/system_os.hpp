@@ -24,10 +24,11 @@ class SystemOs : public hw::Os {
     SyscallOutcome o = s_.syscall(cpu, *s_.current(cpu), u, now_ps);
     return hw::OsCall{o.cycles, o.blocked || o.exited};
   }
-  hw::OsFault page_fault(int cpu, uint64_t va, uint64_t syndrome, uint64_t ip, uint64_t now_ps) override {
-    FaultOutcome o = s_.page_fault(cpu, *s_.current(cpu), va, syndrome, ip, now_ps);
+  hw::OsFault page_fault(int cpu, uint64_t va, uint64_t syndrome, uint64_t ip, uint64_t now_ps,
+                         double stores_drain) override {
+    FaultOutcome o = s_.page_fault(cpu, *s_.current(cpu), va, syndrome, ip, now_ps, stores_drain);
     return hw::OsFault{o.cycles, int(o.record.kind), o.in_region, o.ret.sigsegv || o.ret.sigbus,
-                       o.store_barrier_at, o.exit_drains_stores};
+                       o.store_barrier_at, o.exit_drains_stores, o.store_wait};
   }
   void marker(int cpu, const wl::Uop& u, uint64_t now_ps) override { s_.marker(cpu, *s_.current(cpu), u, now_ps); }
   bool region_active() const override { return s_.region_active(); }

@@ -169,12 +169,14 @@ class FakeOs : public Os {
     exit_ps = now_ps;
     return OsCall{0, true};
   }
-  OsFault page_fault(int, uint64_t va, uint64_t syndrome, uint64_t, uint64_t now_ps) override {
+  OsFault page_fault(int, uint64_t va, uint64_t syndrome, uint64_t, uint64_t now_ps,
+                     double stores_drain) override {
     pg::Walk w = pg::walk(pg::Isa::x86_64, mem_, root_, va);
     faults.push_back(FaultRec{va, syndrome, w.result == pg::Walk::Ok && w.writable, now_ps});
     if (on_fault) on_fault(faults.size() - 1, va);
     if (fix) fix(va);
-    return OsFault{fault_cycles, 0, false, false, store_barrier_at, exit_drains_stores};
+    const double wait = mmusim::store_drain_wait(stores_drain, store_barrier_at, exit_drains_stores, fault_cycles);
+    return OsFault{fault_cycles + wait, 0, false, false, store_barrier_at, exit_drains_stores, wait};
   }
   void marker(int, const wl::Uop&, uint64_t now_ps) override {
     marker_ps.push_back(now_ps);

@@ -400,7 +400,7 @@ class IdleOs : public hw::Os {
   bool schedule(int, uint64_t, hw::RunContext*, double*) override { return false; }
   bool all_exited() const override { return true; }
   hw::OsCall syscall(int, const wl::Uop&, uint64_t) override { return {}; }
-  hw::OsFault page_fault(int, uint64_t, uint64_t, uint64_t, uint64_t) override { return {}; }
+  hw::OsFault page_fault(int, uint64_t, uint64_t, uint64_t, uint64_t, double) override { return {}; }
   void marker(int, const wl::Uop&, uint64_t) override {}
   bool region_active() const override { return false; }
   void rdtscp_retired(int, uint64_t) override {}
