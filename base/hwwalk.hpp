@@ -31,6 +31,8 @@ struct Walk {
   uint64_t page_pa = 0;     // physical base of the leaf page/block
   bool writable = false;    // effective write permission (x86: AND of R/W over the levels)
   bool user = false;        // effective user permission
+  bool executable = false;  // effective user execute permission (x86: no XD at any level; arm64:
+                            // no UXN in the leaf, no UXNTable above it)
   bool dirty = false;       // x86 D / arm64 writable-dirty
   bool dbm = false;         // arm64 writable-clean: HD may make it writable
   bool contiguous = false;  // arm64 contiguous hint on the leaf
@@ -53,6 +55,7 @@ inline Walk walk_isa(PhysMem& mem, uint64_t root_pa, uint64_t va, const WalkOpti
   uint64_t table = root_pa;
   w.writable = true;
   w.user = true;
+  w.executable = true;
   for (int lvl = int(g.levels) - 1; lvl >= 0; --lvl) {
     uint64_t epa = table + uint64_t(g.index(va, unsigned(lvl))) * g.entry_bytes;
     uint64_t e = mem.read64(epa);
@@ -80,6 +83,7 @@ inline Walk walk_isa(PhysMem& mem, uint64_t root_pa, uint64_t va, const WalkOpti
       mem.write64(epa, e);
     }
     w.steps[w.nsteps++] = {unsigned(lvl), epa, e};
+    w.executable = w.executable && h.executable;  // both ISAs: denied at any level, denied
     if (h.leaf) {
       w.result = Walk::Ok;
       w.page_size = g.level_size(unsigned(lvl));
@@ -158,6 +162,7 @@ inline uint64_t x86_pf_error_code(bool present, bool write, bool user, bool exec
 // (0b0011nn). Level n is the architectural level (3 = the PTE level).
 namespace esr {
 inline constexpr uint64_t EC_SHIFT = 26;
+inline constexpr uint64_t EC_IABT_LOW = 0x20;  // instruction abort from EL0
 inline constexpr uint64_t EC_DABT_LOW = 0x24;
 inline constexpr uint64_t IL = uint64_t(1) << 25;
 inline constexpr uint64_t WNR = uint64_t(1) << 6;
@@ -174,6 +179,11 @@ inline uint64_t arm64_dabt_esr(Walk::Result r, bool permission, unsigned level, 
                                        : esr::FSC_FAULT;
   return (esr::EC_DABT_LOW << esr::EC_SHIFT) | esr::IL | (write ? esr::WNR : 0) | fsc | arch_level;
 }
+// The same for an Instruction Abort from EL0 (EC = 0x20; IFSC as DFSC, no WnR).
+inline uint64_t arm64_iabt_esr(Walk::Result r, bool permission, unsigned level) {
+  const uint64_t dabt = arm64_dabt_esr(r, permission, level, false);
+  return (dabt & ~(uint64_t(0x3f) << esr::EC_SHIFT)) | (esr::EC_IABT_LOW << esr::EC_SHIFT);
+}
 
 // The syndrome of a user data access that faults, as the kernel's fault handler receives it: x86
 // the #PF error code (P set when a translation exists, i.e. `r` is Ok: a protection fault), arm64
@@ -184,6 +194,15 @@ inline uint64_t fault_syndrome(Isa isa, Walk::Result r, unsigned level, bool wri
   const bool present = r == Walk::Ok;
   if (isa == Isa::x86_64) return x86_pf_error_code(present, write, true, false);
   return arm64_dabt_esr(r, present, level, write);
+}
+
+// The syndrome of a user instruction fetch that faults (the front end's translation through the
+// instruction TLB): x86 #PF with I/D set (bit 4; P when a translation exists: XD, a protection
+// fault), arm64 an Instruction Abort from EL0. `r` Ok: the translation does not permit execution.
+inline uint64_t fetch_fault_syndrome(Isa isa, Walk::Result r, unsigned level) {
+  const bool present = r == Walk::Ok;
+  if (isa == Isa::x86_64) return x86_pf_error_code(present, false, true, true);
+  return arm64_iabt_esr(r, present, level);
 }
 
 }  // namespace mmusim::pg

@@ -98,6 +98,7 @@ inline constexpr uint64_t DBM = bit(51);
 inline constexpr uint64_t CONT = bit(52);
 inline constexpr uint64_t PXN = bit(53);
 inline constexpr uint64_t UXN = bit(54);
+inline constexpr uint64_t UXN_TABLE = bit(60);  // UXNTable of a table descriptor (levels 1-3)
 // Software bits.
 inline constexpr uint64_t WRITE = DBM;  // PTE_WRITE == PTE_DBM
 inline constexpr uint64_t DIRTY = bit(55);
@@ -116,6 +117,8 @@ struct HwEntry {
   uint64_t pa = 0;          // next table's or the page's physical address
   bool writable = false;    // effective write permission right now (x86 R/W; arm64 !AP[2])
   bool user = false;
+  bool executable = false;  // user instruction fetch permitted by this entry (x86 !XD; arm64
+                            // leaf !UXN, table !UXNTable)
   bool accessed = false;    // x86 A, arm64 AF
   bool dirty = false;       // x86 D; arm64: writable-dirty (DBM && !RDONLY) or sw DIRTY
   bool dbm = false;         // arm64: hardware dirty management may make it writable
@@ -133,6 +136,8 @@ inline HwEntry decode(Isa isa, uint64_t e, unsigned level) {
     if (h.leaf && level > 0) h.pa &= ~(kX86_64.level_size(level) - 1);  // PAT_LARGE is bit 12
     h.writable = e & x86::RW;
     h.user = e & x86::USER;
+    // XD (bit 63) with IA32_EFER.NXE = 1, which Linux sets on every 64-bit CPU (SDM Vol 3A §4.6).
+    h.executable = !(e & x86::NX);
     h.accessed = e & x86::ACCESSED;
     h.dirty = e & x86::DIRTY;
     return h;
@@ -157,6 +162,8 @@ inline HwEntry decode(Isa isa, uint64_t e, unsigned level) {
   if (h.leaf && level > 0) h.pa &= ~(kArm64_4K.level_size(level) - 1);
   h.writable = !(e & arm64::RDONLY);
   h.user = e & arm64::USER;
+  // EL0 execution: UXN in a leaf, UXNTable in a table descriptor (Arm ARM D8.4.2, D8.5).
+  h.executable = !(e & (h.leaf ? arm64::UXN : arm64::UXN_TABLE));
   h.accessed = e & arm64::AF;
   h.dbm = e & arm64::DBM;
   h.dirty = (h.dbm && !(e & arm64::RDONLY)) || (e & arm64::DIRTY);

@@ -183,6 +183,12 @@ class Kernel {
 
   // A new process with an empty address space (what exec leaves), with one task.
   task_struct* create_process(const std::string& comm);
+  // What exec() and the dynamic loader map besides anonymous memory, for the core's instruction
+  // fetches and the vDSO's data (exec.cpp): a file's text, the vDSO text, the vvar area, mapped
+  // at [start, start + len) with the first `populated` bytes present. Before the simulation
+  // starts: nothing is charged or timed. Returns 0 or -errno.
+  enum class ExecMapping : uint8_t { text, vdso, vvar };
+  int map_exec_image(task_struct* t, ExecMapping kind, uint64_t start, uint64_t len, uint64_t populated);
   // The syscalls the workloads use. Return -errno on failure, as the kernel does.
   int64_t sys_mmap(task_struct* t, uint64_t addr, uint64_t len, int prot, int flags);
   int sys_munmap(task_struct* t, uint64_t addr, uint64_t len);

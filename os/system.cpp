@@ -2,6 +2,7 @@
 #include "os/system.hpp"
 
 #include "os/lock_timing.hpp"
+#include "workloads/image.hpp"
 
 #include <algorithm>
 
@@ -125,6 +126,16 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
            format_size(wp_.size), wl::folio_kind_name(wp_.folio), wl::pattern_name(wp_.pattern),
            wp_.threads, wp_.threads > 1 ? "s" : "");
   kmm::task_struct* t = kernel_->create_process(workload_->name());
+  // What exec() and the dynamic loader leave mapped: the text the micro-ops' instruction
+  // addresses lie in, the vDSO and its data (workloads/image.hpp, kernel_mm/exec.cpp).
+  for (const wl::ImageMapping& m : wl::program_image()) {
+    using K = wl::ImageMapping::Kind;
+    const auto kind = m.kind == K::text   ? kmm::Kernel::ExecMapping::text
+                      : m.kind == K::vdso ? kmm::Kernel::ExecMapping::vdso
+                                          : kmm::Kernel::ExecMapping::vvar;
+    if (int err = kernel_->map_exec_image(t, kind, m.start, m.len, m.populated))
+      panic("mapping {} at [{:#x}, {:#x}) failed: {}", m.what, m.start, m.start + m.len, err);
+  }
   sched_.make_runnable(sched_.add(t, workload_->main_program(), 0));
 }
 

@@ -64,6 +64,7 @@ hw::CoreMmuParams platform_hw_params(PlatformName name) {
 
 void visit_hw_params(hw::CoreMmuParams& p, Params& v) {
   for (auto& t : p.l1) t.visit(v);
+  if (p.has_itlb) p.itlb.visit(v);
   p.l2.visit(v);
   p.walker.visit(v);
   p.caches.visit(v);

@@ -13,6 +13,7 @@
 
 #include "base/error.hpp"
 #include "base/stats.hpp"
+#include "workloads/image.hpp"
 #include "workloads/random_ops.hpp"
 #include "workloads/workload.hpp"
 
@@ -22,10 +23,11 @@ namespace {
 
 using namespace rops;
 
-constexpr uint64_t kIpStore = 0x402000;
-constexpr uint64_t kIpLoad = 0x402100;
-constexpr uint64_t kIpTouch = 0x402200;
-constexpr uint64_t kIpSyscall = 0x402300;
+// In the program image's text (workloads/image.hpp), its second page.
+constexpr uint64_t kIpStore = kTextStart + 0x1000;
+constexpr uint64_t kIpLoad = kTextStart + 0x1100;
+constexpr uint64_t kIpTouch = kTextStart + 0x1200;
+constexpr uint64_t kIpSyscall = kTextStart + 0x1300;
 
 class RopsProgram;
 

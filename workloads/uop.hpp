@@ -39,6 +39,11 @@ inline constexpr uint16_t kUopCheckValue = 1u << 3;
 // docs/x86-memory-path.md §2). The core's caches then take no fill from DRAM for it.
 inline constexpr uint16_t kUopFullLine = 1u << 4;
 
+// The instruction address of a micro-op that has none (a Marker: a workload event, not an
+// instruction; the hand-made micro-ops of the model tests): the core's front end translates no
+// code page for it. Address 0 is never user code (mmap_min_addr is 64K).
+inline constexpr uint64_t kNoIp = 0;
+
 struct Uop;
 // A checked load's verdict (kUopCheckValue): the bytes it read (`got`, little-endian, the first
 // min(size, 8)) against the bytes the workload's reference expects. Both drivers call it; the
@@ -55,7 +60,8 @@ struct Uop {
   uint16_t flags = 0;
   Sys sys = Sys::None;
   Mark mark = Mark::None;
-  uint64_t ip = 0;        // instruction address (traces, fault reports)
+  uint64_t ip = kNoIp;    // instruction address: the front end translates its page (ITLB);
+                          // traces, fault reports
   uint64_t addr = 0;      // Load/Store address; syscall argument 0
   uint64_t value = 0;     // Store value; syscall argument 1
   uint64_t extra = 0;     // syscall argument 2

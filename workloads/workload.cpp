@@ -6,6 +6,7 @@
 
 #include "base/error.hpp"
 #include "base/pgformat.hpp"
+#include "workloads/image.hpp"
 #include "workloads/rng.hpp"
 
 namespace mmusim::wl {
@@ -19,15 +20,17 @@ constexpr uint64_t kMadvHugepage = 14;
 constexpr uint64_t kPage = pg::kBasePageSize;
 constexpr uint64_t kPmd = pg::kBaseGeometry.level_size(1);
 
-// Instruction addresses of the benchmark's loop, for traces and fault reports.
-constexpr uint64_t kIpPopulate = 0x401000;
-constexpr uint64_t kIpStore = 0x401100;
-constexpr uint64_t kIpLoop = 0x401104;
-constexpr uint64_t kIpLfence = 0x401108;
-constexpr uint64_t kIpLoad = 0x40110c;
-constexpr uint64_t kIpResult = 0x401110;
-constexpr uint64_t kIpVdso = 0x7fff00000900;  // the vDSO text
-constexpr uint64_t kIpSyscall = 0x401200;
+// Instruction addresses of the benchmark's loop (in the program image's text, workloads/image.hpp:
+// the core's front end translates their pages), for traces and fault reports too.
+constexpr uint64_t kIpPopulate = kTextStart;
+constexpr uint64_t kIpStore = kTextStart + 0x100;
+constexpr uint64_t kIpLoop = kTextStart + 0x104;
+constexpr uint64_t kIpLfence = kTextStart + 0x108;
+constexpr uint64_t kIpLoad = kTextStart + 0x10c;
+constexpr uint64_t kIpResult = kTextStart + 0x110;
+constexpr uint64_t kIpClockGettime = kLibcClockPage + 0xe40;  // glibc's __clock_gettime
+constexpr uint64_t kIpVdso = kVdsoText + 0x900;               // the vDSO's __vdso_clock_gettime
+constexpr uint64_t kIpSyscall = kTextStart + 0x200;
 
 Uop syscall(Sys s, uint64_t a0 = 0, uint64_t a1 = 0, uint64_t a2 = 0) {
   return syscall_uop(kIpSyscall, s, a0, a1, a2);
@@ -283,11 +286,22 @@ class ForkReuseProgram : public StepProgram {
       }
       case Pattern::seq_byte_clock: {
         push(store(base_ + i * kPage, 1, v, kIpStore));
-        // clock_gettime(CLOCK_MONOTONIC) through the vDSO
-        // Its body is one dependency chain: the seqcount and vvar loads, RDTSCP, then
+        // clock_gettime(CLOCK_MONOTONIC): glibc's wrapper calls the vDSO through a pointer.
+        // The vDSO's body is one dependency chain: the seqcount and vvar loads, RDTSCP, then
         // (cycles - last) * mult >> shift and the timespec (lib/vdso/gettimeofday.c do_hres()).
-        if (p_.vdso.call_cycles) push(chained(alu(kIpVdso - 0x10, uint16_t(p_.vdso.call_cycles))));
-        for (unsigned k = 0; k < p_.vdso.uops_before; ++k) push(chained(alu(kIpVdso + 4 * k)));
+        // The call (glibc's wrapper, the indirect call, the return) is one link of it, on glibc's
+        // text page.
+        if (p_.vdso.call_cycles) push(chained(alu(kIpClockGettime, uint16_t(p_.vdso.call_cycles))));
+        for (unsigned k = 0; k < p_.vdso.uops_before; ++k) {
+          if (k == 0) {
+            // The first: do_hres()'s READ_ONCE(vd->seq), a load from the vvar page (its address
+            // is RIP-relative, but the model's chain has one predecessor per micro-op: it stays
+            // a link, of its load latency instead of an ALU's cycle).
+            push(chained(load(kVdsoData, 4, kIpVdso)));
+            continue;
+          }
+          push(chained(alu(kIpVdso + 4 * k)));
+        }
         Uop r;
         r.kind = UopKind::Rdtscp;
         r.ip = kIpVdso + 0x80;
@@ -422,7 +436,8 @@ void VdsoParams::visit(Params& p) {
   p.integer("vdso.uops_before", uops_before, 20, 0, 1000,
             "dependent micro-ops of clock_gettime() before the RDTSCP: call, vvar seqcount and "
             "clock-mode loads, checks (lib/vdso/gettimeofday.c; about 100 uops in all [UARCH "
-            "F.1, L]); with vdso.uops_after calibrated on C1 (see README)");
+            "F.1, L]); the first of them is the load of vd->seq from the vvar page, the others "
+            "ALU micro-ops; with vdso.uops_after calibrated on C1 (see README)");
   p.integer("vdso.uops_after", uops_after, 30, 0, 1000,
             "dependent micro-ops after the RDTSCP: seqcount recheck, (cycles - last) * mult >> "
             "shift, timespec stores, return");

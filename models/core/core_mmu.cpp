@@ -20,6 +20,9 @@ CoreMmuParams CoreMmuParams::golden_cove_structure() {
   CoreMmuParams p;
   // CPUID leaf 0x18 of the i7-12700K: a load DTLB per page size, a store DTLB, a two-array STLB.
   p.l1 = {tlb("dtlb_load", {"4k", "2m", "1g"}), tlb("dtlb_store", {""})};
+  // CPUID leaf 0x18 subleaves 1-2: an instruction TLB per page size (4K; 2M/4M).
+  p.itlb = tlb("itlb", {"4k", "2m"});
+  p.has_itlb = true;
   p.l2 = tlb("stlb", {"a", "b"});
   p.walker.isa = pg::Isa::x86_64;
   // SDM Vol 3A §4.10.3: PML4E, PDPTE and PDE caches (our levels 3, 2, 1).
@@ -35,6 +38,9 @@ CoreMmuParams CoreMmuParams::neoverse_n1_structure() {
   CoreMmuParams p;
   // Cortex-A76 TRM §A5.2: one L1 DTLB for loads and stores, a unified L2 TLB.
   p.l1 = {tlb("l1_dtlb", {""})};
+  // Cortex-A76 TRM §A5.2.1: the L1 instruction TLB, one fully associative array.
+  p.itlb = tlb("l1_itlb", {""});
+  p.has_itlb = true;
   p.l2 = tlb("l2_tlb", {""});
   p.walker.isa = pg::Isa::arm64;
   // One walk cache for the table descriptors of levels 1-3 (see psc.hpp).
@@ -56,15 +62,20 @@ CoreMmu::CoreMmu(const CoreMmuParams& p, pg::Isa isa, PhysMem& mem, double ghz, 
   } else {
     l1_store_ = l1_load_.get();
   }
+  if (p.has_itlb) itlb_ = std::make_unique<Tlb>(p.itlb, stats, trace);
   if (p.has_l2) l2_ = std::make_unique<Tlb>(p.l2, stats, trace);
   // The hardware access flag: x86 always sets A; arm64 with FEAT_HAFDBS (HA), else an AF = 0
   // leaf faults.
   pg::WalkOptions wopt;
   wopt.set_accessed = isa == pg::Isa::x86_64 || p.core.hafdbs;
   walker_ = std::make_unique<PageWalker>(p.walker, mem, *caches_, stats, wopt);
+  // Every TLB the maintenance operations reach: the instruction TLB too (x86 INVLPG, #PF and MOV
+  // CR3 act on "the TLBs", instruction TLBs included, SDM Vol 3A §4.10.2.2 and §4.10.4.1; arm64
+  // TLBI VA*/ASID*/VMALL* on instruction and data entries alike, Arm ARM D8.13).
   std::vector<Tlb*> tlbs;
-  tlbs.reserve(3);
-  for (Tlb* t : {l1_load_.get(), l1_store_ != l1_load_.get() ? l1_store_ : nullptr, l2_.get()})
+  tlbs.reserve(4);
+  for (Tlb* t : {l1_load_.get(), l1_store_ != l1_load_.get() ? l1_store_ : nullptr, itlb_.get(),
+                 l2_.get()})
     if (t) tlbs.push_back(t);
   maint_ = std::make_unique<TranslationCaches>(tlbs, walker_.get());
 }

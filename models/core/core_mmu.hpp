@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // The memory side of one core, assembled from its parameters: the data caches, the L1 TLBs
-// (x86: dtlb_load + dtlb_store; arm64: one l1_dtlb), the L2 TLB (stlb / l2_tlb), the page walker
+// (x86: dtlb_load + dtlb_store; arm64: one l1_dtlb), the instruction TLB (x86: itlb; arm64:
+// l1_itlb), the L2 TLB (stlb / l2_tlb, shared by both sides), the page walker
 // with its paging-structure caches, the TLB-maintenance rules over them, and the translation path
 // through them. The platform's cores (CoreModule) and the tests build it the same way, so that a
 // test of the translation path tests what the cores run.
@@ -20,10 +21,12 @@
 
 namespace mmusim::hw {
 
-// The data-side MMU of one core with its caches and core parameters: x86 = dtlb_load +
-// dtlb_store -> stlb -> walker; arm64 = l1_dtlb -> l2_tlb -> walker.
+// The MMU of one core with its caches and core parameters: x86 = dtlb_load + dtlb_store (data)
+// and itlb (instructions) -> stlb -> walker; arm64 = l1_dtlb and l1_itlb -> l2_tlb -> walker.
 struct CoreMmuParams {
   std::vector<TlbParams> l1;   // one (shared by loads and stores) or two (load, store)
+  TlbParams itlb;              // the instruction TLB (has_itlb)
+  bool has_itlb = false;
   TlbParams l2;
   bool has_l2 = true;
   WalkerParams walker;
@@ -47,6 +50,7 @@ class CoreMmu {
   MemoryHierarchy& caches() { return *caches_; }
   Tlb& l1_load() { return *l1_load_; }
   Tlb& l1_store() { return *l1_store_; }  // the same TLB as l1_load() on arm64
+  Tlb* itlb() { return itlb_.get(); }     // null: no instruction-side translation
   Tlb* l2() { return l2_.get(); }
   PageWalker& walker() { return *walker_; }
   // What each TLB-maintenance operation does to the TLBs and paging-structure caches.
@@ -54,7 +58,8 @@ class CoreMmu {
   // The translation path through these TLBs and this walker under `rules` (the core's
   // CoreParams::translation_rules): what OooCore translates with.
   TranslationPath translation_path(const TranslationRules& rules) {
-    return TranslationPath(*l1_load_, *l1_store_, l2_.get(), *walker_, mem_, rules, trace_, ghz_);
+    return TranslationPath(*l1_load_, *l1_store_, l2_.get(), *walker_, mem_, rules, trace_, ghz_,
+                           itlb_.get());
   }
   pg::Isa isa() const { return isa_; }
   double ghz() const { return ghz_; }
@@ -65,7 +70,7 @@ class CoreMmu {
   double ghz_;
   TraceContext* trace_;
   std::unique_ptr<MemoryHierarchy> caches_;
-  std::unique_ptr<Tlb> l1_load_, l1_store_owned_, l2_;
+  std::unique_ptr<Tlb> l1_load_, l1_store_owned_, itlb_, l2_;
   Tlb* l1_store_ = nullptr;
   std::unique_ptr<PageWalker> walker_;
   std::unique_ptr<TranslationCaches> maint_;

@@ -56,6 +56,7 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
       mem_(mem),
       l1_load_(mmu.l1_load()),
       l1_store_(mmu.l1_store()),
+      itlb_(mmu.itlb()),
       l2_(mmu.l2()),
       maint_(mmu.maintenance()),
       caches_(mmu.caches()),
@@ -63,7 +64,8 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
       ghz_(os.ghz()),
       path_(mmu.translation_path(p.translation_rules(isa))),
       fetched_(p.rob + 2),
-      reuse_(p, path_.rules().cache_faulting_entries, l1_load_, l1_store_, l2_, *this, fetched_),
+      reuse_(p, path_.rules().cache_faulting_entries, l1_load_, l1_store_, l2_, itlb_, *this,
+             fetched_),
       fb_free_(p.fill_buffers, 0),
       fb_mask_(0) {
   log_ = log::get("core");
@@ -77,11 +79,17 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
   faults_taken_ = &stats.counter("core.faults_taken", "page faults taken at retirement");
   dirty_assists_ = &stats.counter("core.dirty_assists", "x86 D-flag assists");
   store_drain_cycles_ = &stats.counter("core.fault_store_drain_cycles", "cycles fault handlers waited at their first store barrier (x86: LOCK-prefixed instruction) for the user's buffered stores to drain");
+  itlb_stall_cycles_ = &stats.counter("core.itlb_stall_cycles", "cycles allocation waited for the translation of an instruction page (an ITLB miss: the L2 TLB, a walk), of micro-ops that were not squashed");
   lfences_ = &stats.counter("core.lfences", "LFENCEs retired");
   bytes_compared_ = &stats.counter("check.bytes_compared", "bytes loaded and compared with the expected value (random-ops)");
   reuse_.register_stats(stats);
+  // An invalidation that takes an ITLB entry: the next micro-op's code page is looked up again.
+  maint_.watch_itlb(itlb_, [this] { fetch_page_ = kNoFetchPage; });
 }
 
+OooCore::~OooCore() { maint_.watch_itlb(nullptr, nullptr); }
+
+template <bool kAhead>
 bool OooCore::fetch(size_t n) {
   while (fetched_.size() < n) {
     if (program_done_) return false;
@@ -93,6 +101,11 @@ bool OooCore::fetch(size_t n) {
       return false;
     }
     fetched_.push_back(u);
+    // (The head, the only micro-op fetched otherwise, is never in a replayed segment.)
+    if (kAhead && u.ip != wl::kNoIp && (u.ip & pg::kBasePageMask) != fetched_page_) {
+      fetched_page_ = u.ip & pg::kBasePageMask;
+      fetched_page_since_ = seq_ + fetched_.size() - 1;
+    }
   }
   return true;
 }
@@ -106,10 +119,46 @@ TranslateResult OooCore::translate(uint64_t va, bool write, uint64_t t, uint64_t
   return r;
 }
 
+// The front end translates the code page of `u` (an ITLB lookup; on a miss the L2 TLB, a walk),
+// requested at cycle `t`. Returns when it is ready; kNever: not translated before the flush (a
+// run-ahead ends there); kFetchFault: the fetch faults, known at fetch_fault_ready_ with
+// fetch_fault_syndrome_ (the front end delivers nothing from there on: a run-ahead ends, a
+// retiring micro-op takes the fault).
+uint64_t OooCore::fetch_translate(const wl::Uop& u, uint64_t t, uint64_t limit, bool spec) {
+  fetch_translated_ = true;
+  const TranslateResult r = path_.fetch(u.ip, ctx_.asid, ctx_.root_pa, t, limit, spec);
+  if (spec && r.source == TranslateResult::Walked) spec_translations_->inc();
+  if (!r.ok || (r.fault && spec)) return kNever;
+  if (r.fault) {
+    fetch_fault_syndrome_ = r.syndrome;
+    fetch_fault_ready_ = r.ready;
+    return kFetchFault;
+  }
+  fetch_page_ = u.ip & pg::kBasePageMask;
+  return r.ready;
+}
+
 OooCore::Issue OooCore::issue(const wl::Uop& u, uint64_t seq, uint64_t limit, bool spec) {
   Issue is;
   // Allocation: width, fences, a free ROB entry, a store- or load-buffer entry.
   uint64_t a = alloc_in_cycle_ >= p_.alloc_width ? alloc_cycle_ + 1 : alloc_cycle_;
+  // Instruction fetch: the micro-op's code page, translated when the front end reaches another
+  // page or the ITLB lost an entry since (see the header), requested when allocation reaches the
+  // micro-op by its width (fences and full buffers hold allocation, not fetch).
+  uint64_t fetched = 0;  // the cycle the code page's translation is ready
+  if ((u.ip & pg::kBasePageMask) != fetch_page_ && u.ip != wl::kNoIp && itlb_) {
+    fetched = fetch_translate(u, a, limit, spec);
+    if (fetched >= kNever) {
+      if (fetched == kFetchFault) {  // (a retiring micro-op's)
+        is.issued = true;
+        is.fault = is.fetch_fault = true;
+        is.syndrome = fetch_fault_syndrome_;
+        is.alloc = a;
+        is.exec = is.done = fetch_fault_ready_;
+      }
+      return is;
+    }
+  }
   a = std::max(a, no_issue_before_);
   const uint64_t a_unbound = a;
   if (seq >= p_.rob) a = std::max(a, rob_free_[(seq - p_.rob) & rob_mask_] + 1);
@@ -126,8 +175,14 @@ OooCore::Issue OooCore::issue(const wl::Uop& u, uint64_t seq, uint64_t limit, bo
     const uint64_t i = ld_ord_ - p_.load_buffer;
     a = std::max(a, spec && i >= spec_ld_base_ ? kNever : lb_free_[i & lb_mask_] + 1);
   }
+  const bool ring_bound = a != a_unbound;
+  // The front end delivers the micro-op once its code page is translated.
+  if (fetched > a) {
+    if (!spec) itlb_stall_cycles_->inc(fetched - a);
+    a = fetched;
+  }
   if (a >= limit) return is;
-  ring_bound_ = a != a_unbound;
+  ring_bound_ = ring_bound;
   if (a > alloc_cycle_) {
     alloc_cycle_ = a;
     alloc_in_cycle_ = 1;
@@ -300,28 +355,30 @@ void OooCore::check_load(const wl::Uop& u, uint64_t pa) {
   bytes_compared_->inc(u.size);
 }
 
-[[noreturn]] void OooCore::watchdog(const wl::Uop& u, uint64_t syndrome) {
-  pg::Walk w = pg::walk(isa_, mem_, ctx_.root_pa, u.addr);
+[[noreturn]] void OooCore::watchdog(const wl::Uop& u, uint64_t syndrome, bool fetch) {
+  const uint64_t va = fetch ? u.ip : u.addr;
+  pg::Walk w = pg::walk(isa_, mem_, ctx_.root_pa, va);
   uint64_t pte = w.nsteps ? w.steps[w.nsteps - 1].entry : 0;
   const bool pte_permits = w.result == pg::Walk::Ok && w.user &&
-                           (u.kind != wl::UopKind::Store || w.writable);
+                           (fetch ? w.executable : u.kind != wl::UopKind::Store || w.writable);
   std::string tlb;
   bool stale = false;
   const bool one_l1 = &l1_store_ == &l1_load_;  // arm64: one L1 DTLB for loads and stores
-  for (Tlb* t : {&l1_load_, one_l1 ? nullptr : &l1_store_, l2_}) {
+  for (Tlb* t : {&l1_load_, one_l1 ? nullptr : &l1_store_, itlb_, l2_}) {
     if (!t) continue;
-    if (const TlbEntry* e = t->probe(u.addr, ctx_.asid)) {
+    if (const TlbEntry* e = t->probe(va, ctx_.asid)) {
       tlb += fmt::format("{}{}: va {:#x} pa {:#x} size {} {}{}", tlb.empty() ? "" : "; ", t->name(),
                          e->vbase, e->pbase, page_size_name(e->size), e->writable ? "rw" : "ro",
                          e->dirty ? " dirty" : "");
-      stale = stale || (u.kind == wl::UopKind::Store && !e->writable && pte_permits);
+      stale = stale || (!fetch && u.kind == wl::UopKind::Store && !e->writable && pte_permits);
     }
   }
   throw SimulatedSystemError(fmt::format("watchdog: cpu {} task {}: the {} at address {:#x} (ip {:#x}) faulted {} times in a row "
         "(syndrome {:#x}) without progress. The PTE is {:#x} ({}); the TLB holds {}.{} The kernel's "
         "fault handling does not remove what makes the access fault: a livelock of the simulated "
         "system (core.fault_repeat_limit = {})",
-        cpu_, ctx_.task.pid, u.kind == wl::UopKind::Store ? "store" : "access", u.addr, u.ip,
+        cpu_, ctx_.task.pid,
+        fetch ? "instruction fetch" : u.kind == wl::UopKind::Store ? "store" : "access", va, u.ip,
         fault_repeats_, syndrome, pte,
         w.result == pg::Walk::Ok ? (w.writable ? "writable" : "read-only") : "not present",
         tlb.empty() ? "nothing for it" : tlb,
@@ -396,15 +453,17 @@ void OooCore::restore(const Snapshot& b) {
 bool OooCore::ahead_issue(size_t j, uint64_t nuke, size_t st_hint) {
   const wl::Uop& y = fetched_[j];
   const RunaheadReuse::AheadState before = reuse_.before();
+  fetch_translated_ = false;
   const Issue yi = issue(y, seq_ + j, nuke, true);
-  return reuse_.record_position(j, y, before, yi.issued, yi.alloc, ring_bound_, tr_hint_, st_hint);
+  return reuse_.record_position(j, y, before, yi.issued, yi.alloc, ring_bound_, fetch_translated_,
+                                tr_hint_, st_hint);
 }
 
 // What the reuse asks of the core while it replays: the positions it does not replay are
 // simulated as the run-ahead loop simulates them.
 struct OooCore::ReuseCallbacks final : RunaheadCore {
   ReuseCallbacks(OooCore& c, uint64_t nuke) : c(c), nuke(nuke) {}
-  bool fetch(size_t n) override { return c.fetch(n); }
+  bool fetch(size_t n) override { return c.fetch<true>(n); }
   bool simulate(size_t j, size_t st_hint) override { return c.ahead_issue(j, nuke, st_hint); }
   OooCore& c;
   const uint64_t nuke;
@@ -426,7 +485,7 @@ uint64_t OooCore::run_ahead(uint64_t nuke) {
   uint64_t n = rs.positions;
   for (bool ended = rs.ended; !ended && j < p_.rob; ++j) {
     // Fetched a few at a time (a call per micro-op costs more than the micro-op's generation).
-    if (j >= fetched_.size() && (fetch(std::min<size_t>(j + 8, p_.rob + 1)), j >= fetched_.size())) break;
+    if (j >= fetched_.size() && (fetch<true>(std::min<size_t>(j + 8, p_.rob + 1)), j >= fetched_.size())) break;
     const wl::Uop& y = fetched_[j];
     if (y.kind == wl::UopKind::Syscall || y.kind == wl::UopKind::Marker) break;
     if (record ? !ahead_issue(j, nuke) : !issue(y, seq_ + j, nuke, true).issued) break;
@@ -444,26 +503,30 @@ void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
   const wl::Uop f = fetched_.front();
   const uint64_t head = std::max(fis.done + 1, last_retire_);
   const uint64_t nuke = head + p_.fault_to_nuke;
+  // The faulting address: the access's, or for a fetch the instruction's (CR2 / FAR_EL1).
+  const uint64_t va = fis.fetch_fault ? f.ip : f.addr;
 
-  [[maybe_unused]] const uint64_t n_ahead = p_.speculative_translation ? run_ahead(nuke) : 0;
+  // (Nothing younger than a fetch that faults was fetched: no run-ahead.)
+  [[maybe_unused]] const uint64_t n_ahead =
+      p_.speculative_translation && !fis.fetch_fault ? run_ahead(nuke) : 0;
   restore(before);
 
   faults_taken_->inc();
   MMUSIM_LOG_DEBUG(log_, "cpu {} fault at {:#x} (ip {:#x}, syndrome {:#x}) at cycle {}; {} younger micro-ops ran ahead",
-                   cpu_, f.addr, f.ip, fis.syndrome, nuke, n_ahead);
+                   cpu_, va, f.ip, fis.syndrome, nuke, n_ahead);
   if (trace_) trace_->time_ps = ps(nuke);
   if (p_.fault_invalidates) {
     // SDM Vol 3A §4.10.4.1: the TLB entries for the faulting page number (current PCID) and the
     // paging-structure-cache entries that would be used for the address, at the flush: what a
     // walk still in flight then brings (walk_squash = complete) comes after it and stays.
-    maint_.x86_page_fault(ctx_.asid, f.addr, nuke);
+    maint_.x86_page_fault(ctx_.asid, va, nuke);
   }
   // The user's stores still in the store buffer drain while the exception is delivered and the
   // handler runs, up to the handler's first instruction that waits for them (x86: a LOCK-prefixed
   // one, SDM Vol 3A §9.2.2; or, if it has none, the serialising IRET, §9.3): there the handler
   // waits until the last of them has drained (hw::store_drain_wait; the fault's cycles include it).
   const uint64_t drained = stores_drained();
-  OsFault of = os_.page_fault(cpu_, f.addr, fis.syndrome, f.ip, ps(nuke),
+  OsFault of = os_.page_fault(cpu_, va, fis.syndrome, f.ip, ps(nuke),
                               drained > nuke ? double(drained - nuke) : 0.0);
   const uint64_t resume = nuke + uint64_t(of.cycles + 0.5);
   store_drain_cycles_->inc(uint64_t(of.store_wait + 0.5));
@@ -471,7 +534,7 @@ void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
   // Watchdog: the same micro-op faulting again and again.
   const bool repeat = fault_seq_ == seq_;
   if (repeat) {
-    if (++fault_repeats_ >= p_.fault_repeat_limit) watchdog(f, fis.syndrome);
+    if (++fault_repeats_ >= p_.fault_repeat_limit) watchdog(f, fis.syndrome, fis.fetch_fault);
   } else {
     fault_seq_ = seq_;
     fault_repeats_ = 1;
@@ -484,6 +547,9 @@ void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
 // The pipeline is empty at `cycle` (back from the kernel): allocation resumes after the front end
 // has refilled.
 void OooCore::restart(uint64_t cycle) {
+  // (The front end refetches from the micro-op it restarts at; its ITLB lookup is made only if
+  // its page is not the one translated last or the kernel's invalidations took an ITLB entry,
+  // watch_itlb: otherwise it is a hit of no latency, which changes nothing.)
   last_retire_ = cycle;
   retire_in_cycle_ = 0;
   alloc_cycle_ = cycle + p_.restart_delay;
@@ -529,6 +595,7 @@ OooCore::Run OooCore::run_until(uint64_t cycle_limit) {
       have_task_ = true;
       program_done_ = false;
       fetched_.clear();
+      fetch_page_ = kNoFetchPage;  // another task, perhaps another address space
       reuse_.forget();  // the record's micro-ops are gone
       if (trace_) trace_->task = ctx_.task;
       uint64_t t = now_ + uint64_t(sw + 0.5);

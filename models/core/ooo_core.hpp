@@ -18,6 +18,20 @@
 // Os interface, its TLB maintenance reaches the TLBs through the platform, and execution restarts
 // at the faulting micro-op.
 //
+// Instruction fetch: the front end translates the code page of each micro-op through the ITLB
+// (misses go to the shared L2 TLB and walkers, TranslationPath::fetch) when it reaches a micro-op
+// on another page than the last one it translated, when an invalidation took an ITLB entry
+// (TranslationCaches::watch_itlb: the kernel's INVLPG or MOV CR3, a #PF, another core's TLBI)
+// and when it runs another task: never a lookup per micro-op. Otherwise the lookup would hit at
+// no cost (the ITLB's latency is hidden in the fetch pipeline; only the front end's own fetches
+// fill it, so no eviction takes the page it translated last), and is not made: tlb.itlb.hits
+// counts the lookups made, not fetches. The request is made at the
+// cycle allocation reaches the micro-op by its width (fences and full buffers block allocation,
+// not fetch); that micro-op and every younger one allocate no earlier than the translation is
+// ready (core.itlb_stall_cycles). A fetch that faults (no translation, or execute-disable) is
+// taken as the micro-op's fault when everything older has retired, with nothing run ahead of
+// it. In the run-ahead the code pages translate under the same limit as the data accesses.
+//
 // LFENCE: no younger micro-op is allocated until the LFENCE has retired, and it executes only
 // when every older one has completed (SDM; Cordes' measurement that it blocks issue). RDTSCP:
 // executes when every older micro-op has executed; its effect on younger ones is a parameter.
@@ -138,6 +152,7 @@ class OooCore : private PipelineState {
   // mmu.translation_path(p.translation_rules(isa)).
   OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem, CoreMmu& mmu,
           Stats& stats, TraceContext* trace);
+  ~OooCore();
 
   // Runs micro-ops until the core's time passes `cycle_limit`. Idle: no task is runnable here
   // (the caller waits until one is, then calls `resume_at`); Done: every task has exited.
@@ -160,12 +175,22 @@ class OooCore : private PipelineState {
     bool fault = false;
     uint64_t syndrome = 0;
     bool need_dirty = false;  // x86: a store through a writable entry with D = 0 (assist)
+    bool fetch_fault = false;  // the fault is the instruction fetch's (at u.ip), not the access's
   };
 
-  bool fetch(size_t n);  // make fetched_ hold at least n micro-ops (false: the program ended)
+  // Make fetched_ hold at least n micro-ops (false: the program ended). `kAhead`: for the
+  // run-ahead (every micro-op after the window's head comes this way), keeping the fetched
+  // micro-ops' page run (PipelineState::fetched_page_) for the run-ahead reuse.
+  template <bool kAhead = false>
+  bool fetch(size_t n);
   // Inlined into its two callers (the run-ahead loop issues ~330 micro-ops per fault in C3); the
   // translation is a call (TranslationPath::translate).
   __attribute__((always_inline)) inline Issue issue(const wl::Uop& u, uint64_t seq, uint64_t limit, bool spec);
+  // The code page of `u` through the ITLB (a call: only at a page change), see the .cpp.
+  static constexpr uint64_t kFetchFault = kNever + 1;
+  __attribute__((noinline)) uint64_t fetch_translate(const wl::Uop& u, uint64_t t, uint64_t limit,
+                                                     bool spec);
+  uint64_t fetch_fault_syndrome_ = 0, fetch_fault_ready_ = 0;  // fetch_translate's kFetchFault
   // One access through the translation path, the path's replay hint kept in tr_hint_.
   __attribute__((always_inline)) inline TranslateResult translate(uint64_t va, bool write, uint64_t t,
                                                                   uint64_t limit, bool spec);
@@ -203,9 +228,10 @@ class OooCore : private PipelineState {
   // position's class and the store's L2 slot of it).
   ReplayHint tr_hint_;
   bool ring_bound_ = false;          // the last speculative issue() waited for a ROB/buffer slot
+  bool fetch_translated_ = false;    // the last speculative issue() translated its code page
   uint64_t ps(uint64_t cycle) const { return cycles_to_ps(cycle, ghz_); }
   void advance_cycles(uint64_t to);
-  [[noreturn]] void watchdog(const wl::Uop& u, uint64_t syndrome);
+  [[noreturn]] void watchdog(const wl::Uop& u, uint64_t syndrome, bool fetch);
   void check_load(const wl::Uop& u, uint64_t pa);  // wl::kUopCheckValue
   [[noreturn]] void stall(const wl::Uop& u, const Issue& is);  // core.watchdog_cycles
 
@@ -216,6 +242,7 @@ class OooCore : private PipelineState {
   PhysMem& mem_;
   Tlb& l1_load_;
   Tlb& l1_store_;
+  Tlb* itlb_;  // null: the core's MMU translates no instruction fetches
   Tlb* l2_;
   TranslationCaches& maint_;
   MemoryHierarchy& caches_;
@@ -257,6 +284,7 @@ class OooCore : private PipelineState {
   Counter* faults_taken_;
   Counter* dirty_assists_;
   Counter* store_drain_cycles_;
+  Counter* itlb_stall_cycles_;
   Counter* lfences_;
   Counter* bytes_compared_;
 };

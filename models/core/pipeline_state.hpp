@@ -40,6 +40,18 @@ struct PipelineState {
   uint64_t no_issue_before_ = 0;  // fences: younger micro-ops wait for this cycle
   unsigned alloc_in_cycle_ = 0;
   uint64_t spec_st_base_ = 0, spec_ld_base_ = 0;  // the first store/load ordinal of the run-ahead
+  // Instruction fetch (OooCore::issue): the code page the front end translated last (its base
+  // address; kNoFetchPage after a redirect or when the ITLB lost an entry: the next micro-op looks
+  // the ITLB up). A micro-op on that page needs no lookup.
+  static constexpr uint64_t kNoFetchPage = ~uint64_t(0);
+  uint64_t fetch_page_ = kNoFetchPage;
+  // Of the micro-ops with an instruction address fetched into the window for a run-ahead
+  // (OooCore::fetch<true>: every one but the window's head): the code page of the last one
+  // (kNoFetchPage: none yet) and the sequence number where the run of such micro-ops on that page
+  // began. Host speed only: the run-ahead reuse proves from them, in O(1), that a segment it
+  // replays makes no fetch translation.
+  uint64_t fetched_page_ = kNoFetchPage;
+  uint64_t fetched_page_since_ = 0;
   // Rings indexed by sequence / buffer ordinal, a power of two at least the capacity, so that the
   // entry of the micro-op `capacity` older is still there (no division on the per-uop path).
   std::vector<uint64_t> rob_free_, sb_free_;

@@ -11,7 +11,7 @@
 namespace mmusim::hw {
 
 RunaheadReuse::RunaheadReuse(const CoreParams& p, bool cache_faulting_entries, Tlb& l1_load,
-                             Tlb& l1_store, Tlb* l2, PipelineState& pipe,
+                             Tlb& l1_store, Tlb* l2, Tlb* itlb, PipelineState& pipe,
                              const UopWindow& window)
     : possible_(p.runahead_reuse && l2 && cache_faulting_entries && TlbReplay(*l2).usable() &&
                 TlbReplay(l1_store).usable()),
@@ -20,6 +20,7 @@ RunaheadReuse::RunaheadReuse(const CoreParams& p, bool cache_faulting_entries, T
       store_buffer_(p.store_buffer),
       l1_store_(l1_store),
       l2_(l2),
+      itlb_(itlb),
       pipe_(pipe),
       window_(window) {
   ahead_.allocate(p.rob);
@@ -27,6 +28,7 @@ RunaheadReuse::RunaheadReuse(const CoreParams& p, bool cache_faulting_entries, T
   // Only the L2 TLB's changes are asked for (replay_segment).
   if (&l1_load != l2_) TlbReplay(l1_load).set_change_log(false);
   if (&l1_store != l2_) TlbReplay(l1_store).set_change_log(false);
+  if (itlb) TlbReplay(*itlb).set_change_log(false);
 }
 
 void RunaheadReuse::register_stats(Stats& stats) {
@@ -161,6 +163,10 @@ RunaheadReuse::Reused RunaheadReuse::reuse_run_ahead(bool r_ended, RunaheadCore&
       }
     }
   }
+  // If every micro-op with an instruction address fetched from position 0 on is on the front
+  // end's page, no position translates its code page (the simulated ones neither: the front
+  // end's page stays), and no segment needs to check it again (replay_segment).
+  fetch_stable_ = no_fetch_from(0);
   size_t i = 0, st = 0, oi = 0;
   while (i < Q) {
     // (The list changes only at positions simulated in place, which are at or before i.)
@@ -195,6 +201,7 @@ RunaheadReuse::Reused RunaheadReuse::reuse_run_ahead(bool r_ended, RunaheadCore&
 bool RunaheadReuse::replay_segment(size_t from, size_t to, size_t* stp) {
   const uint64_t nuke = nuke_;
   const AheadRecord& r = ahead_;
+  if (!fetch_stable_ && !no_fetch_from(from)) return false;
   Tlb& l1 = l1_store_;
   TlbReplay l1r(l1);
   if (!l1r.full_fully_associative() || !(l1.page_sizes() & page_size_bit(PageSize::k4K))) return false;
@@ -350,7 +357,15 @@ bool RunaheadReuse::replay_segment(size_t from, size_t to, size_t* stp) {
     for (size_t m = 0; m < n_slots; ++m)
       if (l2r.slot_entry(slots[m]).ready > a0) return false;
   }
-  if (check_) check_replay(k0, k1, slots, pages, n_slots, kidx);
+  if (check_) {
+    check_replay(k0, k1, slots, pages, n_slots, kidx);
+    for (size_t i = from; itlb_ && i < to; ++i) {
+      const wl::Uop& u = window_[i + 1];
+      MMUSIM_CHECK(u.ip == wl::kNoIp || (u.ip & pg::kBasePageMask) == pipe_.fetch_page_,
+                   "run-ahead replay: position {} (ip {:#x}) is not on the front end's page {:#x}",
+                   i, u.ip, pipe_.fetch_page_);
+    }
+  }
   if (l1r.contiguous_64k())
     for (size_t m = 0; m < n_slots; ++m)
       if (!l1r.places_4k_as_is(l2r.slot_entry(slots[m]))) return false;

@@ -24,7 +24,12 @@
 //  - each store that hit the L2 TLB finds its page, as a 4K entry, in the slot the record has for
 //    it (the slots changed since the record was made are looked at again through the L2's change
 //    log, and all of them when the log no longer reaches back that far), and the L1 would place
-//    the entry as it is.
+//    the entry as it is;
+//  - no micro-op of the segment makes the front end translate its code page: every micro-op
+//    fetched from the segment's first on is on the page the front end translated last (the run
+//    of fetched micro-ops on one page began before the segment: PipelineState::fetched_page_since_),
+//    or has no instruction address. A position whose micro-op did translate its code page is
+//    simulated.
 // Only then does it make the segment's lookups and fills (through TlbReplay: the L2 hits in
 // order, the L1 refill as one sequence) and set the pipeline state the record had after the
 // segment. A segment may be only ALU micro-ops and such stores; a position whose micro-op did
@@ -84,8 +89,9 @@ class RunaheadReuse {
  public:
   // `pipe`: the core's pipeline state; `window`: its fetched micro-ops (window position 0 is the
   // faulting micro-op, position j is run-ahead position j - 1). Both outlive this.
+  // `itlb`: the core's instruction TLB (null: none).
   RunaheadReuse(const CoreParams& p, bool cache_faulting_entries, Tlb& l1_load, Tlb& l1_store,
-                Tlb* l2, PipelineState& pipe, const UopWindow& window);
+                Tlb* l2, Tlb* itlb, PipelineState& pipe, const UopWindow& window);
   // Registered by the core after its own counters (the statistics' order is their registration
   // order, part of the output format).
   void register_stats(Stats& stats);
@@ -121,12 +127,14 @@ class RunaheadReuse {
             uint32_t(pipe_.ld_ord_ - pipe_.spec_ld_base_)};
   }
   // After it: window position j, micro-op y, issued (at allocation cycle `alloc`) or not (the
-  // run-ahead ends there); `ring_bound`: it waited for a ROB or buffer slot; `hint`: what its
-  // translation did to the L2 TLB (a store's). Returns `issued`. Inlined into the core's
+  // run-ahead ends there); `ring_bound`: it waited for a ROB or buffer slot; `fetch_translated`:
+  // the front end translated its code page; `hint`: what its translation did to the L2 TLB (a
+  // store's). Returns `issued`. Inlined into the core's
   // run-ahead loop, as the rest of a simulated position is (a call per micro-op shows).
   __attribute__((always_inline)) inline bool record_position(size_t j, const wl::Uop& y,
                                                              const AheadState& before, bool issued,
                                                              uint64_t alloc, bool ring_bound,
+                                                             bool fetch_translated,
                                                              const ReplayHint& hint,
                                                              size_t st_hint = ~size_t(0));
   // The run-ahead is over: `n` positions issued.
@@ -271,6 +279,16 @@ class RunaheadReuse {
   // `st` indexes the record's stores: the first at or after `from`; on success, the first at or
   // after `to`.
   bool replay_segment(size_t from, size_t to, size_t* st);
+  // No position from `from` on translates its code page (OooCore::issue does when the page
+  // differs from the front end's, which an ITLB invalidation or a new task resets): every
+  // micro-op with an instruction address fetched since position `from`'s is on the front end's
+  // page (or none has one: fetched_page_ is still kNoFetchPage).
+  bool no_fetch_from(size_t from) const {
+    return !itlb_ || (pipe_.fetched_page_since_ <= seq_ + 1 + from &&
+                      (pipe_.fetched_page_ == pipe_.fetch_page_ ||
+                       pipe_.fetched_page_ == PipelineState::kNoFetchPage));
+  }
+  bool fetch_stable_ = false;  // no_fetch_from(0) at the start of this replay
   void claim_l2_slot(size_t k, uint32_t slot);
   void check_replay(size_t k0, size_t k1, const uint32_t* slots, const uint64_t* pages,
                     size_t n_slots, const uint32_t* kidx) const;
@@ -282,6 +300,7 @@ class RunaheadReuse {
   uint64_t rob_, store_buffer_;
   Tlb& l1_store_;
   Tlb* l2_;
+  const Tlb* itlb_;  // (only whether there is one: the front end's state is the pipeline's)
   PipelineState& pipe_;
   const UopWindow& window_;
   Counter* replayed_uops_ = nullptr;
@@ -307,7 +326,8 @@ class RunaheadReuse {
 
 bool RunaheadReuse::record_position(size_t j, const wl::Uop& y, const AheadState& before,
                                     bool issued, uint64_t alloc_cycle, bool ring_bound,
-                                    const ReplayHint& hint, size_t st_hint) {
+                                    bool fetch_translated, const ReplayHint& hint,
+                                    size_t st_hint) {
   AheadRecord& r = ahead_;
   const size_t i = j - 1;  // < rob - 1: within the arrays
   if (!issued) {
@@ -320,7 +340,7 @@ bool RunaheadReuse::record_position(size_t j, const wl::Uop& y, const AheadState
                        : hint.kind == ReplayHint::LateL2   ? uint8_t(kPosStoreLate)
                                                            : uint8_t(kPosOther);
   const uint32_t tr_slot = hint.l2_slot;
-  const uint8_t cls = ring_bound ? uint8_t(kPosOther)
+  const uint8_t cls = ring_bound || fetch_translated ? uint8_t(kPosOther)
                     : y.kind == wl::UopKind::Alu ? uint8_t(kPosAlu)
                     : y.kind == wl::UopKind::Store ? tr_cls : uint8_t(kPosOther);
   r.set_cls(i, cls);

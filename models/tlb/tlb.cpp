@@ -90,6 +90,7 @@ TlbEntry translation_from_walk(const pg::Walk& w, uint64_t va, uint16_t asid, bo
   e.size = *s;
   e.writable = w.writable;
   e.user = w.user;
+  e.exec = w.executable;
   e.dirty = w.dirty;
   e.speculative = speculative;
   e.contiguous = w.contiguous;
@@ -325,6 +326,7 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
   if (!same_page) {
     if (tags_[v]) {
       evictions_->inc();
+      ++removals_;
       --n_of_size_[unsigned(slots_[v].e.size)];
     } else {
       ++n_valid_;

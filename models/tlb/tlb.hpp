@@ -63,6 +63,7 @@ struct TlbEntry {
   PageSize size = PageSize::k4K;
   bool writable = false;     // permissions as cached
   bool user = false;
+  bool exec = false;         // user instruction fetch permitted (x86 no XD, arm64 no UXN)
   bool dirty = false;        // x86 D / arm64 writable-dirty
   bool speculative = false;  // filled by an access that had not retired
   bool contiguous = false;   // made from a leaf with the arm64 contiguous hint
@@ -129,6 +130,12 @@ class Tlb {
   size_t capacity() const { return cap_; }
   size_t occupancy() const;
   PageSizeMask page_sizes() const { return held_; }
+  // Counts every event after which an entry a lookup found may no longer be found as it was: an
+  // entry removed (an invalidation, an eviction) or made pending again (a refill still in
+  // flight at an invalidation). While it is unchanged, a page found stays found with the same
+  // entry: the core's front end looks the instruction TLB up only on a page change or after
+  // this moved (OooCore::issue), not per micro-op.
+  uint64_t removals() const { return removals_; }
   void set_trace(TraceContext* t) { trace_ = t; }
 
   // The entry that translates `va` for `asid` at cycle `now`, or null. Counts a hit or a miss; a
@@ -311,10 +318,11 @@ class Tlb {
   // An entry there at cycle `at` whose refill arrives after it: the invalidation removes the
   // first arrival only, the entry is pending until the refill (no change the replay tracks: the
   // slot keeps its page).
-  static bool survives_as_refill(TlbEntry& e, uint64_t at) {
+  bool survives_as_refill(TlbEntry& e, uint64_t at) {
     if (e.refill <= at) return false;
     e.ready = e.refill;
     e.refill = 0;
+    ++removals_;
     return true;
   }
   // Slot `i` now holds nothing.
@@ -322,6 +330,7 @@ class Tlb {
     if (tags_[i]) {
       --n_of_size_[unsigned(slots_[i].e.size)];
       --n_valid_;
+      ++removals_;
     }
     tags_[i] = 0;
     rs_.note_change(i);
@@ -345,6 +354,7 @@ class Tlb {
   uint32_t n_of_size_[kNumPageSizes] = {};  // valid entries of each size (lookups skip the absent)
   Route route_[kNumPageSizes];
   uint32_t n_valid_ = 0;  // valid slots
+  uint64_t removals_ = 0;  // removals()
   // Fully associative only: the hint, the index (kNone = empty bucket; per valid slot its home
   // bucket and the bucket it is in).
   uint32_t hint_ = kNone;

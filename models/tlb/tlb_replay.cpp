@@ -70,6 +70,7 @@ void TlbReplay::fill_sequence_evicting(const Tlb& from, const uint32_t* slots, s
   t.fills_->inc(n);
   t.fills_readonly_->inc(readonly);
   t.evictions_->inc(n);
+  t.removals_ += n;
   Tlb::Slot* __restrict to = t.slots_.data();
   const Tlb::Slot* __restrict fr = from.slots_.data();
   if (n >= cap) {

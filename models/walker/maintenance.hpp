@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // The architectural effect of each TLB-maintenance operation on one core's translation caches
-// (its TLBs and its walker's paging-structure caches), so that the rules live in the models and
+// (its TLBs, the instruction TLB among them, and its walker's paging-structure caches), so that the rules live in the models and
 // the platform only forwards the kernel's MmuHw calls (base/tlb_maintenance.hpp, the seam both
 // sides see) and the core its page faults here.
 //
@@ -14,9 +14,15 @@
 //   arm64 TLBI ASIDE1       every entry of the ASID
 //   arm64 TLBI VMALLE1      everything
 // An arm64 Permission fault invalidates nothing (Arm ARM D8.15 I_WJLXV): there is no call for it.
+// "TLB entries" are those of every TLB, the instruction TLB's included: the SDM states the x86
+// rules for "the TLBs", which may include TLBs "only for instruction fetches" (§4.10.2.2), so a
+// #PF removes the faulting address's entries there too (and only those: a data fault leaves the
+// code page's entry), INVLPG the page's and MOV CR3 every non-global one of the PCID; the arm64
+// TLBI VA*/ASID*/VMALL* operations apply to instruction and data entries alike (Arm ARM D8.13).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "base/tlb_maintenance.hpp"
@@ -30,8 +36,17 @@ class TranslationCaches {
   TranslationCaches(std::vector<Tlb*> tlbs, PageWalker* walker)
       : tlbs_(std::move(tlbs)), walker_(walker) {}
 
+  // The instruction TLB (one of tlbs(); null: none watched) and what to call after an operation
+  // took one of its entries or made one pending again (Tlb::removals() moved): the core's front
+  // end, which looks the ITLB up only when the code page changes (OooCore::issue).
+  void watch_itlb(const Tlb* itlb, std::function<void()> on_loss) {
+    itlb_ = itlb;
+    on_itlb_loss_ = std::move(on_loss);
+  }
+
   // Each returns the number of TLB entries removed (PSC entries are counted in their stats).
   unsigned x86_invlpg(uint16_t pcid, uint64_t va) {
+    const ItlbWatch w(*this);
     unsigned n = 0;
     for (Tlb* t : tlbs_) n += t->invalidate_page(va, pcid, "invlpg");
     if (walker_) walker_->invalidate_asid(pcid);
@@ -40,18 +55,21 @@ class TranslationCaches {
   // At the flush, cycle `at`: what a walk still in flight then brings comes after it and stays
   // (core.walk_squash = complete).
   unsigned x86_page_fault(uint16_t pcid, uint64_t va, uint64_t at = Tlb::kArrived) {
+    const ItlbWatch w(*this);
     unsigned n = 0;
     for (Tlb* t : tlbs_) n += t->invalidate_page(va, pcid, "page_fault", at);
     if (walker_) walker_->invalidate_va(va, pcid, at);
     return n;
   }
   unsigned x86_flush_pcid(uint16_t pcid) {
+    const ItlbWatch w(*this);
     unsigned n = 0;
     for (Tlb* t : tlbs_) n += t->invalidate_asid(pcid, "cr3");
     if (walker_) walker_->invalidate_asid(pcid);
     return n;
   }
   unsigned arm64_tlbi(TlbiOp op, uint16_t asid, uint64_t va) {
+    const ItlbWatch w(*this);
     unsigned n = 0;
     switch (op) {
       case TlbiOp::VALE1:
@@ -77,8 +95,20 @@ class TranslationCaches {
   PageWalker* walker() const { return walker_; }
 
  private:
+  // Around one operation: calls on_itlb_loss_ if the watched ITLB's removals() moved.
+  struct ItlbWatch {
+    explicit ItlbWatch(TranslationCaches& c) : c(c), before(c.itlb_ ? c.itlb_->removals() : 0) {}
+    ~ItlbWatch() {
+      if (c.itlb_ && c.itlb_->removals() != before && c.on_itlb_loss_) c.on_itlb_loss_();
+    }
+    TranslationCaches& c;
+    const uint64_t before;
+  };
+
   std::vector<Tlb*> tlbs_;
   PageWalker* walker_;
+  const Tlb* itlb_ = nullptr;
+  std::function<void()> on_itlb_loss_;
 };
 
 }  // namespace mmusim::hw

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "base/error.hpp"
+
 namespace mmusim::hw {
 
 namespace {
@@ -18,9 +20,10 @@ unsigned cached_leaf_level(PageSize s) {
 
 TranslationPath::TranslationPath(Tlb& l1_load, Tlb& l1_store, Tlb* l2, PageWalker& walker,
                                  PhysMem& mem, const TranslationRules& rules, TraceContext* trace,
-                                 double ghz)
+                                 double ghz, Tlb* itlb)
     : l1_load_(l1_load),
       l1_store_(l1_store),
+      itlb_(itlb),
       l2_(l2),
       walker_(walker),
       mem_(mem),
@@ -29,16 +32,23 @@ TranslationPath::TranslationPath(Tlb& l1_load, Tlb& l1_store, Tlb* l2, PageWalke
       ghz_(ghz),
       level_names_(WalkerParams::level_names(rules.isa)) {}
 
-TranslateResult TranslationPath::translate(uint64_t va, bool write, uint16_t asid, uint64_t root_pa,
-                                           uint64_t now, uint64_t limit, bool spec, ReplayHint* hint) {
+// One access through `l1` (the load or store DTLB, or for an instruction fetch the ITLB), the L2
+// TLB and the walker. The fetch differs only in what permits it (a user, executable translation)
+// and in its syndrome.
+template <bool kFetch>
+inline __attribute__((always_inline)) TranslateResult TranslationPath::translate_in(
+    Tlb& l1, uint64_t va, bool write, uint16_t asid, uint64_t root_pa, uint64_t now,
+    uint64_t limit, bool spec, ReplayHint* hint) {
   TranslateResult r;
   const pg::Isa isa = rules_.isa;
-  Tlb& l1 = write ? l1_store_ : l1_load_;
   uint64_t when = now + l1.latency();
-  // Without cache_faulting_entries no TLB holds a translation a store may not use, and a store
-  // that finds a read-only entry looks further (see the header).
+  // Without cache_faulting_entries no TLB holds a translation a store (a fetch) may not use, and
+  // a store that finds a read-only entry (a fetch a non-executable one) looks further (see the
+  // header).
   const bool cache_faulting = rules_.cache_faulting_entries;
-  auto usable = [&](const TlbEntry* x) { return x && (cache_faulting || !write || x->writable); };
+  auto usable = [&](const TlbEntry* x) {
+    return x && (cache_faulting || (kFetch ? x->exec : !write || x->writable));
+  };
   if (hint) *hint = ReplayHint{};
   const TlbEntry* e = l1.lookup(va, asid, now);
   const bool l1_missed = !e;
@@ -81,7 +91,8 @@ TranslateResult TranslationPath::translate(uint64_t va, bool write, uint16_t asi
       r.ok = !spec || when < limit;
       r.ready = when;
       r.fault = true;
-      r.syndrome = pg::fault_syndrome(isa, w.result, w.level, write);
+      r.syndrome = kFetch ? pg::fetch_fault_syndrome(isa, w.result, w.level)
+                          : pg::fault_syndrome(isa, w.result, w.level, write);
       return r;
     }
     // arm64 FEAT_HAFDBS: a retiring write to a writable-clean leaf is completed by the hardware
@@ -90,7 +101,7 @@ TranslateResult TranslationPath::translate(uint64_t va, bool write, uint16_t asi
       pg::hw_mark_dirty(isa, mem_, w, true);
     walked_ = translation_from_walk(w, va, asid, spec);
     walked_.ready = when;  // the TLBs have it when the walk is done
-    const bool permits = !write || walked_.writable;
+    const bool permits = kFetch ? walked_.exec : !write || walked_.writable;
     const bool fill = (!spec || when < limit || rules_.walk_squash == WalkSquash::complete) &&
                       (permits || cache_faulting);
     if (fill) {
@@ -106,13 +117,32 @@ TranslateResult TranslationPath::translate(uint64_t va, bool write, uint16_t asi
   r.ready = when;
   r.pa = e->pa(va);
   r.entry = e;
-  if (write && !e->writable) {
+  if (kFetch) {
+    // Execute-disable (x86 XD, arm64 UXN): a permission fault on the fetch, taken when the
+    // instruction would execute (SDM Vol 3A §4.6; Arm ARM D8.5).
+    if (!e->exec) {
+      r.fault = true;
+      r.syndrome = pg::fetch_fault_syndrome(isa, pg::Walk::Ok, cached_leaf_level(e->size));
+    }
+  } else if (write && !e->writable) {
     r.fault = true;
     r.syndrome = pg::fault_syndrome(isa, pg::Walk::Ok, cached_leaf_level(e->size), true);
   } else if (write && !e->dirty && isa == pg::Isa::x86_64) {
     r.need_dirty = true;
   }
   return r;
+}
+
+TranslateResult TranslationPath::translate(uint64_t va, bool write, uint16_t asid, uint64_t root_pa,
+                                           uint64_t now, uint64_t limit, bool spec, ReplayHint* hint) {
+  return translate_in<false>(write ? l1_store_ : l1_load_, va, write, asid, root_pa, now, limit,
+                             spec, hint);
+}
+
+TranslateResult TranslationPath::fetch(uint64_t va, uint16_t asid, uint64_t root_pa, uint64_t now,
+                                       uint64_t limit, bool spec) {
+  MMUSIM_CHECK(itlb_, "an instruction fetch translated by a core without an instruction TLB");
+  return translate_in<true>(*itlb_, va, false, asid, root_pa, now, limit, spec, nullptr);
 }
 
 uint64_t TranslationPath::assist_dirty(uint64_t va, uint16_t asid, uint64_t root_pa, uint64_t pa) {

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// The data-side translation path of a core: the L1 TLBs (x86: dtlb_load and dtlb_store; arm64:
-// one l1_dtlb for both), an optional L2 TLB (stlb, l2_tlb) and the page walker. Both cores
-// translate every load and store through it (OooCore::translate), and the exact-latency tests
-// drive it as the cores do, built by the same builder (models/core/core_mmu.hpp: CoreMmu).
+// The translation path of a core: the L1 TLBs (x86: dtlb_load and dtlb_store; arm64: one l1_dtlb
+// for both), the instruction TLB (x86 itlb, arm64 l1_itlb) for the front end's fetches, an
+// optional L2 TLB (stlb, l2_tlb) and the page walker, which the two sides share. Both cores
+// translate every load and store through it (OooCore::translate) and every code page the front
+// end reaches (TranslationPath::fetch, from OooCore::issue), and the exact-latency tests drive it
+// as the cores do, built by the same builder (models/core/core_mmu.hpp: CoreMmu).
 //
 // Timing, for an access requested at cycle `now`:
 //   L1 hit:  now + l1.latency
@@ -92,8 +94,11 @@ class TranslationPath {
  public:
   // `l1_load` and `l1_store` may be the same TLB (arm64); `l2` may be null. `trace` (may be null)
   // gets the page_walk_start/done events, at `ghz` cycles per ns.
+  // `itlb` (may be null: no instruction-side translation) is the instruction TLB that fetch()
+  // looks up first; it misses to the same L2 TLB and walker.
   TranslationPath(Tlb& l1_load, Tlb& l1_store, Tlb* l2, PageWalker& walker, PhysMem& mem,
-                  const TranslationRules& rules, TraceContext* trace, double ghz);
+                  const TranslationRules& rules, TraceContext* trace, double ghz,
+                  Tlb* itlb = nullptr);
 
   // The translation of an access (`write`: a store) to `va` requested at cycle `now`. With
   // `speculative`, nothing at or after `limit` takes effect (see above); a non-speculative access
@@ -106,6 +111,12 @@ class TranslationPath {
   TranslateResult translate(uint64_t va, bool write, uint16_t asid, uint64_t root_pa, uint64_t now) {
     return translate(va, write, asid, root_pa, now, 0, false, nullptr);
   }
+  // The translation of an instruction fetch from `va` (the front end, OooCore::issue): the ITLB,
+  // the L2 TLB, a walk, with the same timing and speculation rules as a load. It faults when no
+  // user translation exists or it does not permit execution (x86 XD, arm64 UXN), with the fetch
+  // syndrome (pg::fetch_fault_syndrome); a walk fills the L2 TLB and the ITLB.
+  __attribute__((flatten)) TranslateResult fetch(uint64_t va, uint16_t asid, uint64_t root_pa,
+                                                 uint64_t now, uint64_t limit, bool speculative);
   // x86 D-flag assist of a store with need_dirty, at retirement: the walk that sets D, then the
   // L2 and the store's L1 hold the dirty translation. Returns the physical address the store
   // writes (`pa` if the PTE no longer permits the write: the store writes through its stale entry).
@@ -115,14 +126,19 @@ class TranslationPath {
   const WalkOutcome& last_walk() const { return last_walk_; }
   const TranslationRules& rules() const { return rules_; }
   Tlb& l1(bool write) { return write ? l1_store_ : l1_load_; }
+  Tlb* itlb() { return itlb_; }
   Tlb* l2() { return l2_; }
   PageWalker& walker() { return walker_; }
 
  private:
   __attribute__((noinline, cold)) void trace_walk(uint64_t va, const WalkOutcome& wo);
+  template <bool kFetch>
+  TranslateResult translate_in(Tlb& l1, uint64_t va, bool write, uint16_t asid, uint64_t root_pa,
+                               uint64_t now, uint64_t limit, bool speculative, ReplayHint* hint);
 
   Tlb& l1_load_;
   Tlb& l1_store_;
+  Tlb* itlb_;
   Tlb* l2_;
   PageWalker& walker_;
   PhysMem& mem_;

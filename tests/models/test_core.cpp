@@ -13,10 +13,14 @@
 //  e. core.rdtscp_rule: block-younger vs wait-older;
 //  f. core.walk_squash: cancel vs complete for walks in flight at the flush;
 //  g. exact cycles in simple cases ("ready at N, not N-1");
-//  h. the watchdog on a fault the Os does not fix.
+//  h. the watchdog on a fault the Os does not fix;
+//  i. instruction fetch: an ITLB miss stalls allocation by exactly its translation's latency, a
+//     page change within the ITLB costs nothing, MOV CR3 makes the next fetch walk, a #PF
+//     invalidates only the faulting page, fetch faults, the run-ahead's code pages.
 #include <catch2/catch.hpp>
 
 #include <functional>
+#include <tuple>
 #include <memory>
 #include <set>
 #include <string>
@@ -56,7 +60,9 @@ constexpr uint64_t P(unsigned i) { return kA + i * K4; }
 // ---------------------------------------------------------------------------------------------
 // Micro-ops
 
-wl::Uop store(uint64_t va, uint64_t ip = 0x401000) {
+// (Without an instruction address unless given: the front end translates no code page for them;
+// the ITLB cases below give their micro-ops addresses and map the code.)
+wl::Uop store(uint64_t va, uint64_t ip = wl::kNoIp) {
   wl::Uop u;
   u.kind = wl::UopKind::Store;
   u.size = 1;
@@ -70,7 +76,6 @@ wl::Uop load(uint64_t va) {
   u.kind = wl::UopKind::Load;
   u.size = 8;
   u.addr = va;
-  u.ip = 0x402000;
   return u;
 }
 wl::Uop alu(uint16_t latency = 1) {
@@ -206,7 +211,7 @@ struct Rig {
   PageTables pt{pg::Isa::x86_64, mem};
   CoreMmu mmu;
   MemoryHierarchy& caches;
-  Tlb &dtlb_load, &dtlb_store, &stlb;
+  Tlb &dtlb_load, &dtlb_store, &stlb, &itlb;
   PageWalker& walker;
   TranslationCaches& maint;
   FakeOs os;
@@ -221,6 +226,7 @@ struct Rig {
         dtlb_load(mmu.l1_load()),
         dtlb_store(mmu.l1_store()),
         stlb(*mmu.l2()),
+        itlb(*mmu.itlb()),
         walker(mmu.walker()),
         maint(mmu.maintenance()),
         os(ghz, mem, pt.root()) {}
@@ -279,7 +285,7 @@ struct Rig {
 std::vector<wl::Uop> store_loop(unsigned pages, bool with_lfence) {
   std::vector<wl::Uop> v;
   for (unsigned i = 0; i < pages; ++i) {
-    v.push_back(store(P(i), 0x401000 + i));
+    v.push_back(store(P(i)));
     if (with_lfence) v.push_back(lfence());
     v.push_back(alu());
     v.push_back(alu());
@@ -1003,4 +1009,227 @@ TEST_CASE("core: full-line stores (rep stosb) take no fill from DRAM: one write-
   CHECK(s.ns == Approx(65536 * 32.0).epsilon(0.01));
   CHECK(s.writebacks >= 65536);
   CHECK(s.reads <= 2048 / 8 + 3);  // the walks: a PTE line per 8 pages, 3 tables
+}
+
+// ---------------------------------------------------------------------------------------------
+// i. Instruction fetch: the ITLB (256 x 4K 8-way + 32 x 2M), misses to the STLB and the walkers.
+
+namespace {
+// Two code pages in a PML4 slot of their own (their walks share no PSC entry with the data's),
+// read-only, user, executable (no XD).
+constexpr uint64_t kCode = 0x5500'0000'0000;
+constexpr uint64_t kCodePa = 0x400'0000;
+constexpr uint64_t C(unsigned i) { return kCode + i * K4; }
+wl::Uop alu_at(uint64_t ip, uint16_t latency = 1) {
+  wl::Uop u = alu(latency);
+  u.ip = ip;
+  return u;
+}
+void map_code(Rig& r, unsigned pages = 2) {
+  for (unsigned i = 0; i < pages; ++i) r.pt.map(C(i), kCodePa + i * K4, 0, Perm{false, true, false});
+}
+TlbEntry code_entry(unsigned i) {
+  TlbEntry t;
+  t.vbase = C(i);
+  t.pbase = kCodePa + i * K4;
+  t.asid = kAsid;
+  t.size = PageSize::k4K;
+  t.user = t.exec = true;
+  return t;
+}
+}  // namespace
+
+TEST_CASE("core: an ITLB miss stalls allocation by exactly its translation's latency",
+          "[core][timing][itlb]") {
+  // At 1 GHz. Without an instruction address the ALU micro-op allocates at 0, completes at 6 and
+  // retires at 7, the marker after it (latency 0) with it. With one, its code page is translated
+  // from cycle 0: the ALU and the marker allocate when the translation is ready, N cycles later,
+  // and retire at N + 7.
+  Rig r(1.0);
+  map_code(r);
+  r.prog = {alu_at(C(0)), marker(0)};
+  SECTION("no instruction address: no fetch translation") {
+    r.prog[0].ip = wl::kNoIp;
+    r.run();
+    CHECK(r.os.marker_ps.at(0) == 7'000);
+    CHECK(r.count("tlb.itlb.misses") + r.count("tlb.itlb.hits") == 0);
+  }
+  SECTION("ITLB hit: latency 0, no stall") {
+    r.itlb.fill(C(0), code_entry(0));
+    r.run();
+    CHECK(r.os.marker_ps.at(0) == 7'000);
+    CHECK(r.count("tlb.itlb.hits") == 1);
+    CHECK(r.count("core.itlb_stall_cycles") == 0);
+  }
+  SECTION("ITLB miss, STLB hit: + 7 cycles, retires at 14, not 13") {
+    r.stlb.fill(C(0), code_entry(0));
+    r.run();
+    CHECK(r.os.marker_ps.at(0) == 14'000);
+    CHECK_FALSE(r.os.marker_ps.at(0) == 13'000);
+    CHECK(r.count("core.itlb_stall_cycles") == 7);
+    CHECK(r.count("tlb.itlb.misses") == 1);
+    CHECK(r.count("tlb.stlb.hits") == 1);
+    CHECK(r.itlb.probe(C(0), kAsid));  // filled from the STLB
+    CHECK(r.count("walker.walks") == 0);
+  }
+  SECTION("a walk with a PDE-cache hit and the PTE line in L1: 7 + 8 + 5, retires at 27") {
+    // Warm the PSC and the PTE's line as the store-latency test does (the neighbour page's walk).
+    r.walker.walk(C(1), kAsid, r.pt.root(), 0, false);
+    r.walker.psc().fill(1, C(0), kAsid, r.pt.entry_pa_at(C(0), 0) & ~uint64_t(0xfff), false, 0);
+    r.caches.in_flight(r.pt.entry_pa_at(C(0), 0), 0, MemoryHierarchy::L2, 0);  // its line: arrived
+    const uint64_t walk_cycles0 = r.count("walker.cycles");
+    r.run();
+    CHECK(r.os.marker_ps.at(0) == 27'000);
+    CHECK_FALSE(r.os.marker_ps.at(0) == 26'000);
+    CHECK(r.count("core.itlb_stall_cycles") == 20);
+    CHECK(r.count("walker.cycles") - walk_cycles0 == 13);
+    CHECK(r.count("walker.psc.pde.hits") == 1);
+    CHECK(r.itlb.probe(C(0), kAsid));
+    CHECK(r.stlb.probe(C(0), kAsid));
+  }
+  SECTION("a cold walk: the stall is the STLB lookup and the walk, exactly") {
+    r.run();
+    const uint64_t stall = r.count("core.itlb_stall_cycles");
+    CHECK(stall == r.stlb.latency() + r.count("walker.cycles"));
+    CHECK(r.count("walker.walks") == 1);
+    CHECK(r.count("walker.mem_reads") == 4);
+    CHECK(r.os.marker_ps.at(0) == (stall + 7) * 1000);
+  }
+}
+
+TEST_CASE("core: a page change within the ITLB costs nothing", "[core][timing][itlb]") {
+  // 30 times code page 0 then page 1: a lookup per change, all hits, the same cycles as without
+  // instruction addresses.
+  auto run = [](bool with_ip) {
+    Rig r(1.0);
+    map_code(r);
+    r.itlb.fill(C(0), code_entry(0));
+    r.itlb.fill(C(1), code_entry(1));
+    for (unsigned i = 0; i < 30; ++i) {
+      r.prog.push_back(alu_at(with_ip ? C(0) + 4 * i : wl::kNoIp));
+      r.prog.push_back(alu_at(with_ip ? C(1) + 4 * i : wl::kNoIp));
+    }
+    r.prog.push_back(marker(0));
+    r.run();
+    return std::make_tuple(r.os.marker_ps.at(0), r.count("tlb.itlb.hits"), r.count("tlb.itlb.misses"),
+                           r.count("core.itlb_stall_cycles"));
+  };
+  const auto with = run(true), without = run(false);
+  CHECK(std::get<0>(with) == std::get<0>(without));
+  CHECK(std::get<1>(with) == 60);  // every micro-op is on another page than the one before
+  CHECK(std::get<2>(with) == 0);
+  CHECK(std::get<3>(with) == 0);
+  CHECK(std::get<1>(without) == 0);
+}
+
+TEST_CASE("core: after MOV CR3 (x86_flush_pcid) the next fetch walks again, and a #PF "
+          "invalidates only the faulting data page",
+          "[core][itlb][invalidate]") {
+  // The store to the read-only P0 faults; the kernel makes it writable, and with the flush also
+  // writes CR3 (flush_tlb_local(), V6's pagetable+flush). The store restarts at its own
+  // instruction: the front end looks its page up again only if an invalidation took an ITLB
+  // entry (else the lookup would hit at no cost and is not made).
+  Rig r(1.0);
+  map_code(r);
+  r.map_folio_readonly();
+  r.prog = {store(P(0), C(0)), marker(0)};
+  bool code_cached_at_fault = false, data_cached_at_fault = true;
+  uint64_t stall_at_fault = 0, itlb_inval_at_fault = 9;
+  r.os.on_fault = [&](size_t, uint64_t) {
+    code_cached_at_fault = r.itlb.probe(C(0), kAsid) && r.stlb.probe(C(0), kAsid);
+    data_cached_at_fault = r.cached_anywhere(P(0));
+    stall_at_fault = r.count("core.itlb_stall_cycles");
+    itlb_inval_at_fault = r.count("tlb.itlb.invalidations");
+  };
+  SECTION("a #PF: the data page's entries go, the code page's stay; the retry needs no lookup") {
+    r.fix_folio_on_fault();
+    r.run();
+    REQUIRE(r.os.faults.size() == 1);
+    CHECK(r.os.faults[0].va == P(0));
+    CHECK(code_cached_at_fault);
+    CHECK_FALSE(data_cached_at_fault);
+    CHECK(itlb_inval_at_fault == 0);
+    CHECK(r.count("tlb.itlb.misses") == 1);  // the first fetch only
+    CHECK(r.count("tlb.itlb.hits") == 0);    // the ITLB lost nothing: no lookup for the retry
+    CHECK(r.count("core.itlb_stall_cycles") == stall_at_fault);
+  }
+  SECTION("MOV CR3: every entry of the PCID goes, the retry's fetch walks from the root") {
+    r.os.fix = [&](uint64_t va) {
+      r.fix_folio(va);
+      CHECK(r.maint.x86_flush_pcid(kAsid) > 0);
+    };
+    r.run();
+    REQUIRE(r.os.faults.size() == 1);
+    CHECK(r.count("tlb.itlb.misses") == 2);
+    CHECK(r.count("tlb.itlb.invalidations") == 1);
+    CHECK(r.count("walker.walks") == 4);  // code, data; after the flush code, data
+    // The second code walk: the PSCs are empty, the four table lines are in the L1D (the first
+    // walk brought them): the STLB lookup, the walker's overhead and four L1D hits.
+    const uint64_t l1d = presets::i7().caches.l1d.latency;
+    CHECK(r.count("core.itlb_stall_cycles") - stall_at_fault ==
+          r.stlb.latency() + r.walker.overhead() + 4 * l1d);
+  }
+}
+
+TEST_CASE("core: a fetch that faults is taken at the instruction's address with the fetch "
+          "syndrome",
+          "[core][itlb][fault]") {
+  Rig r(1.0);
+  r.prog = {alu_at(C(0)), alu_at(C(0) + 4), marker(0)};
+  SECTION("not present: #PF error code U|I (0x14); the kernel maps the page") {
+    r.os.fix = [&](uint64_t va) {
+      if (va == C(0)) map_code(r, 1);
+    };
+    r.run();
+    REQUIRE(r.os.faults.size() == 1);
+    CHECK(r.os.faults[0].va == C(0));
+    CHECK(r.os.faults[0].syndrome == 0x14);
+    CHECK(r.count("core.squashed_uops") == 0);  // nothing was fetched after it
+    CHECK(r.count("core.uops") == 4);
+  }
+  SECTION("execute-disable: P|U|I (0x15); the #PF removes the cached translation, the retry walks") {
+    map_code(r, 1);
+    r.pt.set_entry(C(0), 0, r.pt.entry_at(C(0), 0) | pg::x86::NX);
+    r.os.fix = [&](uint64_t va) {
+      CHECK_FALSE(r.itlb.probe(va, kAsid));  // the #PF's invalidation of the faulting address
+      r.pt.set_entry(va, 0, r.pt.entry_at(va, 0) & ~pg::x86::NX);
+    };
+    r.run();
+    REQUIRE(r.os.faults.size() == 1);
+    CHECK(r.os.faults[0].va == C(0));
+    CHECK(r.os.faults[0].syndrome == 0x15);
+    CHECK(r.count("tlb.itlb.fills") == 2);  // the XD translation (cached, faulting), the fixed one
+    CHECK(r.count("walker.walks") == 2);
+    CHECK(r.count("core.uops") == 4);
+  }
+}
+
+TEST_CASE("core: the run-ahead translates the code pages of the younger micro-ops before the "
+          "flush",
+          "[core][itlb][spurious]") {
+  Rig r;
+  map_code(r);
+  r.map_folio_readonly();
+  r.fix_folio_on_fault();
+  // The faulting store on code page 0, younger ALU micro-ops on code page 1.
+  r.prog = {store(P(0), C(0)), alu_at(C(1)), alu_at(C(1) + 4), marker(0)};
+  bool page1_at_fault = false;
+  uint64_t spec_walks = 0;
+  r.os.on_fault = [&](size_t, uint64_t) {
+    page1_at_fault = r.itlb.probe(C(1), kAsid);
+    spec_walks = r.count("walker.walks_speculative");
+  };
+  SECTION("speculative translation: page 1 walked and cached before the flush") {
+    r.run();
+    CHECK(page1_at_fault);
+    CHECK(spec_walks == 1);
+    CHECK(r.count("tlb.itlb.misses") == 2);  // the retry's fetches hit
+  }
+  SECTION("speculative_translation = false: nothing runs ahead, page 1 is walked after") {
+    r.p.speculative_translation = false;
+    r.run();
+    CHECK_FALSE(page1_at_fault);
+    CHECK(spec_walks == 0);
+    CHECK(r.count("tlb.itlb.misses") == 2);
+  }
 }

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The program image: what exec() and the dynamic loader leave mapped besides anonymous memory,
+// for the core's instruction fetches and the vDSO's data read (workloads/image.hpp says where).
+//
+// What the real kernel has there, and what this port makes of it (anonymous memory only, PORTMAP
+// §8.3: no page cache, no special mappings):
+//   - a file's text (load_elf_binary() -> elf_map() -> vm_mmap(PROT_READ | PROT_EXEC,
+//     MAP_PRIVATE) of the executable; ld.so's mmap of libc.so.6): a private file mapping whose
+//     pages are page-cache folios, mapped by the read faults of the first fetches
+//     (filemap_map_pages(), with fault-around). Here: a private VMA with VM_READ | VM_EXEC and
+//     the VM_MAY* bits do_mmap() gives a private mapping, no vm_file, no anon_vma;
+//   - the vDSO text (map_vdso() -> _install_special_mapping(VM_READ | VM_EXEC | VM_MAYREAD |
+//     VM_MAYWRITE | VM_MAYEXEC), arch/x86/entry/vdso/vma.c; __install_special_mapping() adds
+//     VM_DONTEXPAND | VM_SOFTDIRTY): the kernel image's vDSO pages, inserted by vdso_fault(). The
+//     same flags here, no vm_ops;
+//   - the vvar area (vdso_install_vvar_mapping(): VM_READ | VM_MAYREAD | VM_IO | VM_DONTDUMP |
+//     VM_PFNMAP, and the special mapping's VM_DONTEXPAND | VM_SOFTDIRTY): the kernel's vvar data
+//     page, inserted by vvar_fault() with vmf_insert_pfn() as a special PTE; only the pages a
+//     clock uses are ever inserted (pvclock and hvclock need a hypervisor clock, timens a time
+//     namespace). The same flags here.
+// Every present page maps the shared zero page with a special PTE (pte_mkspecial(pfn_pte(
+// my_zero_pfn(), vma->vm_page_prot)), as do_anonymous_page() maps a read fault): the model needs
+// their translations, not their bytes (the core has no instruction cache and decodes nothing; the
+// vDSO's read of the vvar page is only timed), and vm_normal_page() then finds no page to count,
+// as for the real vvar's PFN mapping.
+//
+// The pages are present from the start: the program has run through its text, clock_gettime()
+// and the vvar page before anything is measured (its set-up and the populating pass), so the
+// faults that brought them in are not in any measured count. Nothing is charged or timed: exec is
+// not simulated.
+//
+// fork() (dup_mmap() -> copy_page_range(), fork.cpp) then does what it does for these VMAs in the
+// real kernel: vma_needs_copy() skips the text and vDSO VMAs (no anon_vma, neither VM_PFNMAP nor
+// VM_MIXEDMAP: "Don't copy ptes where a page fault will fill them correctly"), so a child faults
+// its text in when it first fetches from it (the port maps the zero page there again: a read
+// fault of a private VMA without anon_vma); the vvar VMA is VM_PFNMAP, so its PTE is copied
+// (copy_present_ptes(): vm_normal_page() finds no page, the PTE is copied as it is).
+#include "base/error.hpp"
+#include "kernel_mm/kernel.hpp"
+
+namespace kmm {
+
+int Kernel::map_exec_image(task_struct* t, ExecMapping kind, uint64_t start, uint64_t len,
+                           uint64_t populated) {
+  mm_struct* mm = t->mm;
+  if (!len || !IS_ALIGNED(start, PAGE_SIZE) || !IS_ALIGNED(len, PAGE_SIZE) ||
+      !IS_ALIGNED(populated, PAGE_SIZE) || populated > len || start + len > arch_->task_size())
+    return -EINVAL;
+  if (vm_area_struct* old = find_vma(mm, start); old && old->vm_start < start + len) return -EEXIST;
+
+  vm_flags_t vm_flags = 0;
+  switch (kind) {
+    case ExecMapping::text:
+      // elf_map(): PROT_READ | PROT_EXEC, MAP_PRIVATE; do_mmap() adds VM_MAYREAD | VM_MAYWRITE |
+      // VM_MAYEXEC (a private mapping of a file opened for reading).
+      vm_flags = VM_READ | VM_EXEC | VM_MAYREAD | VM_MAYWRITE | VM_MAYEXEC;
+      break;
+    case ExecMapping::vdso:
+      vm_flags = VM_READ | VM_EXEC | VM_MAYREAD | VM_MAYWRITE | VM_MAYEXEC | VM_DONTEXPAND | VM_SOFTDIRTY;
+      break;
+    case ExecMapping::vvar:
+      vm_flags = VM_READ | VM_MAYREAD | VM_IO | VM_DONTDUMP | VM_PFNMAP | VM_DONTEXPAND | VM_SOFTDIRTY;
+      break;
+  }
+
+  // Not simulated: no cost, no cache traffic, no lock timing (put back at the end).
+  const CostAccount cost_before = cost_;
+  const double so_far_before = cycles_so_far_;
+  const bool touch_before = hw_touch_;
+  LockObserver* const obs_before = lock_obs_;
+  hw_touch_ = false;
+  lock_obs_ = nullptr;
+
+  mmap_write_lock(mm);
+  auto vma = std::make_unique<vm_area_struct>();
+  vma->vm_start = start;
+  vma->vm_end = start + len;
+  vma->vm_pgoff = start >> PAGE_SHIFT;  // (a file offset in the real kernel; unused here)
+  vma->vm_flags = vm_flags;
+  vm_area_struct* v = vma_insert(mm, std::move(vma));
+
+  int err = 0;
+  const pgprot_t prot = arch_->vm_get_page_prot(v->vm_flags);  // vma->vm_page_prot
+  for (uint64_t addr = start; addr < start + populated && !err; addr += PAGE_SIZE) {
+    uint64_t* pgd = pgd_offset(mm, addr);
+    pud_t* pud = pud_alloc(mm, pgd, addr);
+    pmd_t* pmd = pud ? pmd_alloc(mm, pud, addr) : nullptr;
+    if (!pmd || pte_alloc(mm, pmd)) {
+      err = -ENOMEM;
+      break;
+    }
+    pte_t* pte = pte_offset_map(pmd, addr);
+    MMUSIM_CHECK(pte && pte_none(*pte), "map_exec_image: the PTE for {:#x} is not empty", addr);
+    arch_->set_pte_at(mm, addr, pte, arch_->pte_mkspecial(arch_->pfn_pte(zero_pfn(), prot)));
+  }
+  mmap_write_unlock(mm);
+
+  cost_ = cost_before;
+  cycles_so_far_ = so_far_before;
+  hw_touch_ = touch_before;
+  lock_obs_ = obs_before;
+  if (err == -ENOMEM) mmusim::fatal("out of simulated physical memory mapping the program image: raise memory.size");
+  check_invariants("exec");
+  return err;
+}
+
+}  // namespace kmm
