@@ -13,7 +13,7 @@ namespace {
 size_t nr_vmas(task_struct* t) { return t->mm->mm_mt.size(); }
 }  // namespace
 
-TEST_CASE("madvise: MADV_DONTNEED drops the pages; a later read returns 0", "[madvise]") {
+TEST_CASE("madvise: MADV_DONTNEED drops the pages, a later read returns 0", "[madvise]") {
   Env e;
   task_struct* t = e.proc("p");
   const uint64_t va = e.mmap(t, 16 * PAGE_SIZE);

@@ -149,7 +149,7 @@ TEST_CASE("rmap: 6.12 (no MM ids) keeps a plain large mapcount", "[rmap][mm_id]"
   CHECK(r2.e.k.take_cost()[Cost::lock_op] == 1);  // folio_lock_large_mapcount()
 }
 
-TEST_CASE("rmap: PMD and PTE mappings of a THP; partial unmap queues a deferred split", "[rmap]") {
+TEST_CASE("rmap: PMD and PTE mappings of a THP, partial unmap queues a deferred split", "[rmap]") {
   Rmap r;
   Kernel& k = r.e.k;
   vm_area_struct* A = r.vmas[0];

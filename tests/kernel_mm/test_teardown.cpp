@@ -205,7 +205,7 @@ TEST_CASE("teardown: a huge munmap forces intermediate flushes when the gather b
   e.k.check_invariants("test", true);
 }
 
-TEST_CASE("teardown: exit frees the address space; wait reaps the zombie", "[teardown][exit]") {
+TEST_CASE("teardown: exit frees the address space, wait reaps the zombie", "[teardown][exit]") {
   Env e;
   const uint64_t free0 = e.k.nr_free_pages();
   task_struct* p = e.proc("parent");

@@ -71,7 +71,7 @@ TEST_CASE("thp: no PMD THP where the aligned 2M does not fit in the VMA", "[thp]
   CHECK(e.pmd_huge(t, va));
 }
 
-TEST_CASE("thp: a read fault maps the huge zero page; a write splits it and copies 4K", "[thp]") {
+TEST_CASE("thp: a read fault maps the huge zero page, a write splits it and copies 4K", "[thp]") {
   Env e(pmd_thp);
   task_struct* t = e.proc("p");
   const uint64_t va = e.mmap(t, PMD_SIZE);

@@ -230,7 +230,7 @@ TEST_CASE("dram: transfers at one time are served one line time apart, first com
   CHECK(s.find_counter("memory.queue_cycles")->value() == 10 + 20 + 30 + 40 + 60 + 9);
 }
 
-TEST_CASE("dram: a stream of fills at the bandwidth's rate never waits; twice as fast, it queues",
+TEST_CASE("dram: a stream of fills at the bandwidth's rate never waits, twice as fast, it queues",
           "[cache][dram]") {
   Stats s;
   DramChannel d(8.0, s);
@@ -245,7 +245,7 @@ TEST_CASE("dram: a stream of fills at the bandwidth's rate never waits; twice as
   CHECK(last <= 4000);
 }
 
-TEST_CASE("cache: a store dirties its line; dirty lines are written back level by level to DRAM",
+TEST_CASE("cache: a store dirties its line, dirty lines are written back level by level to DRAM",
           "[cache][dram]") {
   Stats s;
   HierarchyParams p = presets::i7().caches;

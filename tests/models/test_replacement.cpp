@@ -101,7 +101,7 @@ TEST_CASE("replacement: tree-PLRU over ways that are not a power of two", "[repl
   }
 }
 
-TEST_CASE("replacement: invariants hold after random operations; LRU matches a reference list, "
+TEST_CASE("replacement: invariants hold after random operations, LRU matches a reference list, "
           "tree-PLRU never evicts the way touched last",
           "[replacement]") {
   struct Shape {

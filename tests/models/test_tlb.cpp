@@ -124,7 +124,7 @@ TEST_CASE("tlb: set-associative LRU replacement (Golden Cove load DTLB, 16 sets 
   CHECK(u.probe(G1 - 1, 1)->size == PageSize::k1G);
 }
 
-TEST_CASE("tlb: STLB arrays A {4K,2M} and B {4K,1G}; 4K entries split by a VPN bit", "[tlb]") {
+TEST_CASE("tlb: STLB arrays A {4K,2M} and B {4K,1G}, 4K entries split by a VPN bit", "[tlb]") {
   Stats s;
   Tlb t(presets::i7().l2, s);
   REQUIRE(t.capacity() == 2048);
@@ -227,7 +227,7 @@ TEST_CASE("tlb: a size no array holds is stored as the largest smaller size held
   CHECK(count(s, "tlb.only2m.fills") == 0);
 }
 
-TEST_CASE("tlb: a contiguous block is one 64K entry serving 16 pages; TLBI of any page drops it",
+TEST_CASE("tlb: a contiguous block is one 64K entry serving 16 pages, TLBI of any page drops it",
           "[tlb]") {
   Stats s;
   const uint64_t block = 0x7f12'3450'000 & ~(K64 - 1);

@@ -167,7 +167,7 @@ TEST_CASE("walker: PSC misses at each level with the entries in L1, L2, LLC and 
   CHECK(w.done == 2000 + kOverhead + kL1);
 }
 
-TEST_CASE("walker: walker.count limits parallel walks; the 5th starts when the first finishes",
+TEST_CASE("walker: walker.count limits parallel walks, the 5th starts when the first finishes",
           "[walker][latency]") {
   Rig r(pg::Isa::x86_64);
   uint64_t va[6];
@@ -209,7 +209,7 @@ TEST_CASE("walker: walker.count limits parallel walks; the 5th starts when the f
 }
 
 TEST_CASE("walker: INVLPG drops the page's TLB entries of all sizes and every PSC entry of the "
-          "PCID; other pages stay",
+          "PCID, other pages stay",
           "[walker][invalidate]") {
   Rig r(pg::Isa::x86_64);
   const uint64_t a = va_of(3, 1, 2, 5), b = va_of(3, 1, 9, 5);  // different PDEs, same PML4E/PDPTE
@@ -312,7 +312,7 @@ TEST_CASE("walker: 2M leaf, not-present and PSC fills of table entries only", "[
   CHECK(count(r.stats, "walker.walks_faulted") == 1);
 }
 
-TEST_CASE("walker: arm64 contpte block through the path; VALE1 keeps the walk cache, VAE1 drops it",
+TEST_CASE("walker: arm64 contpte block through the path, VALE1 keeps the walk cache, VAE1 drops it",
           "[walker][arm64]") {
   Rig r(pg::Isa::arm64);
   const uint64_t block = va_of(1, 2, 3, 16);  // 64K-aligned: PTE index 16
@@ -322,11 +322,16 @@ TEST_CASE("walker: arm64 contpte block through the path; VALE1 keeps the walk ca
 
   TranslateResult t = r.spec(false, block + 3 * K4 + 5, 7, 0);
   REQUIRE(t.entry);
-  CHECK(t.entry->size == PageSize::k64K);
+  CHECK(t.entry->size == PageSize::k4K);  // the walk's translation, at the leaf's size
   CHECK_FALSE(t.entry->writable);
   CHECK(r.l1.occupancy() == 1);
+  REQUIRE(r.l1.probe(block, 7));
+  CHECK(r.l1.probe(block, 7)->size == PageSize::k64K);  // the TLB holds the block as one entry
+  // Once the walk is done (before, another page of the block would walk itself), each of the 16
+  // pages hits it.
+  const uint64_t later = t.ready + 100;
   for (unsigned i = 0; i < 16; ++i) {
-    TranslateResult h = r.load(block + i * K4, 7, 100);
+    TranslateResult h = r.load(block + i * K4, 7, later);
     CHECK(h.source == TranslateResult::L1Hit);
     CHECK(h.entry->pa(block + i * K4) == pa + i * K4);
   }
@@ -337,7 +342,7 @@ TEST_CASE("walker: arm64 contpte block through the path; VALE1 keeps the walk ca
   CHECK(r.maint.arm64_tlbi(mmusim::TlbiOp::VALE1, 7, block + 9 * K4) == 2);
   CHECK(r.l1.occupancy() == 0);
   CHECK(r.walker.psc().occupancy() == 3);
-  t = r.load(block, 7, 1000);
+  t = r.load(block, 7, later + 1000);
   CHECK(t.source == TranslateResult::Walked);
   CHECK(r.path.last_walk().psc_level == 1);
   CHECK(r.path.last_walk().mem_reads == 1);
@@ -347,7 +352,7 @@ TEST_CASE("walker: arm64 contpte block through the path; VALE1 keeps the walk ca
   CHECK(r.maint.arm64_tlbi(mmusim::TlbiOp::VAE1, 7, block + 12 * K4) == 2);
   CHECK(r.walker.psc().occupancy() == 0);
   CHECK(count(r.stats, "walker.psc.invalidations") == 3);
-  t = r.load(block, 7, 2000);
+  t = r.load(block, 7, later + 2000);
   CHECK(r.path.last_walk().psc_level == -1);
   CHECK(r.path.last_walk().mem_reads == 4);
 
@@ -355,7 +360,7 @@ TEST_CASE("walker: arm64 contpte block through the path; VALE1 keeps the walk ca
   CHECK(r.maint.arm64_tlbi(mmusim::TlbiOp::ASIDE1, 8, 0) == 0);
   CHECK(r.maint.arm64_tlbi(mmusim::TlbiOp::ASIDE1, 7, 0) == 2);
   CHECK(r.walker.psc().occupancy() == 0);
-  r.load(block, 7, 3000);
+  r.load(block, 7, later + 3000);
   CHECK(r.maint.arm64_tlbi(mmusim::TlbiOp::VMALLE1, 0, 0) == 2);
   CHECK(r.walker.psc().occupancy() == 0);
 }
