@@ -337,10 +337,10 @@ const TlbEntry* Tlb::fill(uint64_t va, const TlbEntry& t) {
   // The same page again: it has been there since the earlier of the two arrivals; a later one
   // is kept as a refill (an invalidation in between removes only the first).
   if (same_page) {
-    const uint64_t r0 = victim->e.ready, r1 = e.ready;
-    const uint64_t late = std::max({victim->e.refill, r0, r1});
-    e.ready = std::min(r0, r1);
-    e.refill = late > e.ready ? late : 0;
+    const uint64_t r = e.ready;
+    e.ready = victim->e.ready;
+    e.refill = victim->e.refill;
+    arrival_merge(e.ready, e.refill, r);
   }
   victim->e = e;
   rs_.note_change(v);
@@ -367,8 +367,8 @@ unsigned Tlb::invalidate_page(uint64_t va, uint16_t asid, const char* reason, ui
     PageSize s = PageSize(si);
     const uint64_t tag = tag_of(va & page_size_mask(s), s);
     if (fully_associative_) {
-      if (uint32_t i = fa_find(tag, asid); i != kNone && slots_[i].e.ready <= at) {
-        if (survives_as_refill(slots_[i].e, at)) continue;
+      if (uint32_t i = fa_find(tag, asid); i != kNone) {
+        if (survives_invalidation(slots_[i].e, at)) continue;
         fa_remove(i);
         clear_slot(i);
         ++removed;
@@ -378,9 +378,8 @@ unsigned Tlb::invalidate_page(uint64_t va, uint16_t asid, const char* reason, ui
     uint32_t ways = 0;
     const uint32_t set = set_for(s, va, &ways);
     for (uint32_t w = 0; w < ways; ++w)
-      if (tags_[set + w] == tag && slots_[set + w].e.asid == asid &&
-          slots_[set + w].e.ready <= at) {
-        if (survives_as_refill(slots_[set + w].e, at)) continue;
+      if (tags_[set + w] == tag && slots_[set + w].e.asid == asid) {
+        if (survives_invalidation(slots_[set + w].e, at)) continue;
         clear_slot(set + w);
         ++removed;
       }

@@ -37,6 +37,7 @@
 #include "base/stats.hpp"
 #include "base/trace.hpp"
 #include "models/replacement/replacement.hpp"
+#include "models/tlb/arrival.hpp"
 #include "models/tlb/page_size.hpp"
 #include "models/tlb/tlb_replay_state.hpp"
 
@@ -78,7 +79,6 @@ struct TlbEntry {
   uint64_t refill = 0;
   uint64_t origin_page = 0;  // the 4K page number of the access whose walk made it
 
-  bool pending_at(uint64_t now) const { return ready > now; }
   uint64_t bytes() const { return page_size_bytes(size); }
   bool covers(uint64_t va) const { return (va & page_size_mask(size)) == vbase; }
   uint64_t pa(uint64_t va) const { return pbase | (va & ~page_size_mask(size)); }
@@ -315,14 +315,13 @@ class Tlb {
   void seq_leave();  // from the sequence state to the index, as the fills one by one had built it
   void fa_remove(uint32_t i);  // before slot i's tag is cleared
   void fa_rebuild();           // after a bulk invalidation
-  // An entry there at cycle `at` whose refill arrives after it: the invalidation removes the
-  // first arrival only, the entry is pending until the refill (no change the replay tracks: the
-  // slot keeps its page).
-  bool survives_as_refill(TlbEntry& e, uint64_t at) {
-    if (e.refill <= at) return false;
-    e.ready = e.refill;
-    e.refill = 0;
-    ++removals_;
+  // An invalidation at cycle `at` leaves an entry not there yet, or one whose refill arrives
+  // after it (arrival_survives_invalidation); the latter is pending again until the refill (a
+  // removal for removals(); no change the replay tracks: the slot keeps its page).
+  bool survives_invalidation(TlbEntry& e, uint64_t at) {
+    const uint64_t was = e.ready;
+    if (!arrival_survives_invalidation(e.ready, e.refill, at)) return false;
+    if (e.ready != was) ++removals_;
     return true;
   }
   // Slot `i` now holds nothing.

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "models/tlb/arrival.hpp"
+
 #include "base/error.hpp"
 
 namespace mmusim::hw {
@@ -107,9 +109,10 @@ void PagingStructureCache::fill(unsigned level, uint64_t va, uint16_t asid, uint
   uint32_t v = absent ? kNone : find(first, ways, key, tag);
   uint64_t refill = 0;
   if (v != kNone) {  // the same entry again: the earlier arrival, the later one as its refill
-    const uint64_t late = std::max({slots_[v].e.refill, slots_[v].e.ready, ready});
-    ready = std::min(ready, slots_[v].e.ready);
-    refill = late > ready ? late : 0;
+    const uint64_t r = ready;
+    ready = slots_[v].e.ready;
+    refill = slots_[v].e.refill;
+    arrival_merge(ready, refill, r);
   }
   if (v == kNone) {
     const size_t z = find_byte(bytes_.data() + first, ways, 0);
@@ -136,13 +139,7 @@ unsigned PagingStructureCache::invalidate_va(uint64_t va, uint16_t asid, uint64_
     uint32_t ways = 0;
     const uint32_t first = set_for(l, tag, &ways);
     const uint32_t i = find(first, ways, key_of(tag, asid, l), tag);
-    if (i != kNone && slots_[i].e.ready <= at) {
-      PscEntry& e = slots_[i].e;
-      if (e.refill > at) {  // a walk in flight reads it again after the invalidation
-        e.ready = e.refill;
-        e.refill = 0;
-        continue;
-      }
+    if (i != kNone && !arrival_survives_invalidation(slots_[i].e.ready, slots_[i].e.refill, at)) {
       clear(i);
       ++removed;
     }
