@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "base/pgformat.hpp"
+#include "base/entry_history.hpp"
 #include "base/physmem.hpp"
 
 namespace mmusim::pg {
@@ -44,6 +45,10 @@ struct Walk {
 
 struct WalkOptions {
   bool set_accessed = true;  // x86 always; arm64 with HA
+  // Several cores: the entries as they were at simulated time `at_ps` (base/entry_history.hpp);
+  // an entry memory already holds a later value of is not written (no A/AF update).
+  const EntryHistory* history = nullptr;
+  uint64_t at_ps = 0;
 };
 
 // Walk the tables from `root_pa` for `va`. Reads and (for A/AF) writes `mem`. (One instance per
@@ -59,6 +64,16 @@ inline Walk walk_isa(PhysMem& mem, uint64_t root_pa, uint64_t va, const WalkOpti
   for (int lvl = int(g.levels) - 1; lvl >= 0; --lvl) {
     uint64_t epa = table + uint64_t(g.index(va, unsigned(lvl))) * g.entry_bytes;
     uint64_t e = mem.read64(epa);
+    bool stale = false;
+    if (opt.history) {
+      const uint8_t* frame = mem.frame_data_if(epa >> PAGE_SHIFT);
+      if (frame) {
+        const uint64_t then = opt.history->value_at(
+            reinterpret_cast<const uint64_t*>(frame + (epa & (PAGE_SIZE - 1))), e, opt.at_ps);
+        stale = then != e;
+        e = then;
+      }
+    }
     HwEntry h = decode(isa, e, unsigned(lvl));
     w.level = unsigned(lvl);
     if (!h.valid) {
@@ -69,7 +84,7 @@ inline Walk walk_isa(PhysMem& mem, uint64_t root_pa, uint64_t va, const WalkOpti
     if (isa == Isa::x86_64) {
       if (!h.accessed && opt.set_accessed) {
         e |= x86::ACCESSED;
-        mem.write64(epa, e);
+        if (!stale) mem.write64(epa, e);
       }
       w.writable = w.writable && h.writable;
       w.user = w.user && h.user;
@@ -80,7 +95,7 @@ inline Walk walk_isa(PhysMem& mem, uint64_t root_pa, uint64_t va, const WalkOpti
         return w;
       }
       e |= arm64::AF;
-      mem.write64(epa, e);
+      if (!stale) mem.write64(epa, e);
     }
     w.steps[w.nsteps++] = {unsigned(lvl), epa, e};
     w.executable = w.executable && h.executable;  // both ISAs: denied at any level, denied

@@ -128,6 +128,16 @@ const char* fault_kind_name(FaultKind k) {
   return "?";
 }
 
+const char* line_class_name(LineClass c) {
+  if (c < LineClass::pte) return lock_class_name(LockClass(c));
+  switch (c) {
+    case LineClass::pte: return "pte";
+    case LineClass::struct_page: return "struct_page";
+    default: break;
+  }
+  return "?";
+}
+
 const char* lock_class_name(LockClass c) {
   switch (c) {
     case LockClass::mmap_lock: return "mmap_lock";
@@ -207,6 +217,7 @@ Kernel::~Kernel() { std::free(mem_map_); }
 void Kernel::init_memmap() {
   nr_frames_ = phys_.nr_frames();
   vmemmap_pa_ = nr_frames_ << PAGE_SHIFT;
+  kobj_next_pa_ = vmemmap_pa_ + nr_frames_ * kStructPageBytes;
   // calloc: the OS gives zero pages lazily, so a large memmap costs only what is touched. The
   // zero state of a `page` is "free, unmapped" except the MM-id slot mapcounts, which folio
   // allocation initialises.

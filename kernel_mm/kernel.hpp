@@ -150,17 +150,25 @@ struct mmu_gather {
 // CPU holds in simulated time (the port itself runs one entry at a time).
 enum class LockClass : uint8_t { mmap_lock, vma_lock, ptl, folio_lock, large_mapcount, COUNT };
 const char* lock_class_name(LockClass c);
+// The kernel data whose cache lines move between cores (several cores): the lock words of the
+// lock classes above (same order), page-table entries, struct pages.
+enum class LineClass : uint8_t { mmap_lock, vma_lock, ptl, folio_lock, large_mapcount, pte, struct_page, COUNT };
+const char* line_class_name(LineClass c);
 class LockObserver {
  public:
   virtual ~LockObserver() = default;
-  virtual void acquire(const void* lock, LockClass cls, bool write, double cycles_so_far) = 0;
-  virtual void release(const void* lock, LockClass cls, bool write, double cycles_so_far) = 0;
+  // `line_pa`: the physical address of the lock word (its cache line; Kernel::lock_event).
+  virtual void acquire(const void* lock, LockClass cls, bool write, double cycles_so_far, uint64_t line_pa) = 0;
+  virtual void release(const void* lock, LockClass cls, bool write, double cycles_so_far, uint64_t line_pa) = 0;
   // Page-table entries about to be written (their old values still in memory), at this point of
   // the entry; and the kernel's lockless read of a PTE (handle_pte_fault's ptep_get_lockless):
   // the value it saw at this point of the entry in simulated time, which is an older one if
   // another CPU's entry, overlapping this one in simulated time, wrote the entry later.
   virtual void pte_write(const uint64_t* entry, unsigned n, double cycles_so_far) {}
   virtual uint64_t lockless_read(const uint64_t* entry, uint64_t value, double cycles_so_far) { return value; }
+  // The entry reads (or, `write`, writes or updates atomically) the kernel data in the cache line
+  // of physical address `pa`, at this point of the entry.
+  virtual void line_access(uint64_t pa, LineClass cls, bool write, double cycles_so_far) {}
 };
 
 class Kernel {
@@ -237,11 +245,15 @@ class Kernel {
     ghz_ = ghz;
     lock_obs_ = obs;
   }
-  void lock_event(const void* lock, LockClass cls, bool write, bool acquire) {
+  // `line_pa`: the physical address of the lock word (lock_pa()); taking or releasing a lock
+  // writes it (an atomic, or the unlock's store).
+  void lock_event(const void* lock, LockClass cls, bool write, bool acquire, uint64_t line_pa) {
     if (!lock_obs_) return;
+    shared_lines(line_pa, sizeof(uint64_t), LineClass(cls), true);
+    if (hw_touch_) hw_.kernel_memory(cpu_, line_pa, sizeof(uint64_t), true);
     double t = cycles_so_far_ + cost_.extra_cycles;
-    if (acquire) lock_obs_->acquire(lock, cls, write, t);
-    else lock_obs_->release(lock, cls, write, t);
+    if (acquire) lock_obs_->acquire(lock, cls, write, t, line_pa);
+    else lock_obs_->release(lock, cls, write, t, line_pa);
   }
   // `nr` PTEs from `ptep` are about to be written (every PTE store of the port calls this first).
   void pte_changing(const pte_t* ptep, unsigned nr = 1) {
@@ -256,7 +268,37 @@ class Kernel {
   // The kernel read or wrote page-table entries (or other memory) through a host pointer into
   // simulated memory: the platform's caches see the lines (so the walker finds them warm).
   void pt_touch(const void* entry, size_t bytes, bool write) {
-    if (hw_touch_) hw_.kernel_memory(cpu_, phys_.phys_of(entry), bytes, write);
+    if (!hw_touch_) return;
+    const uint64_t pa = phys_.phys_of(entry);
+    shared_lines(pa, bytes, LineClass::pte, write);
+    hw_.kernel_memory(cpu_, pa, bytes, write);
+  }
+  // Several cores: the cache lines of [pa, pa + bytes) of kernel data, accessed now (their
+  // transfers from other cores, LockObserver::line_access).
+  void shared_lines(uint64_t pa, uint64_t bytes, LineClass cls, bool write) {
+    if (!lock_obs_ || bytes == 0) return;
+    for (uint64_t l = pa >> 6, last = (pa + bytes - 1) >> 6; l <= last; ++l)
+      lock_obs_->line_access(l << 6, cls, write, cycles_so_far_ + cost_.extra_cycles);
+  }
+  // Where the lock words live in physical memory (their cache lines): mmap_lock in the mm_struct,
+  // the per-VMA lock in its struct vma_lock (6.12 allocates it apart from the VMA,
+  // vma_lock_alloc() in kernel/fork.c), a split page-table lock in its table's struct page
+  // (ptdesc->ptl, include/linux/mm.h ptlock_ptr() without ALLOC_SPLIT_PTLOCKS), the folio lock in
+  // the head page's flags, the large-mapcount lock with _large_mapcount in the folio's first tail
+  // page (struct folio, include/linux/mm_types.h). The mm and VMA objects get a line each, in
+  // kernel memory above the vmemmap, the first time their lock is taken (kobj_line).
+  uint64_t mm_lock_pa(mm_struct* mm) { return kobj_line(&mm->kobj_pa); }
+  uint64_t vma_lock_pa(vm_area_struct* vma) { return kobj_line(&vma->kobj_pa); }
+  uint64_t page_field_pa(const void* field) const {
+    return struct_page_pa(pfn_t((static_cast<const char*>(field) - reinterpret_cast<const char*>(mem_map_)) /
+                                ptrdiff_t(sizeof(page))));
+  }
+  uint64_t kobj_line(uint64_t* slot) {
+    if (!*slot) {
+      *slot = kobj_next_pa_;
+      kobj_next_pa_ += 64;
+    }
+    return *slot;
   }
   // The kernel read or wrote the struct pages [p, p + nr) (mapcounts, flags, refcounts): their
   // lines go through the caches as the page tables' do. The port keeps mem_map_ in host memory;
@@ -268,8 +310,11 @@ class Kernel {
   static constexpr uint64_t kStructPageBytes = 64;
   uint64_t struct_page_pa(pfn_t pfn) const { return vmemmap_pa_ + pfn * kStructPageBytes; }
   void struct_page_touch(const page* p, long nr, bool write) {
-    if (hw_touch_ && nr > 0)
-      hw_.kernel_memory(cpu_, struct_page_pa(page_to_pfn(p)), uint64_t(nr) * kStructPageBytes, write);
+    if (hw_touch_ && nr > 0) {
+      const uint64_t pa = struct_page_pa(page_to_pfn(p));
+      shared_lines(pa, uint64_t(nr) * kStructPageBytes, LineClass::struct_page, write);
+      hw_.kernel_memory(cpu_, pa, uint64_t(nr) * kStructPageBytes, write);
+    }
   }
 
   // ============ state ==========================================================================
@@ -596,6 +641,7 @@ class Kernel {
 
   uint64_t nr_frames_ = 0;
   uint64_t vmemmap_pa_ = 0;  // struct_page_pa(): just above the last frame
+  uint64_t kobj_next_pa_ = 0;  // kobj_line(): just above the vmemmap
   page* mem_map_ = nullptr;  // calloc'd: untouched entries cost no host memory
   uint64_t nr_free_ = 0;
   std::array<std::set<pfn_t>, MAX_PAGE_ORDER + 1> free_area_;

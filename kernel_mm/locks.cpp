@@ -67,21 +67,21 @@ void rw_semaphore::downgrade_write() {
 void Kernel::mmap_read_lock(mm_struct* mm) {
   mm->mmap_lock.down_read();
   charge(Cost::lock_op);
-  lock_event(&mm->mmap_lock, LockClass::mmap_lock, false, true);
+  lock_event(&mm->mmap_lock, LockClass::mmap_lock, false, true, mm_lock_pa(mm));
 }
 
 bool Kernel::mmap_read_trylock(mm_struct* mm) {
   bool ok = mm->mmap_lock.down_read_trylock();
   if (ok) {
     charge(Cost::lock_op);
-    lock_event(&mm->mmap_lock, LockClass::mmap_lock, false, true);
+    lock_event(&mm->mmap_lock, LockClass::mmap_lock, false, true, mm_lock_pa(mm));
   }
   return ok;
 }
 
 void Kernel::mmap_read_unlock(mm_struct* mm) {
   mm->mmap_lock.up_read();
-  lock_event(&mm->mmap_lock, LockClass::mmap_lock, false, false);
+  lock_event(&mm->mmap_lock, LockClass::mmap_lock, false, false, mm_lock_pa(mm));
 }
 
 // mmap_write_lock(): down_write + mm_lock_seqcount_begin (the sequence goes odd).
@@ -89,7 +89,7 @@ void Kernel::mmap_write_lock(mm_struct* mm) {
   mm->mmap_lock.down_write();
   ++mm->mm_lock_seq;
   charge(Cost::lock_op);
-  lock_event(&mm->mmap_lock, LockClass::mmap_lock, true, true);
+  lock_event(&mm->mmap_lock, LockClass::mmap_lock, true, true, mm_lock_pa(mm));
 }
 
 // mmap_write_unlock(): vma_end_write_all (the sequence goes even: every VMA write lock taken in
@@ -98,15 +98,15 @@ void Kernel::mmap_write_unlock(mm_struct* mm) {
   MMUSIM_CHECK(mm->mm_lock_seq & 1, "mmap_write_unlock without mmap_write_lock");
   ++mm->mm_lock_seq;
   mm->mmap_lock.up_write();
-  lock_event(&mm->mmap_lock, LockClass::mmap_lock, true, false);
+  lock_event(&mm->mmap_lock, LockClass::mmap_lock, true, false, mm_lock_pa(mm));
 }
 
 void Kernel::mmap_write_downgrade(mm_struct* mm) {
   MMUSIM_CHECK(mm->mm_lock_seq & 1, "mmap_write_downgrade without mmap_write_lock");
   ++mm->mm_lock_seq;
   mm->mmap_lock.downgrade_write();
-  lock_event(&mm->mmap_lock, LockClass::mmap_lock, true, false);
-  lock_event(&mm->mmap_lock, LockClass::mmap_lock, false, true);
+  lock_event(&mm->mmap_lock, LockClass::mmap_lock, true, false, mm_lock_pa(mm));
+  lock_event(&mm->mmap_lock, LockClass::mmap_lock, false, true, mm_lock_pa(mm));
 }
 
 // ---- per-VMA lock (include/linux/mm.h, CONFIG_PER_VMA_LOCK) -------------------------------------
@@ -121,13 +121,13 @@ bool Kernel::vma_start_read(vm_area_struct* vma) {
     return false;
   }
   charge(Cost::lock_op);
-  lock_event(&vma->vm_lock, LockClass::vma_lock, false, true);
+  lock_event(&vma->vm_lock, LockClass::vma_lock, false, true, vma_lock_pa(vma));
   return true;
 }
 
 void Kernel::vma_end_read(vm_area_struct* vma) {
   vma->vm_lock.up_read();
-  lock_event(&vma->vm_lock, LockClass::vma_lock, false, false);
+  lock_event(&vma->vm_lock, LockClass::vma_lock, false, false, vma_lock_pa(vma));
 }
 
 // vma_start_write() (mm.h:750): needs mmap_lock held for writing; drains readers.
@@ -136,11 +136,11 @@ void Kernel::vma_start_write(vm_area_struct* vma) {
   MMUSIM_CHECK(mm->mmap_lock.write_locked(), "vma_start_write() without mmap_lock held for writing");
   if (vma->vm_lock_seq == mm->mm_lock_seq) return;
   vma->vm_lock.down_write();
-  lock_event(&vma->vm_lock, LockClass::vma_lock, true, true);
+  lock_event(&vma->vm_lock, LockClass::vma_lock, true, true, vma_lock_pa(vma));
   vma->vm_lock_seq = mm->mm_lock_seq;
   vma->vm_lock.up_write();
   charge(Cost::lock_op);
-  lock_event(&vma->vm_lock, LockClass::vma_lock, true, false);
+  lock_event(&vma->vm_lock, LockClass::vma_lock, true, false, vma_lock_pa(vma));
 }
 
 // release_fault_lock() (include/linux/mm.h)

@@ -74,6 +74,7 @@ struct vm_area_struct {
   int64_t vm_lock_seq = -1;
   rw_semaphore vm_lock;
   bool detached = false;
+  uint64_t kobj_pa = 0;  // the vma_lock's line in physical memory (Kernel::vma_lock_pa), 0: none yet
 
   uint64_t size() const { return vm_end - vm_start; }
 };
@@ -84,6 +85,7 @@ struct mm_struct {
   // The VMAs, ordered by vm_end (the maple tree's role).
   std::map<uint64_t, std::unique_ptr<vm_area_struct>> mm_mt;
   rw_semaphore mmap_lock;
+  uint64_t kobj_pa = 0;  // mmap_lock's line in physical memory (Kernel::mm_lock_pa), 0: none yet
   int64_t mm_lock_seq = 0;           // mm->mm_lock_seq (a sequence; odd while write-locked)
   int64_t rss_stat[NR_MM_COUNTERS] = {};
   int64_t pgtables_bytes = 0;

@@ -79,13 +79,13 @@ void Kernel::spin_lock(uint32_t* lock) {
                static_cast<void*>(lock), *lock - 1, cpu_);
   *lock = uint32_t(cpu_ + 1);
   charge(Cost::lock_op);
-  lock_event(lock, LockClass::ptl, true, true);
+  lock_event(lock, LockClass::ptl, true, true, page_field_pa(lock));
 }
 
 void Kernel::spin_unlock(uint32_t* lock) {
   MMUSIM_CHECK(*lock != 0, "spin_unlock of a free spinlock at {}", static_cast<void*>(lock));
   *lock = 0;
-  lock_event(lock, LockClass::ptl, true, false);
+  lock_event(lock, LockClass::ptl, true, false, page_field_pa(lock));
 }
 
 // pte_alloc_one(): a zeroed page-table page.

@@ -42,14 +42,14 @@ bool Kernel::folio_trylock(folio* f) {
   }
   f->flags |= PG_locked;
   charge(Cost::lock_op);
-  lock_event(f, LockClass::folio_lock, true, true);
+  lock_event(f, LockClass::folio_lock, true, true, struct_page_pa(folio_pfn(f)));
   return true;
 }
 
 void Kernel::folio_unlock(folio* f) {
   MMUSIM_CHECK(folio_test_locked(f), "folio_unlock of unlocked folio pfn {:#x}", folio_pfn(f));
   f->flags &= ~PG_locked;
-  lock_event(f, LockClass::folio_lock, true, false);
+  lock_event(f, LockClass::folio_lock, true, false, struct_page_pa(folio_pfn(f)));
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -61,7 +61,7 @@ void Kernel::folio_lock_large_mapcount(folio* f) {
                "large mapcount lock of folio pfn {:#x} already held", folio_pfn(f));
   f->flags |= PG_large_mapcount_locked;
   charge(Cost::lock_op);
-  lock_event(&f->mm_ids, LockClass::large_mapcount, true, true);
+  lock_event(&f->mm_ids, LockClass::large_mapcount, true, true, struct_page_pa(folio_pfn(f) + 1));
 }
 
 // folio_unlock_large_mapcount(): __bit_spin_unlock()
@@ -69,7 +69,7 @@ void Kernel::folio_unlock_large_mapcount(folio* f) {
   MMUSIM_CHECK(f->flags & PG_large_mapcount_locked,
                "large mapcount lock of folio pfn {:#x} released but not held", folio_pfn(f));
   f->flags &= ~PG_large_mapcount_locked;
-  lock_event(&f->mm_ids, LockClass::large_mapcount, true, false);
+  lock_event(&f->mm_ids, LockClass::large_mapcount, true, false, struct_page_pa(folio_pfn(f) + 1));
 }
 
 // folio_add_return_large_mapcount() (include/linux/rmap.h, CONFIG_MM_ID); 6.12: atomic_add(diff,

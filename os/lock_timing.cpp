@@ -14,7 +14,8 @@ LockTiming::LockTiming(Stats& stats, double ghz) : ghz_(ghz) {
   }
 }
 
-void LockTiming::event(const void* lock, kmm::LockClass cls, bool write, bool acquire, double cycles) {
+void LockTiming::event(const void* lock, kmm::LockClass cls, bool write, bool acquire, double cycles,
+                       uint64_t line_pa) {
   const uint64_t t = start_ps_ + ps(cycles + delay_);
   State& st = state_[lock];
   ClassCounters& c = ctr_[size_t(cls)];
@@ -28,6 +29,9 @@ void LockTiming::event(const void* lock, kmm::LockClass cls, bool write, bool ac
       c.contended->inc();
       c.wait_ns->inc((avail - t) / 1000);
       delay_ += double(avail - t) * ghz_ / 1000.0;
+      // The holder's release wrote the lock word: the waiter takes its line again to get the
+      // lock (the handover of a queued spinlock, the wake-up of an rwsem waiter).
+      if (lines_) delay_ += lines_->access(cpu_, line_pa, true, avail, unsigned(cls));
     }
     if (write) st.writer_arrival = t;
   } else {
@@ -41,7 +45,8 @@ void LockTiming::pte_write(const uint64_t* entry, unsigned n, double cycles) {
   for (unsigned i = 0; i < n; ++i) {
     std::vector<PteWrite>& w = pte_log_[entry + i];
     const size_t before = w.size();  // forget what no entry can see any more
-    w.erase(std::remove_if(w.begin(), w.end(), [&](const PteWrite& x) { return x.t_ps <= start_ps_; }), w.end());
+    const uint64_t h = horizon();
+    w.erase(std::remove_if(w.begin(), w.end(), [&](const PteWrite& x) { return x.t_ps <= h; }), w.end());
     pte_log_n_ -= before - w.size();
     w.push_back({t, entry[i]});
     ++pte_log_n_;
@@ -50,11 +55,14 @@ void LockTiming::pte_write(const uint64_t* entry, unsigned n, double cycles) {
 }
 
 uint64_t LockTiming::lockless_read(const uint64_t* entry, uint64_t value, double cycles) {
+  // (The entry's own writes before this read are all earlier than its time.)
+  return value_at(entry, value, start_ps_ + ps(cycles + delay_));
+}
+
+uint64_t LockTiming::value_at(const uint64_t* entry, uint64_t value, uint64_t t) const {
   auto it = pte_log_.find(entry);
   if (it == pte_log_.end()) return value;
-  const uint64_t t = start_ps_ + ps(cycles + delay_);
-  // The value at time t: the old value of the earliest write after t (the entry's own writes
-  // before this read are all earlier than t).
+  // The value at time t: the old value of the earliest write after t.
   const PteWrite* first = nullptr;
   for (const PteWrite& w : it->second)
     if (w.t_ps > t && (!first || w.t_ps < first->t_ps)) first = &w;
@@ -62,10 +70,11 @@ uint64_t LockTiming::lockless_read(const uint64_t* entry, uint64_t value, double
 }
 
 void LockTiming::prune() {
+  const uint64_t h = horizon();
   for (auto it = pte_log_.begin(); it != pte_log_.end();) {
     std::vector<PteWrite>& w = it->second;
     const size_t before = w.size();
-    w.erase(std::remove_if(w.begin(), w.end(), [&](const PteWrite& x) { return x.t_ps <= start_ps_; }), w.end());
+    w.erase(std::remove_if(w.begin(), w.end(), [&](const PteWrite& x) { return x.t_ps <= h; }), w.end());
     pte_log_n_ -= before - w.size();
     if (w.empty()) it = pte_log_.erase(it);
     else ++it;

@@ -13,6 +13,11 @@
 // the value the PTE had at the reader's time, the old value of the first write after it. Another
 // CPU's fault that upgraded the PTE later in simulated time (but ran earlier in the port) is then
 // invisible to the read, and pte_same() under the lock fails: the kernel's race path.
+//
+// Kernel data in cache lines (several cores with hardware models): each access of an entry to a
+// lock word, a PTE or a struct page goes, with its simulated time, to the hardware's line
+// transfers (base/line_transfers.hpp, models/cache/coherence.hpp); the wait for a line coming from
+// another core delays the rest of the entry like a lock wait.
 #pragma once
 
 #include <array>
@@ -20,19 +25,25 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/entry_history.hpp"
+#include "base/line_transfers.hpp"
 #include "base/stats.hpp"
 #include "kernel_mm/kernel.hpp"
 
 namespace mmusim {
 
-class LockTiming : public kmm::LockObserver {
+class LockTiming : public kmm::LockObserver, public EntryHistory {
  public:
   LockTiming(Stats& stats, double ghz);
 
-  void begin(uint64_t start_ps) {
+  void begin(int cpu, uint64_t start_ps) {
+    cpu_ = cpu;
     start_ps_ = start_ps;
     delay_ = 0;
+    if (lines_) lines_->begin(start_ps);
   }
+  // The hardware's cache-line transfers between cores (null: kernel data is not timed).
+  void set_line_transfers(LineTransfers* l) { lines_ = l; }
   // The cycles the entry waited for locks.
   double end() {
     const double d = delay_;
@@ -40,14 +51,21 @@ class LockTiming : public kmm::LockObserver {
     return d;
   }
 
-  void acquire(const void* lock, kmm::LockClass cls, bool write, double cycles) override {
-    event(lock, cls, write, true, cycles);
+  void acquire(const void* lock, kmm::LockClass cls, bool write, double cycles, uint64_t line_pa) override {
+    event(lock, cls, write, true, cycles, line_pa);
   }
-  void release(const void* lock, kmm::LockClass cls, bool write, double cycles) override {
-    event(lock, cls, write, false, cycles);
+  void release(const void* lock, kmm::LockClass cls, bool write, double cycles, uint64_t line_pa) override {
+    event(lock, cls, write, false, cycles, line_pa);
   }
   void pte_write(const uint64_t* entry, unsigned n, double cycles) override;
   uint64_t lockless_read(const uint64_t* entry, uint64_t value, double cycles) override;
+  // The line's transfer from another core, if it needs one, delays what follows in the entry.
+  void line_access(uint64_t pa, kmm::LineClass cls, bool write, double cycles) override {
+    if (lines_) delay_ += lines_->access(cpu_, pa, write, start_ps_ + ps(cycles + delay_), unsigned(cls));
+  }
+  uint64_t value_at(const uint64_t* entry, uint64_t current, uint64_t t_ps) const override;
+  // How long a PTE write stays logged after the entry that made it starts (see prune()).
+  static constexpr uint64_t kKeepPs = 1'000'000'000;  // 1 ms
   // PTE writes logged and not yet forgotten (tests).
   size_t pte_log_size() const { return pte_log_n_; }
 
@@ -56,10 +74,12 @@ class LockTiming : public kmm::LockObserver {
     uint64_t t_ps;  // when, in simulated time
     uint64_t old;   // the value before
   };
-  void event(const void* lock, kmm::LockClass cls, bool write, bool acquire, double cycles);
-  // Forgets the writes no later entry can see (at or before the current entry's start: entries
-  // start in simulated-time order).
+  void event(const void* lock, kmm::LockClass cls, bool write, bool acquire, double cycles, uint64_t line_pa);
+  // Forgets the writes no later reader can see: those more than kKeepPs before the current
+  // entry's start (entries start in simulated-time order; a core's page walks run ahead of or
+  // behind the kernel entries by up to its quantum, core.quantum: 20 us at 4.9 GHz).
   void prune();
+  uint64_t horizon() const { return start_ps_ > kKeepPs ? start_ps_ - kKeepPs : 0; }
   struct State {
     uint64_t write_free = 0;      // when the last writer (or exclusive holder) releases
     uint64_t writer_arrival = 0;  // when that writer arrived (readers after it wait for it)
@@ -73,6 +93,8 @@ class LockTiming : public kmm::LockObserver {
   uint64_t ps(double cycles) const { return uint64_t(cycles * 1000.0 / ghz_ + 0.5); }
 
   double ghz_;
+  int cpu_ = 0;
+  LineTransfers* lines_ = nullptr;
   uint64_t start_ps_ = 0;
   double delay_ = 0;  // cycles the current entry has waited so far
   std::unordered_map<const uint64_t*, std::vector<PteWrite>> pte_log_;

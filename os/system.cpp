@@ -53,6 +53,13 @@ void PlatformParams::visit(Params& p) {
              "send tlbi broadcasts at the same time\", A. Arcangeli [UARCH C.4, M]; value [U])");
   p.duration("platform.tlbi_window", tlbi_window, "1us",
              "arm64 multi-core: broadcasts within this time of each other contend [U]");
+  p.duration("coherence.transfer_latency", line_transfer, "35ns",
+             "multi-core: a kernel access to a cache line another core holds in a state that "
+             "forbids it (modified there, or wanted exclusive) waits this long for the line "
+             "(core-to-core latency; models/cache/coherence.hpp)");
+  p.duration("coherence.line_occupancy", line_occupancy, "35ns",
+             "multi-core: a line moving between cores serves one transfer at a time: a request "
+             "that finds it moving waits until this long after that transfer began");
 }
 
 pg::Isa PlatformParams::effective_isa() const {
@@ -151,7 +158,7 @@ void System::apply_thp_setup() {
 
 void System::enter_kernel(int cpu, uint64_t now_ps) {
   if (sync_) sync_(cpu, now_ps);
-  if (locks_) locks_->begin(now_ps);
+  if (locks_) locks_->begin(cpu, now_ps);
 }
 
 double System::leave_kernel() {
@@ -169,6 +176,12 @@ double System::account(const kmm::CostAccount& a) {
   kernel_cycles_frac_ -= double(whole);
   return c;
 }
+
+void System::set_line_transfers(LineTransfers* l) {
+  if (locks_) locks_->set_line_transfers(l);
+}
+
+const EntryHistory* System::entry_history() const { return locks_.get(); }
 
 bool System::all_exited() const { return sched_.all_exited(); }
 

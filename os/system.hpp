@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "base/entry_history.hpp"
+#include "base/line_transfers.hpp"
 #include "base/params.hpp"
 #include "base/stats.hpp"
 #include "base/trace.hpp"
@@ -44,6 +46,9 @@ struct PlatformParams {
   Duration ipi_handler;        // x86: the receiver's interrupt, flush_tlb_func and return
   Duration tlbi_contention;    // arm64: extra per other CPU broadcasting TLBIs at the same time
   Duration tlbi_window;        // ... "at the same time": within this much of each other
+  // Multi-core: a modified cache line of kernel data moving to another core.
+  Duration line_transfer;      // coherence.transfer_latency
+  Duration line_occupancy;     // coherence.line_occupancy
   void visit(Params& p);
   pg::Isa effective_isa() const;
 };
@@ -108,6 +113,10 @@ class System {
   // Multi-core platforms: make `cpu`'s SystemC thread wait until simulated time `now_ps` before
   // it touches shared kernel state, so that kernel entries happen in simulated-time order.
   void set_sync(std::function<void(int cpu, uint64_t now_ps)> f) { sync_ = std::move(f); }
+  // Multi-core platforms with caches: the cache-line transfers of the kernel's data between cores.
+  void set_line_transfers(LineTransfers* l);
+  // Several cores: the PTE stores of kernel entries with their simulated times (null: one core).
+  const EntryHistory* entry_history() const;
   // A task became runnable on `cpu` (the platform wakes that core if it idles).
   void set_wake(std::function<void(int cpu)> f) { sched_.set_wake(std::move(f)); }
 

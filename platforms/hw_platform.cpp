@@ -98,6 +98,17 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
                                                 uint64_t(pp.tlbi_window.ns(pp.clock_ghz) * 1000.0),
                                                 broadcasts, contended);
     mmu_.tlbi = tlbi_.get();
+    // The kernel's data moves between the cores' caches.
+    std::vector<hw::MemoryHierarchy*> caches;
+    for (auto& c : cores_) caches.push_back(&c->caches());
+    std::vector<std::string> classes;
+    for (unsigned i = 0; i < unsigned(kmm::LineClass::COUNT); ++i) classes.push_back(kmm::line_class_name(kmm::LineClass(i)));
+    lines_ = std::make_unique<hw::KernelLineCoherence>(std::move(caches), pp.line_transfer.cycles(pp.clock_ghz),
+                                                       pp.line_occupancy.cycles(pp.clock_ghz), pp.clock_ghz,
+                                                       classes, stats);
+    sys_.set_line_transfers(lines_.get());
+    // A core's walks read the page tables as they were at the walk's simulated time.
+    for (auto& c : cores_) c->walker().set_entry_history(sys_.entry_history(), pp.clock_ghz);
     // Kernel entries in simulated-time order; idle cores wake when a task becomes runnable.
     sys_.set_sync([this](int cpu, uint64_t ps) { cores_.at(size_t(cpu))->sync_to(ps); });
     sys_.set_wake([this](int cpu) { cores_.at(size_t(cpu))->wake(); });
@@ -123,6 +134,12 @@ void HwPlatform::finish(double host_seconds) {
           "blocked (a deadlock of the workload)");
   uint64_t end = 0;
   for (auto& c : cores_) end = std::max(end, c->core().now());
+  if (lines_ && sys_.stats().region_seen()) {
+    const uint64_t faults = sys_.stats().region_value("faults.region");
+    sys_.stats().set_scalar("coherence.transfers_per_fault",
+                            faults ? double(sys_.stats().region_value("coherence.transfers")) / double(faults) : 0,
+                            "kernel cache-line transfers between cores per region fault (the measured region)");
+  }
   sys_.finish(sys_.cycles_to_ps(double(end)), uops(), host_seconds);
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "models/cache/coherence.hpp"
 #include "models/core/core_module.hpp"
 #include "models/interconnect/tlbi_broadcast.hpp"
 #include "os/system.hpp"
@@ -56,6 +57,7 @@ class HwPlatform : public Platform {
   SystemOs os_;
   std::unique_ptr<hw::Cache> llc_;  // shared by the cores
   std::unique_ptr<hw::TlbiBroadcast> tlbi_;
+  std::unique_ptr<hw::KernelLineCoherence> lines_;  // several cores: the kernel data's transfers
   std::vector<std::unique_ptr<hw::CoreModule>> cores_;
 };
 

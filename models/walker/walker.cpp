@@ -91,6 +91,7 @@ WalkOutcome PageWalker::walk(uint64_t va, uint16_t asid, uint64_t root_pa, uint6
   const unsigned top = hit ? hit - 1 : g.levels - 1;  // the first level read from memory
 
   // (d) the functional walk (sets A/AF in memory as the architecture does).
+  if (opt_.history) opt_.at_ps = uint64_t(double(out.start) * 1000.0 / ghz_ + 0.5);
   out.walk = pg::walk(isa_, mem_, root_pa, va, opt_);
 
   // (c) timing of the entries read, in walk order; (d) the PSC learns the table entries read.

@@ -77,7 +77,16 @@ class PageWalker {
   PagingStructureCache& psc() { return psc_; }
   const PagingStructureCache& psc() const { return psc_; }
 
+  // Several cores: read the page tables as they were at the walk's start in simulated time
+  // (base/entry_history.hpp), not as the latest kernel entry in host order left them. `ghz`
+  // converts the core's cycles to picoseconds.
+  void set_entry_history(const EntryHistory* h, double ghz) {
+    opt_.history = h;
+    ghz_ = ghz;
+  }
+
  private:
+  double ghz_ = 0;
   pg::Isa isa_;
   uint32_t overhead_;
   PhysMem& mem_;

@@ -422,3 +422,42 @@ TEST_CASE("walker: parameters", "[walker][params]") {
   n1.visit(ap);
   CHECK(arm.find("walker.psc.walk_cache.entries")->default_text == "64");
 }
+
+namespace {
+// A PTE store logged by another core's kernel entry at simulated time `at_ps` (the OS's log,
+// base/entry_history.hpp), with the entry's value before it.
+struct OneStore : EntryHistory {
+  const uint64_t* entry;
+  uint64_t old, at_ps;
+  OneStore(const uint64_t* e, uint64_t o, uint64_t t) : entry(e), old(o), at_ps(t) {}
+  uint64_t value_at(const uint64_t* e, uint64_t current, uint64_t t) const override {
+    return e == entry && t < at_ps ? old : current;
+  }
+};
+}  // namespace
+
+TEST_CASE("walker: with several cores a walk reads the PTE as it was at the walk's simulated time", "[walker]") {
+  // Another core's fault made the PTE writable at 1 us in simulated time; memory already holds the
+  // new value (the kernel port ran that entry first). A walk starting at 0.5 us sees the old,
+  // read-only entry and leaves memory alone (no A-bit store over the newer value); one at 2 us
+  // sees the new one.
+  Rig r(pg::Isa::x86_64);
+  const uint64_t va = va_of(255, 3, 7, 9);
+  r.pt.map(va, 0x12'3456'7000, 0, Perm{false, true, true});
+  const uint64_t ro = r.pt.entry_at(va, 0) | pg::x86::ACCESSED;
+  r.pt.set_entry(va, 0, ro);
+  const uint64_t rw = ro | pg::x86::RW;
+  r.pt.set_entry(va, 0, rw & ~pg::x86::ACCESSED);
+  const uint64_t epa = r.pt.entry_pa_at(va, 0);
+  const auto* host = reinterpret_cast<const uint64_t*>(r.mem.frame_data_if(epa >> PAGE_SHIFT) + (epa & 4095));
+  OneStore log(host, ro, 1'000'000);
+  r.walker.set_entry_history(&log, kGhz);
+  WalkOutcome early = r.walker.walk(va, 1, r.pt.root(), uint64_t(0.5e-6 * kGhz * 1e9), false);
+  REQUIRE(early.walk.result == pg::Walk::Ok);
+  CHECK_FALSE(early.walk.writable);
+  CHECK(r.pt.entry_at(va, 0) == (rw & ~pg::x86::ACCESSED));  // untouched
+  WalkOutcome late = r.walker.walk(va, 1, r.pt.root(), uint64_t(2e-6 * kGhz * 1e9), false);
+  REQUIRE(late.walk.result == pg::Walk::Ok);
+  CHECK(late.walk.writable);
+  CHECK(r.pt.entry_at(va, 0) == rw);  // the A bit set on the current entry
+}

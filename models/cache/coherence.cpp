@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "models/cache/coherence.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/error.hpp"
+
+namespace mmusim::hw {
+
+KernelLineCoherence::KernelLineCoherence(std::vector<MemoryHierarchy*> caches, double transfer_cycles,
+                                         double occupancy_cycles, double ghz,
+                                         const std::vector<std::string>& classes, Stats& stats)
+    : caches_(std::move(caches)),
+      transfer_cycles_(transfer_cycles),
+      occupancy_cycles_(occupancy_cycles),
+      ghz_(ghz) {
+  MMUSIM_CHECK(ghz > 0 && transfer_cycles >= 0 && occupancy_cycles >= 0,
+               "coherence: clock {} GHz, transfer {} cycles, occupancy {} cycles", ghz,
+               transfer_cycles, occupancy_cycles);
+  for (const std::string& c : classes) {
+    StatGroup g(stats, "coherence." + c);
+    ctr_.push_back({&g.counter("transfers", "kernel accesses to " + c + " lines that took the line from another core", "transfers"),
+                    &g.counter("queued", "of those, transfers that waited for the line to finish an earlier transfer", "transfers"),
+                    &g.counter("cycles", "cycles the kernel waited for " + c + " lines from other cores (queueing included)", "cycles")});
+  }
+  cycles_frac_.assign(ctr_.size(), 0.0);
+  all_transfers_ = &stats.counter("coherence.transfers", "kernel accesses that took their line from another core (all classes)", "transfers");
+}
+
+bool KernelLineCoherence::holds(int cpu, uint64_t pa) {
+  MemoryHierarchy& h = *caches_.at(size_t(cpu));
+  return h.l1d().probe(pa) || h.l2().probe(pa);
+}
+
+double KernelLineCoherence::access(int cpu, uint64_t pa, bool write, uint64_t t, unsigned cls) {
+  MMUSIM_CHECK(cls < ctr_.size(), "coherence: line class {}", cls);
+  Line& ln = lines_[pa >> kLineShift];
+  std::vector<Use>& u = ln.uses;
+  // Forget what no access from now on can see: of the uses before the current entry's start, all
+  // but the latest; the transfers that ended before it.
+  size_t old = 0;
+  while (old < u.size() && u[old].t_ps < start_ps_) ++old;
+  if (old > 1) u.erase(u.begin(), u.begin() + std::ptrdiff_t(old - 1));
+  const uint64_t occ = ps(occupancy_cycles_);
+  size_t done = 0;
+  while (done < ln.busy.size() && ln.busy[done] + occ <= start_ps_) ++done;
+  if (done) ln.busy.erase(ln.busy.begin(), ln.busy.begin() + std::ptrdiff_t(done));
+
+  // Where the line is at t: the latest use before t decides. This core's own: its copy is
+  // still valid. Another core's write: that core holds it modified (or, for a write, wanted
+  // exclusive); another core's read: it is shared, and a read takes a clean copy (from the LLC,
+  // as an ordinary miss) while a write must take it from the readers.
+  const size_t p = size_t(std::upper_bound(u.begin(), u.end(), t, [](uint64_t x, const Use& y) { return x < y.t_ps; }) - u.begin());
+  int from = -1;
+  if (p > 0 && u[p - 1].cpu != cpu && (write || u[p - 1].write)) from = u[p - 1].cpu;
+  double cycles = 0;
+  uint64_t at = t;
+  if (from >= 0 && holds(from, pa)) {
+    // The line moves from `from`: the earliest time from t on when it is not serving another
+    // transfer.
+    uint64_t s = t;
+    size_t ins = 0;
+    for (; ins < ln.busy.size(); ++ins) {
+      const uint64_t b = ln.busy[ins];
+      if (b + occ <= s) continue;
+      if (b >= s + occ) break;
+      s = b + occ;
+    }
+    ln.busy.insert(ln.busy.begin() + std::ptrdiff_t(ins), s);
+    ClassCounters& c = ctr_[cls];
+    c.transfers->inc();
+    all_transfers_->inc();
+    if (s > t) c.queued->inc();
+    cycles = double(s - t) * ghz_ / 1000.0 + transfer_cycles_;
+    at = t + ps(cycles);
+    cycles_frac_[cls] += cycles;
+    const uint64_t whole = uint64_t(cycles_frac_[cls]);
+    c.cycles->inc(whole);
+    cycles_frac_[cls] -= double(whole);
+  }
+  const auto pos = std::upper_bound(u.begin(), u.end(), at, [](uint64_t x, const Use& y) { return x < y.t_ps; });
+  u.insert(pos, Use{at, int16_t(cpu), write});
+  return cycles;
+}
+
+}  // namespace mmusim::hw

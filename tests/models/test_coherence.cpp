@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// Cache-line transfers of the kernel's data between cores (models/cache/coherence.hpp): a line
+// ping-ponged between two cores, transfers queueing on one line, a holder that no longer has the
+// line, readers sharing it; and the queued-spinlock handover through os/lock_timing.
+#include <catch2/catch.hpp>
+
+#include <memory>
+
+#include "base/stats.hpp"
+#include "models/cache/cache.hpp"
+#include "models/cache/coherence.hpp"
+#include "models/presets.hpp"
+#include "os/lock_timing.hpp"
+
+using namespace mmusim;
+using namespace mmusim::hw;
+
+namespace {
+constexpr double kGhz = 1.0;  // a cycle is a nanosecond
+constexpr uint64_t kNs = 1000;  // picoseconds
+
+struct Rig {
+  Stats stats;
+  Cache llc{presets::i7().caches.llc, stats};
+  std::vector<std::unique_ptr<MemoryHierarchy>> cores;
+  std::unique_ptr<KernelLineCoherence> coh;
+  explicit Rig(unsigned n, double transfer = 35, double occupancy = 35) {
+    std::vector<MemoryHierarchy*> v;
+    for (unsigned i = 0; i < n; ++i) {
+      cores.push_back(std::make_unique<MemoryHierarchy>(presets::i7().caches, kGhz, stats, &llc));
+      v.push_back(cores.back().get());
+    }
+    coh = std::make_unique<KernelLineCoherence>(v, transfer, occupancy, kGhz,
+                                                std::vector<std::string>{"lock", "data", "ptl"}, stats);
+  }
+  // Core `cpu` accesses the line at `t_ns` (and its caches then hold it, as the kernel's touch
+  // leaves it).
+  double access(int cpu, uint64_t pa, bool write, uint64_t t_ns, unsigned cls = 0) {
+    const double c = coh->access(cpu, pa, write, t_ns * kNs, cls);
+    cores[size_t(cpu)]->touch(pa, 8, write);
+    return c;
+  }
+  uint64_t stat(const std::string& k) { return stats.total_value(k); }
+};
+}  // namespace
+
+TEST_CASE("coherence: a line ping-ponged between two cores costs one transfer per handoff", "[coherence]") {
+  Rig r(2);
+  const uint64_t pa = 0x10000;
+  CHECK(r.access(0, pa, true, 0) == 0);     // first use: from memory, priced by the kernel
+  CHECK(r.access(0, pa, true, 100) == 0);   // still here
+  // Ten handoffs, far apart in time: each waits exactly one transfer.
+  for (unsigned i = 1; i <= 10; ++i) CHECK(r.access(int(i % 2), pa, true, 1000 * i) == Approx(35));
+  CHECK(r.stat("coherence.lock.transfers") == 10);
+  CHECK(r.stat("coherence.lock.queued") == 0);
+  CHECK(r.stat("coherence.lock.cycles") == 350);
+  // Another line of the same core: untouched by the other, nothing moves.
+  CHECK(r.access(0, pa + 64, true, 20000, 1) == 0);
+  CHECK(r.stat("coherence.data.transfers") == 0);
+}
+
+TEST_CASE("coherence: transfers of one line queue, readers share a line", "[coherence]") {
+  Rig r(5);
+  const uint64_t pa = 0x20000;
+  r.access(0, pa, true, 0);
+  r.coh->begin(1000 * kNs);
+  // Four cores want the line at the same time: it serves one transfer at a time, 35 ns each.
+  CHECK(r.access(1, pa, true, 1000) == Approx(35));
+  CHECK(r.access(2, pa, true, 1000) == Approx(70));
+  CHECK(r.access(3, pa, true, 1000) == Approx(105));
+  CHECK(r.access(4, pa, true, 1000) == Approx(140));
+  CHECK(r.stat("coherence.lock.queued") == 3);
+  // A request that comes earlier in simulated time than one already placed (entries run in
+  // start order, their accesses need not be): it uses the gap before it, if there is one.
+  r.coh->begin(2000 * kNs);
+  CHECK(r.access(1, pa, true, 3000) == Approx(35));   // from core 4 (its use at 1140 ns)
+  CHECK(r.access(2, pa, true, 2000) == Approx(35));   // before that: from core 4, in the gap
+  // At 2990 the line is core 2's, but busy from 3000 to 3035 with core 1's transfer (placed
+  // first): this one waits until 3035, then takes 35.
+  CHECK(r.access(3, pa, true, 2990) == Approx(45 + 35));
+  // Readers: a line one core wrote is fetched by the first reader, then shared.
+  const uint64_t d = 0x30000;
+  r.coh->begin(10000 * kNs);
+  r.access(0, d, true, 10000, 1);
+  CHECK(r.access(1, d, false, 11000, 1) == Approx(35));
+  CHECK(r.access(2, d, false, 12000, 1) == 0);  // core 1's read left it shared, not modified
+  CHECK(r.access(1, d, false, 13000, 1) == 0);
+  CHECK(r.access(3, d, true, 14000, 1) == Approx(35));  // a writer takes it from the readers
+}
+
+TEST_CASE("coherence: a core whose caches lost the line does not forward it", "[coherence]") {
+  Rig r(2);
+  const uint64_t pa = 0x40000;
+  r.access(0, pa, true, 0);
+  // Core 0 streams 4 MiB through its caches (more than its L1D and L2): the line is gone.
+  r.cores[0]->touch(0x10000000, 4u << 20, false);
+  REQUIRE_FALSE(r.cores[0]->l1d().probe(pa));
+  REQUIRE_FALSE(r.cores[0]->l2().probe(pa));
+  CHECK(r.access(1, pa, true, 1000) == 0);
+  CHECK(r.stat("coherence.lock.transfers") == 0);
+}
+
+TEST_CASE("coherence: a queued spinlock under N waiters hands the lock word over once per waiter", "[coherence]") {
+  // Through the OS's lock timing: CPU 0 holds a PTE lock from 0 to 500 ns; CPUs 1-3 ask for it at
+  // 100 ns. Each acquisition pulls the lock word (its atomic), waits for the holder's release,
+  // and pulls the line again from the releaser (the handover); so does each release store of a
+  // line another waiter has taken meanwhile.
+  Rig r(4);
+  LockTiming lt(r.stats, kGhz);
+  lt.set_line_transfers(r.coh.get());
+  int ptl;
+  const uint64_t pa = 0x50000;
+  const auto cls = kmm::LockClass::ptl;
+  auto take = [&](int cpu, uint64_t start_ns, double at, double hold) {
+    lt.begin(cpu, start_ns * kNs);
+    lt.line_access(pa, kmm::LineClass::ptl, true, at);
+    r.cores[size_t(cpu)]->touch(pa, 8, true);
+    lt.acquire(&ptl, cls, true, at, pa);
+    lt.line_access(pa, kmm::LineClass::ptl, true, at + hold);
+    lt.release(&ptl, cls, true, at + hold, pa);
+    return lt.end();
+  };
+  CHECK(take(0, 0, 0, 500) == 0);
+  // CPU 1 at 100: the word from CPU 0 (35), waits for the release at 500 (365), the word again
+  // (35): holds the lock from 535, releases at 585 (its own line by then).
+  CHECK(take(1, 100, 0, 50) == Approx(35 + 365 + 35));
+  // CPU 2 at 100: its first pull of the word queues behind CPU 1's (35 + 35); it waits for CPU
+  // 1's release at 585 and takes the word from CPU 1 (35); releases at 670.
+  CHECK(take(2, 100, 0, 50) == Approx(585 + 35 - 100));
+  // CPU 3 at 100: behind two pulls (70 + 35), the release at 670, the handover (35).
+  CHECK(take(3, 100, 0, 50) == Approx(670 + 35 - 100));
+  CHECK(r.stat("kernel.lock.ptl.contended") == 3);
+  // Three waiters: each pulled the word when it arrived and once more at its handover.
+  CHECK(r.stat("coherence.ptl.transfers") == 6);
+  CHECK(r.stat("coherence.ptl.queued") == 2);
+}
