@@ -98,6 +98,10 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
                                                 uint64_t(pp.tlbi_window.ns(pp.clock_ghz) * 1000.0),
                                                 broadcasts, contended);
     mmu_.tlbi = tlbi_.get();
+    // One DRAM for all: the cores' fills share its read bandwidth (memory.read_bandwidth, the DDR
+    // channels' peak). The write-back paths stay per core (memory.write_bandwidth is one core's).
+    fills_ = std::make_unique<hw::DramChannel>(double(hw::kLineBytes) / p.caches.memory_read_bandwidth * pp.clock_ghz, stats);
+    for (auto& c : cores_) c->caches().share_fills(fills_.get());
     // The kernel's data moves between the cores' caches.
     std::vector<hw::MemoryHierarchy*> caches;
     for (auto& c : cores_) caches.push_back(&c->caches());

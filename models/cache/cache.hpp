@@ -196,11 +196,14 @@ class MemoryHierarchy {
   // wl::kUopFullLine), and the line's place is free once a dirty victim's write-back has its
   // transfer: whichever comes later.
   uint32_t dram_fill_wait(uint64_t t, bool full_line) {
-    const uint64_t w = full_line ? victim_wait_ : std::max(dram_.read(t), victim_wait_);
+    const uint64_t w = full_line ? victim_wait_ : std::max(fills_->read(t), victim_wait_);
     return uint32_t(std::min<uint64_t>(w, uint64_t(1) << 30));
   }
   uint32_t latency(Level l) const { return latency_[l]; }
-  DramChannel& dram() { return dram_; }  // the fills' path
+  DramChannel& dram() { return *fills_; }  // the fills' path
+  // Several cores: the fills of every core share one path to DRAM (its bandwidth is the DDR
+  // channels' peak, memory.read_bandwidth), instead of this hierarchy's own.
+  void share_fills(DramChannel* shared) { fills_ = shared ? shared : &dram_; }
   DramChannel& dram_writes() { return dram_wb_; }
 
   // The kernel's bulk zeroing/copying/reading of [pa, pa + bytes): installs every line in every
@@ -223,6 +226,7 @@ class MemoryHierarchy {
   std::unique_ptr<Cache> own_llc_;
   Cache* llc_;
   DramChannel dram_;     // fills: memory.read_bandwidth
+  DramChannel* fills_ = &dram_;  // dram_, or the path all cores share (share_fills)
   DramChannel dram_wb_;  // write-backs: memory.write_bandwidth
   uint64_t victim_wait_ = 0;
   uint32_t latency_[4];

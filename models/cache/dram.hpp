@@ -6,7 +6,9 @@
 // 64 bytes / memory.write_bandwidth of theirs: posted, nobody waits for them but the line whose
 // place in the LLC the victim held. Two paths, not one shared channel: what bounds one core is
 // what it can have in flight in each direction, far below the DDR channels' peak (a memset, which
-// only writes, runs at a seventh of it: docs/x86-memory-path.md §6-7).
+// only writes, runs at a seventh of it: docs/x86-memory-path.md §6-7). With several cores the
+// fills of all of them share one path (MemoryHierarchy::share_fills: the DDR channels serve every
+// core); the write-back paths stay per core.
 //
 // Requests do not arrive in time order (the core times each micro-op in program order, a load at
 // its execution, a store when it drains, a walk's reads at their own times), so the occupancy is

@@ -329,3 +329,37 @@ TEST_CASE("cache: an access to a line still on its way waits for it", "[cache][l
   REQUIRE(h.access(a, false, t2) == 15);
   CHECK(h.access(a, false, t2 + 5) == 10);
 }
+
+TEST_CASE("dram: cores that share the fill path queue behind each other, their own paths do not", "[cache][dram]") {
+  Stats s;
+  HierarchyParams p = presets::i7().caches;
+  p.memory_read_bandwidth = 6.4;  // 10 ns per line: 49 cycles at 4.9 GHz
+  Cache llc(p.llc, s);
+  MemoryHierarchy c0(p, kGhz, s, &llc), c1(p, kGhz, s, &llc);
+  const uint64_t t = next_t();
+  // Own paths: two cores' misses at the same cycle both start at once.
+  CHECK(c0.access(0x100000, false, t) == kDram);
+  CHECK(c1.access(0x200000, false, t) == kDram);
+  // One path for both (several cores: HwPlatform): the second core's miss waits for the first's
+  // transfer (up to one line's time: the calendar's slots hold 4 transfers, served first come,
+  // first served within the slot's time, models/cache/dram.hpp).
+  DramChannel shared(49.0, s);
+  c0.share_fills(&shared);
+  c1.share_fills(&shared);
+  const uint64_t u = next_t();
+  const uint32_t a = c0.access(0x300000, false, u);
+  const uint32_t b = c1.access(0x400000, false, u);
+  CHECK(a == kDram);
+  CHECK(b > kDram);
+  CHECK(b <= kDram + 49);
+  // Eight more misses of each core at one cycle: 16 transfers on one path take 16 x 49 cycles;
+  // the last waits for most of them.
+  const uint64_t v = next_t();
+  uint32_t last = 0;
+  for (unsigned i = 0; i < 8; ++i) {
+    c0.access(0x500000 + i * 4096, false, v);
+    last = c1.access(0x600000 + i * 4096, false, v);
+  }
+  CHECK(last >= kDram + 14 * 49);
+  CHECK(&c0.dram() == &shared);
+}
