@@ -43,9 +43,11 @@ class MmuHw {
   // Returns the cycles it costs beyond its price (the broadcast's contention with other cores'
   // broadcasts); the caller adds them to the kernel's account.
   virtual double arm64_tlbi(int cpu, TlbiOp op, uint16_t asid, uint64_t va, bool broadcast) = 0;
-  // x86: an IPI from `from` to `to` asking it to flush (flush_tlb_multi): the receiver spends the
-  // time of the interrupt.
-  virtual void x86_ipi(int from, int to) {}
+  // x86: an IPI from `from` to `to` asking it to flush (flush_tlb_multi), its ICR write done at
+  // `sent_at` cycles into the sender's kernel entry; the receiver spends the interrupt's entry and
+  // exit and `work` cycles (its flush_tlb_func()). Returns when, on the same clock, the sender
+  // sees the receiver's acknowledgement (csd_unlock() after flush_tlb_func()); 0: not timed.
+  virtual double x86_ipi(int from, int to, double sent_at, double work) { return 0; }
   // arm64: DSB, completing earlier maintenance.
   virtual void arm64_dsb(int cpu, bool ish) = 0;
   // The kernel zeroed, copied, read or wrote `bytes` at `pa` (caches see it). Page-table entries

@@ -40,7 +40,7 @@ namespace kmm {
   S(lock_op, "20cyc", "one uncontended lock acquire and release (mmap_lock, VMA lock, PTL, folio lock) [U]") \
   H(invlpg, "x86 INVLPG of one page")                                                               \
   H(flush_full, "x86 full flush of the current PCID (CR3 write)")                                   \
-  H(ipi, "x86 TLB-shootdown IPI to one remote CPU, send and wait for the acknowledgement")          \
+  H(ipi, "x86 TLB-shootdown IPI to one remote CPU: queueing it and the ICR write (the wait is timed)")          \
   H(tlbi_local, "arm64 TLBI VALE1 / VAE1 (this CPU)")                                               \
   H(tlbi_bcast, "arm64 TLBI VALE1IS / VAE1IS (broadcast to the inner-shareable domain)")            \
   H(tlbi_asid, "arm64 TLBI ASIDE1IS")                                                               \

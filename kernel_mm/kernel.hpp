@@ -238,6 +238,10 @@ class Kernel {
     cost_.charge(c, k);
     if (prices_) cycles_so_far_ += prices_->price(c, ghz_) * double(k);
   }
+  // This entry's cycles so far (multi-core platforms, which give the kernel its prices; else 0),
+  // and one item's price in cycles (0 without prices).
+  double cycles_now() const { return cycles_so_far_ + cost_.extra_cycles; }
+  double price_cycles(Cost c) const { return prices_ ? prices_->price(c, ghz_) : 0; }
   // A platform that times kernel locks gives the kernel its price list, so that lock events carry
   // the entry's time so far, and an observer of the locks.
   void set_lock_timing(const CostModel* prices, double ghz, LockObserver* obs) {

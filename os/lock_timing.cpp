@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "base/error.hpp"
+
 namespace mmusim {
 
 LockTiming::LockTiming(Stats& stats, double ghz) : ghz_(ghz) {
@@ -43,7 +45,13 @@ void LockTiming::event(const void* lock, kmm::LockClass cls, bool write, bool ac
 void LockTiming::pte_write(const uint64_t* entry, unsigned n, double cycles) {
   const uint64_t t = start_ps_ + ps(cycles + delay_);
   for (unsigned i = 0; i < n; ++i) {
-    std::vector<PteWrite>& w = pte_log_[entry + i];
+    auto [it, fresh] = pte_log_.try_emplace(entry + i);
+    if (fresh) {
+      uint16_t& f = filter_[bucket(entry + i)];
+      MMUSIM_CHECK(f < UINT16_MAX, "PTE log filter bucket overflow");
+      ++f;
+    }
+    std::vector<PteWrite>& w = it->second;
     const size_t before = w.size();  // forget what no entry can see any more
     const uint64_t h = horizon();
     w.erase(std::remove_if(w.begin(), w.end(), [&](const PteWrite& x) { return x.t_ps <= h; }), w.end());
@@ -60,6 +68,7 @@ uint64_t LockTiming::lockless_read(const uint64_t* entry, uint64_t value, double
 }
 
 uint64_t LockTiming::value_at(const uint64_t* entry, uint64_t value, uint64_t t) const {
+  if (!filter_[bucket(entry)]) return value;
   auto it = pte_log_.find(entry);
   if (it == pte_log_.end()) return value;
   // The value at time t: the old value of the earliest write after t.
@@ -76,7 +85,10 @@ void LockTiming::prune() {
     const size_t before = w.size();
     w.erase(std::remove_if(w.begin(), w.end(), [&](const PteWrite& x) { return x.t_ps <= h; }), w.end());
     pte_log_n_ -= before - w.size();
-    if (w.empty()) it = pte_log_.erase(it);
+    if (w.empty()) {
+      --filter_[bucket(it->first)];
+      it = pte_log_.erase(it);
+    }
     else ++it;
   }
   prune_at_ = std::max<size_t>(1u << 16, 2 * pte_log_n_);

@@ -98,6 +98,14 @@ class LockTiming : public kmm::LockObserver, public EntryHistory {
   uint64_t start_ps_ = 0;
   double delay_ = 0;  // cycles the current entry has waited so far
   std::unordered_map<const uint64_t*, std::vector<PteWrite>> pte_log_;
+  // Host speed: how many logged entries hash to each bucket (a counting filter), so that the
+  // walkers' reads of entries never written (most of them) skip the map. Exact: a bucket of 0
+  // means no entry of it is logged.
+  static constexpr unsigned kFilterBits = 20;
+  std::vector<uint16_t> filter_ = std::vector<uint16_t>(size_t(1) << kFilterBits, 0);
+  static size_t bucket(const uint64_t* e) {
+    return size_t((reinterpret_cast<uintptr_t>(e) >> 3) * 0x9E3779B97F4A7C15ull >> (64 - kFilterBits));
+  }
   size_t pte_log_n_ = 0, prune_at_ = 1u << 16;
   std::unordered_map<const void*, State> state_;
   std::array<ClassCounters, size_t(kmm::LockClass::COUNT)> ctr_{};

@@ -45,8 +45,12 @@ void PlatformParams::visit(Params& p) {
          "contents and its struct page; random-ops also its reference model); a run that needs "
          "more is refused");
   p.duration("platform.ipi_handler", ipi_handler, "1500cyc",
-             "x86 multi-core: time a CPU spends on a TLB-shootdown IPI (interrupt entry, "
-             "flush_tlb_func, return) [U]");
+             "x86 multi-core: time a CPU spends entering and leaving the interrupt of a "
+             "TLB-shootdown IPI, besides its flush_tlb_func() (priced cost.invlpg / flush_full); "
+             "the sender's wait sees the first half (docs/research-shootdown.md)");
+  p.duration("platform.ipi_latency", ipi_latency, "300ns",
+             "x86 multi-core: an IPI's delivery, from the sender's ICR write to the receiver's "
+             "handler (docs/research-shootdown.md)");
   p.duration("platform.tlbi_contention", tlbi_contention, "200cyc",
              "arm64 multi-core: extra time of a broadcast TLBI per other CPU broadcasting at the "
              "same time (\"latency ... increases almost linearly with the number of CPUs trying to "

@@ -43,7 +43,8 @@ struct PlatformParams {
   uint64_t max_uops = 0;  // safety stop (0: none)
   uint64_t host_memory_budget = 0;  // bytes of host memory a run may need (checked before it starts)
   // Multi-core: what a TLB shootdown costs the CPUs it reaches.
-  Duration ipi_handler;        // x86: the receiver's interrupt, flush_tlb_func and return
+  Duration ipi_handler;        // x86: the receiver's interrupt entry and return
+  Duration ipi_latency;        // x86: the IPI's delivery, ICR write to the handler
   Duration tlbi_contention;    // arm64: extra per other CPU broadcasting TLBIs at the same time
   Duration tlbi_window;        // ... "at the same time": within this much of each other
   // Multi-core: a modified cache line of kernel data moving to another core.

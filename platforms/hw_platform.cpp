@@ -30,14 +30,18 @@ double PlatformMmuHw::arm64_tlbi(int cpu, kmm::TlbiOp op, uint16_t asid, uint64_
   return c.extra_cycles;
 }
 
-void PlatformMmuHw::x86_ipi(int from, int to) {
+// The receiver takes the interrupt platform.ipi_latency after the ICR write: the entry (half of
+// platform.ipi_handler), flush_tlb_func() (`work`), csd_unlock(), the exit (the other half). The
+// sender sees the unlock when the csd's line has come back to it (coherence.transfer_latency).
+double PlatformMmuHw::x86_ipi(int from, int to, double sent_at, double work) {
   if (ipis) ipis->inc();
-  cores.at(size_t(to))->core().interrupt(ipi_handler_cycles);
+  cores.at(size_t(to))->core().interrupt(ipi_handler_cycles + work);
   hw::TraceContext& tc = cores.at(size_t(from))->trace_context();
   if (tc.on())
     tc.trace->event(kernel ? kernel->now_ps() : tc.time_ps, from, tc.task, "tlb_shootdown",
                     {TraceField::str("kind", "ipi"), TraceField::dec("from", unsigned(from)),
                      TraceField::dec("to", unsigned(to))});
+  return sent_at + ipi_latency_cycles + ipi_handler_cycles / 2 + work + ack_cycles;
 }
 
 void PlatformMmuHw::kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool write) {
@@ -90,6 +94,8 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
   }
   mmu_.kernel = &sys_.kernel();
   mmu_.ipi_handler_cycles = pp.ipi_handler.cycles(pp.clock_ghz);
+  mmu_.ipi_latency_cycles = pp.ipi_latency.cycles(pp.clock_ghz);
+  mmu_.ack_cycles = pp.line_transfer.cycles(pp.clock_ghz);
   if (pp.cores > 1) {
     mmu_.ipis = &stats.counter("kernel.tlb_shootdown_ipis", "x86 TLB-shootdown IPIs sent to other CPUs");
     Counter* broadcasts = &stats.counter("kernel.tlbi_broadcasts", "arm64 broadcast TLBIs (multi-core)");

@@ -22,14 +22,16 @@ class PlatformMmuHw : public kmm::MmuHw {
   void x86_invlpg(int cpu, uint16_t pcid, uint64_t va) override;
   void x86_flush_pcid(int cpu, uint16_t pcid) override;
   double arm64_tlbi(int cpu, kmm::TlbiOp op, uint16_t asid, uint64_t va, bool broadcast) override;
-  void x86_ipi(int from, int to) override;
+  double x86_ipi(int from, int to, double sent_at, double work) override;
   void arm64_dsb(int cpu, bool ish) override {}
   void kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool write) override;
   bool wants_kernel_memory() const override { return true; }
   std::vector<hw::CoreModule*> cores;
   // Multi-core: what an IPI costs its receiver (platform.ipi_handler), the interconnect's
   // broadcast-TLBI timing (null: one core).
-  double ipi_handler_cycles = 0;
+  double ipi_handler_cycles = 0;   // the receiver's interrupt entry and exit
+  double ipi_latency_cycles = 0;   // platform.ipi_latency: ICR write to the handler's start
+  double ack_cycles = 0;           // the csd line back to the sender (coherence.transfer_latency)
   hw::TlbiBroadcast* tlbi = nullptr;
   const kmm::Kernel* kernel = nullptr;  // for the current time of a kernel entry
   Counter* ipis = nullptr;

@@ -8,6 +8,8 @@
 // flush ("#PF is architecturally guaranteed to do that"), and flush_tlb_fix_spurious_fault() is
 // empty. Shadow-stack safety (SavedDirty) is kept as in 6.12: pte_wrprotect() moves Dirty to
 // SavedDirty, pte_mkwrite() moves it back.
+#include <algorithm>
+
 #include "kernel_mm/arch/x86/x86.hpp"
 
 #include "base/error.hpp"
@@ -164,7 +166,12 @@ void X86Arch::pmdp_set_wrprotect(mm_struct*, uint64_t, pmd_t* pmdp) {
 }
 
 // flush_tlb_mm_range() (arch/x86/mm/tlb.c:1043). Remote CPUs in mm_cpumask get an IPI each and
-// run flush_tlb_func() there; the local CPU flushes if the mm is loaded.
+// run flush_tlb_func() there; the local CPU flushes if the mm is loaded. flush_tlb_multi() ->
+// native_flush_tlb_multi() -> on_each_cpu_cond_mask(..., wait = 1) (kernel/smp.c
+// smp_call_function_many_cond()): the sender queues a call for each target and sends the IPIs
+// (cost.ipi each), runs its own flush while they are on their way, then spins until every target
+// has acknowledged (csd_lock_wait()). Every CPU in mm_cpumask is reached: the port has no lazy-TLB
+// state and no deferred flush at switch_mm(), so should_flush_tlb() is not applied.
 void X86Arch::flush_tlb_mm_range(mm_struct* mm, uint64_t start, uint64_t end, unsigned stride_shift,
                                  bool freed_tables) {
   const bool full = end == kFlushAll || ((end - start) >> stride_shift) > kTlbSinglePageFlushCeiling;
@@ -174,31 +181,36 @@ void X86Arch::flush_tlb_mm_range(mm_struct* mm, uint64_t start, uint64_t end, un
   }
   ++mm->tlb_gen;  // inc_mm_tlb_gen()
   const int self = k_.smp_processor_id();
+  double last_ack = 0;
   for (int cpu = 0; cpu < kMaxCpus; ++cpu) {
-    if (!mm->cpumask.test(size_t(cpu))) continue;
-    if (cpu != self) {
-      k_.charge(Cost::ipi);  // flush_tlb_multi(): IPI and wait
-      k_.hw().x86_ipi(self, cpu);
-      flush_tlb_func(cpu, mm, start, end, stride_shift);
-    } else if (loaded_mm_[cpu] == mm) {
-      flush_tlb_func(cpu, mm, start, end, stride_shift);
-    }
+    if (!mm->cpumask.test(size_t(cpu)) || cpu == self) continue;
+    k_.charge(Cost::ipi);  // csd_lock(), llist_add() to its queue, the ICR write
+    const double work = flush_tlb_func(cpu, mm, start, end, stride_shift, /*here=*/false);
+    last_ack = std::max(last_ack, k_.hw().x86_ipi(self, cpu, k_.cycles_now(), work));
   }
+  if (loaded_mm_[self] == mm) flush_tlb_func(self, mm, start, end, stride_shift);
+  // csd_lock_wait() on each target: until the last acknowledgement.
+  const double now = k_.cycles_now();
+  if (last_ack > now) k_.cost().extra_cycles += last_ack - now;
 }
 
 // flush_tlb_func() (arch/x86/mm/tlb.c): INVLPG per page (flush_tlb_one_user) or a full flush of
 // the mm's ASID (flush_tlb_local).
-void X86Arch::flush_tlb_func(int cpu, mm_struct* mm, uint64_t start, uint64_t end, unsigned stride_shift) {
+double X86Arch::flush_tlb_func(int cpu, mm_struct* mm, uint64_t start, uint64_t end, unsigned stride_shift,
+                               bool here) {
   const uint16_t pcid = uint16_t(mm->id);
   if (end == kFlushAll) {
     k_.hw().x86_flush_pcid(cpu, pcid);
-    k_.charge(Cost::flush_full);
-    return;
+    if (here) k_.charge(Cost::flush_full);
+    return here ? 0 : k_.price_cycles(Cost::flush_full);
   }
+  double work = 0;
   for (uint64_t addr = start; addr < end; addr += uint64_t(1) << stride_shift) {
     k_.hw().x86_invlpg(cpu, pcid, addr);
-    k_.charge(Cost::invlpg);
+    if (here) k_.charge(Cost::invlpg);
+    else work += k_.price_cycles(Cost::invlpg);
   }
+  return work;
 }
 
 void X86Arch::flush_tlb_page(vm_area_struct* vma, uint64_t addr) {

@@ -94,7 +94,10 @@ class X86Arch : public Arch {
   void flush_tlb_mm_range(mm_struct* mm, uint64_t start, uint64_t end, unsigned stride_shift, bool freed_tables);
 
  private:
-  void flush_tlb_func(int cpu, mm_struct* mm, uint64_t start, uint64_t end, unsigned stride_shift);
+  // Flushes `cpu`'s TLBs for the range; charges the work to this entry when `here`, else returns
+  // its cycles (a remote CPU's, run in its IPI handler).
+  double flush_tlb_func(int cpu, mm_struct* mm, uint64_t start, uint64_t end, unsigned stride_shift,
+                        bool here = true);
 };
 
 // The arm64 arch layer lives in arch/arm64.
