@@ -31,19 +31,30 @@ struct SimTask {
 class Scheduler {
  public:
   explicit Scheduler(unsigned cpus = 1) { set_cpus(cpus); }
-  void set_cpus(unsigned cpus) {
+  // `threads_per_core`: SMT (2): logical CPUs 2n and 2n+1 are the hardware threads of core n, as
+  // Linux numbers an Alder Lake's P-cores (docs/research-smt-ecores.md §3).
+  void set_cpus(unsigned cpus, unsigned threads_per_core = 1) {
     running_.assign(cpus, nullptr);
     runq_.assign(cpus, {});
+    threads_per_core_ = threads_per_core;
   }
 
   // A new task placed on `cpu` (not yet runnable: make_runnable()).
   SimTask* add(kmm::task_struct* t, std::unique_ptr<wl::Program> prog, int cpu);
   // Queues the task on its CPU and wakes that CPU (it may idle).
   void make_runnable(SimTask* t);
-  // The CPU the workload's thread `index` is pinned to.
-  int cpu_for_thread(unsigned index) const { return int(index % running_.size()); }
+  // The CPU the workload's thread `index` is pinned to: one thread per core first, then the
+  // cores' second hardware threads (Linux's placement of busy threads on the P-cores: idle cores
+  // before SMT siblings, docs/research-smt-ecores.md §3).
+  int cpu_for_thread(unsigned index) const {
+    const unsigned k = index % unsigned(running_.size());
+    if (threads_per_core_ < 2) return int(k);
+    const unsigned cores = unsigned(running_.size()) / threads_per_core_;
+    return int((k % cores) * threads_per_core_ + k / cores);
+  }
 
   SimTask* current(int cpu) const { return running_[size_t(cpu)]; }
+  unsigned threads_per_core() const { return threads_per_core_; }
   // The current task of `cpu` can go on running (no switch).
   bool keeps_running(int cpu) const {
     const SimTask* t = current(cpu);
@@ -60,6 +71,7 @@ class Scheduler {
  private:
   std::vector<std::unique_ptr<SimTask>> tasks_;
   std::vector<SimTask*> running_;
+  unsigned threads_per_core_ = 1;
   std::vector<std::deque<SimTask*>> runq_;
   std::function<void(int)> wake_;
 };

@@ -23,6 +23,10 @@ void PlatformParams::visit(Params& p) {
                 {{"x86_64", pg::Isa::x86_64}, {"arm64", pg::Isa::arm64}},
                 "the ISA of the functional platform (the other platforms have their own)");
   p.integer("platform.cores", cores, 1, 1, 64, "number of simulated cores");
+  p.boolean("platform.smt", smt, false,
+            "two hardware threads per core (Hyper-Threading; the i7-12700kf's P-cores): logical "
+            "CPUs 2n and 2n+1 share core n's caches, TLBs and walkers, each with half its ROB, "
+            "load and store buffers and fill buffers (docs/research-smt-ecores.md)");
   p.real("platform.clock_ghz", clock_ghz, 4.9, 0.1, 10.0,
          "core clock; converts the kernel's cost account and memory latencies in ns to cycles",
          "GHz");
@@ -122,16 +126,23 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
                                        std::string("kernel cost items charged: ") + n + " (see cost." + n + ")");
   }
   kernel_cycles_ = &stats.counter("kcost.cycles", "cycles the kernel's cost account came to (exception entry/exit included)");
-  sched_.set_cpus(pp_.cores);
-  if (pp_.cores > 1) {
+  if (pp_.smt && pp_.name != PlatformName::i7_12700kf)
+    fatal("{}: platform.smt = true is impossible with platform.name = {}: only the i7-12700kf's "
+          "P-cores have two hardware threads",
+          cfg.setting("platform.smt").origin, cfg.get_string("platform.name"));
+  if (pp_.cpus() > 64)
+    fatal("{}: platform.cores = {} with platform.smt = true makes {} logical CPUs; at most 64",
+          cfg.setting("platform.cores").origin, pp_.cores, pp_.cpus());
+  sched_.set_cpus(pp_.cpus(), pp_.threads_per_core());
+  if (pp_.cpus() > 1) {
     // Kernel locks become simulated resources that CPUs wait for.
     locks_ = std::make_unique<LockTiming>(stats, pp_.clock_ghz);
     kernel_->set_lock_timing(&cost_, pp_.clock_ghz, locks_.get());
   }
   auto lg = log::get("system");
-  lg->info("platform {} ({}, {} core{}, {} GHz), kernel wp_reuse={} fork_copy={} large_folio_reuse={}",
+  lg->info("platform {} ({}, {} core{}{}, {} GHz), kernel wp_reuse={} fork_copy={} large_folio_reuse={}",
            cfg.get_string("platform.name"), pg::isa_name(pp_.effective_isa()), pp_.cores,
-           pp_.cores > 1 ? "s" : "", pp_.clock_ghz, cfg.get_string("kernel.wp_reuse"),
+           pp_.cores > 1 ? "s" : "", pp_.smt ? " x 2 threads" : "", pp_.clock_ghz, cfg.get_string("kernel.wp_reuse"),
            cfg.get_string("kernel.fork_copy"), kp_.large_folio_reuse);
   lg->info("workload {}: {} of {} folios, pattern {}, {} thread{}", workload_->name(),
            format_size(wp_.size), wl::folio_kind_name(wp_.folio), wl::pattern_name(wp_.pattern),

@@ -37,6 +37,9 @@ struct PlatformParams {
   PlatformName name = PlatformName::functional;
   pg::Isa isa = pg::Isa::x86_64;  // the functional platform's ISA
   unsigned cores = 1;
+  bool smt = false;  // platform.smt: two hardware threads per core (the i7-12700kf's P-cores)
+  unsigned threads_per_core() const { return smt ? 2 : 1; }
+  unsigned cpus() const { return cores * threads_per_core(); }  // logical CPUs
   double clock_ghz = 0;
   std::string log_level;
   bool host_stats = true;

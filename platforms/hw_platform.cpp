@@ -7,12 +7,15 @@ namespace mmusim {
 
 // The kernel's TLB maintenance, forwarded to the cores' translation caches (the rules are in
 // models/walker/maintenance.hpp). The arm64 IS forms reach every core.
+// (SMT: a hardware thread's entries in the TLBs it shares carry its tag, CoreModule::asid_tag.)
 void PlatformMmuHw::x86_invlpg(int cpu, uint16_t pcid, uint64_t va) {
-  cores.at(size_t(cpu))->maintenance().x86_invlpg(pcid, va);
+  hw::CoreModule& c = *cores.at(size_t(cpu));
+  c.maintenance().x86_invlpg(uint16_t(pcid | c.asid_tag()), va);
 }
 
 void PlatformMmuHw::x86_flush_pcid(int cpu, uint16_t pcid) {
-  cores.at(size_t(cpu))->maintenance().x86_flush_pcid(pcid);
+  hw::CoreModule& c = *cores.at(size_t(cpu));
+  c.maintenance().x86_flush_pcid(uint16_t(pcid | c.asid_tag()));
 }
 
 double PlatformMmuHw::arm64_tlbi(int cpu, kmm::TlbiOp op, uint16_t asid, uint64_t va, bool broadcast) {
@@ -86,17 +89,41 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
   // Private L1D/L2, TLBs and walkers per core; one LLC for all (UARCH A.2: 25 MB shared).
   p.caches.llc.validate();
   llc_ = std::make_unique<hw::Cache>(p.caches.llc, stats);
-  for (unsigned c = 0; c < pp.cores; ++c) {
+  // SMT: logical CPUs 2n and 2n+1 are the two hardware threads of core n. They share its caches,
+  // TLBs and walkers (one CoreMmu; CPUID leaf 0x18 lists each P-core TLB once, for both threads:
+  // docs/research-smt-ecores.md §1 [H]); each thread's entries carry its tag, so that the
+  // sibling does not hit them [U: not documented; Linux gives the siblings PCIDs of their own
+  // anyway]. The ROB, load and store buffers are partitioned when both threads run; here each
+  // thread has half of them, and half the fill buffers, always [U/derived]. While both threads
+  // have a task, each allocates and retires at half the width (OooCore::set_sibling) [U]; the
+  // execution ports are not modelled, and the kernel's prices are a whole core's.
+  if (pp.smt) {
+    // (A sibling's activity changes the widths during a run-ahead: no replay of run-aheads.)
+    p.core.runahead_reuse = false;
+    p.core.rob /= 2;
+    p.core.load_buffer = std::max(1u, p.core.load_buffer / 2);
+    p.core.store_buffer = std::max(1u, p.core.store_buffer / 2);
+    p.core.fill_buffers = std::max(1u, p.core.fill_buffers / 2);
+  }
+  const unsigned tpc = pp.threads_per_core();
+  for (unsigned c = 0; c < pp.cpus(); ++c) {
     std::string cname = "cpu" + std::to_string(c);
+    const unsigned thread = c % tpc;
+    hw::CoreMmu* sibling = thread ? &cores_.at(c - thread)->mmu() : nullptr;
     cores_.push_back(std::make_unique<hw::CoreModule>(cname.c_str(), int(c), p, isa, os_,
-                                                      sys_.kernel().phys(), stats, &trace, llc_.get()));
+                                                      sys_.kernel().phys(), stats, &trace, llc_.get(),
+                                                      sibling, uint16_t(thread << kSmtTagShift)));
     mmu_.cores.push_back(cores_.back().get());
+    if (thread) {
+      cores_[c]->core().set_sibling(&cores_[c - 1]->core());
+      cores_[c - 1]->core().set_sibling(&cores_[c]->core());
+    }
   }
   mmu_.kernel = &sys_.kernel();
   mmu_.ipi_handler_cycles = pp.ipi_handler.cycles(pp.clock_ghz);
   mmu_.ipi_latency_cycles = pp.ipi_latency.cycles(pp.clock_ghz);
   mmu_.ack_cycles = pp.line_transfer.cycles(pp.clock_ghz);
-  if (pp.cores > 1) {
+  if (pp.cpus() > 1) {
     mmu_.ipis = &stats.counter("kernel.tlb_shootdown_ipis", "x86 TLB-shootdown IPIs sent to other CPUs");
     Counter* broadcasts = &stats.counter("kernel.tlbi_broadcasts", "arm64 broadcast TLBIs (multi-core)");
     Counter* contended = &stats.counter("kernel.tlbi_broadcasts_contended", "arm64 broadcast TLBIs that met another CPU's");
@@ -126,9 +153,12 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
   // The invariant checker sees what the TLBs cache (PORTMAP §3.3 item 8).
   sys_.kernel().set_tlb_enumerator([this](const std::function<void(const kmm::Kernel::CachedTranslation&)>& fn) {
     for (size_t i = 0; i < cores_.size(); ++i) {
+      if (!cores_[i]->owns_mmu()) continue;  // an SMT sibling's TLBs: listed with the first thread's
       for (hw::Tlb* t : cores_[i]->maintenance().tlbs()) {
         t->for_each([&](const hw::TlbEntry& e) {
-          fn(kmm::Kernel::CachedTranslation{int(i), e.asid, e.vbase, e.bytes(), e.pbase >> kmm::PAGE_SHIFT, e.writable});
+          const unsigned thread = e.asid >> kSmtTagShift;
+          fn(kmm::Kernel::CachedTranslation{int(i + thread), uint16_t(e.asid & ((1u << kSmtTagShift) - 1)), e.vbase,
+                                            e.bytes(), e.pbase >> kmm::PAGE_SHIFT, e.writable});
         });
       }
     }

@@ -16,6 +16,9 @@
 
 namespace mmusim {
 
+// SMT: the second hardware thread's tag in the ASIDs of the TLBs it shares (above the 12 PCID bits).
+inline constexpr unsigned kSmtTagShift = 12;
+
 // The kernel's TLB maintenance, routed to the cores' TLBs and walkers.
 class PlatformMmuHw : public kmm::MmuHw {
  public:

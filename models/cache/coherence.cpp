@@ -56,7 +56,8 @@ double KernelLineCoherence::access(int cpu, uint64_t pa, bool write, uint64_t t,
   if (p > 0 && u[p - 1].cpu != cpu && (write || u[p - 1].write)) from = u[p - 1].cpu;
   double cycles = 0;
   uint64_t at = t;
-  if (from >= 0 && holds(from, pa)) {
+  // (SMT siblings share the core's caches: nothing moves between them.)
+  if (from >= 0 && caches_[size_t(from)] != caches_[size_t(cpu)] && holds(from, pa)) {
     // The line moves from `from`: the earliest time from t on when it is not serving another
     // transfer.
     uint64_t s = t;

@@ -57,9 +57,16 @@ class CoreMmu {
   TranslationCaches& maintenance() { return *maint_; }
   // The translation path through these TLBs and this walker under `rules` (the core's
   // CoreParams::translation_rules): what OooCore translates with.
-  TranslationPath translation_path(const TranslationRules& rules) {
-    return TranslationPath(*l1_load_, *l1_store_, l2_.get(), *walker_, mem_, rules, trace_, ghz_,
-                           itlb_.get());
+  // `trace`: where the path's walk events go (null: this CoreMmu's context; an SMT sibling sharing
+  // it passes its own).
+  TranslationPath translation_path(const TranslationRules& rules, TraceContext* trace = nullptr) {
+    return TranslationPath(*l1_load_, *l1_store_, l2_.get(), *walker_, mem_, rules,
+                           trace ? trace : trace_, ghz_, itlb_.get());
+  }
+  // SMT: the thread running now on a core whose TLBs two threads share attributes their events.
+  void set_tlb_trace(TraceContext* t) {
+    for (Tlb* x : {l1_load_.get(), l1_store_, itlb_.get(), l2_.get()})
+      if (x) x->set_trace(t);
   }
   pg::Isa isa() const { return isa_; }
   double ghz() const { return ghz_; }

@@ -4,12 +4,19 @@
 namespace mmusim::hw {
 
 CoreModule::CoreModule(sc_core::sc_module_name n, int cpu, const CoreMmuParams& p, pg::Isa isa,
-                       Os& os, PhysMem& mem, Stats& stats, Trace* trace, Cache* shared_llc)
-    : sc_core::sc_module(n), cpu_(cpu), ghz_(os.ghz()), quantum_(p.core.quantum) {
+                       Os& os, PhysMem& mem, Stats& stats, Trace* trace, Cache* shared_llc,
+                       CoreMmu* sibling, uint16_t asid_tag)
+    : sc_core::sc_module(n), cpu_(cpu), ghz_(os.ghz()), quantum_(p.core.quantum), asid_tag_(asid_tag) {
   tctx_.trace = trace;
   tctx_.cpu = cpu;
-  mmu_ = std::make_unique<CoreMmu>(p, isa, mem, ghz_, stats, &tctx_, shared_llc);
-  core_ = std::make_unique<OooCore>(cpu, p.core, isa, os, mem, *mmu_, stats, &tctx_);
+  if (sibling) {
+    mmu_ = sibling;
+  } else {
+    own_mmu_ = std::make_unique<CoreMmu>(p, isa, mem, ghz_, stats, &tctx_, shared_llc);
+    mmu_ = own_mmu_.get();
+  }
+  core_ = std::make_unique<OooCore>(cpu, p.core, isa, os, mem, *mmu_, stats, &tctx_, asid_tag,
+                                    sibling != nullptr || asid_tag != 0);
   SC_THREAD(run);
 }
 

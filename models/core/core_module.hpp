@@ -18,8 +18,15 @@ class CoreModule : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(CoreModule);
   // `shared_llc`: the last-level cache all cores share (null: this core has its own).
+  // `sibling`: SMT: the CoreMmu (caches, TLBs, walkers) of the physical core this hardware thread
+  // shares with another (null: its own); `asid_tag` is ORed into the ASIDs of its translations, so
+  // that the shared TLBs keep each thread's entries apart.
   CoreModule(sc_core::sc_module_name n, int cpu, const CoreMmuParams& p, pg::Isa isa, Os& os,
-             PhysMem& mem, Stats& stats, Trace* trace, Cache* shared_llc = nullptr);
+             PhysMem& mem, Stats& stats, Trace* trace, Cache* shared_llc = nullptr,
+             CoreMmu* sibling = nullptr, uint16_t asid_tag = 0);
+  CoreMmu& mmu() { return *mmu_; }
+  bool owns_mmu() const { return own_mmu_ != nullptr; }
+  uint16_t asid_tag() const { return asid_tag_; }
 
   Tlb& l1_load() { return mmu_->l1_load(); }
   Tlb& l1_store() { return mmu_->l1_store(); }
@@ -48,7 +55,9 @@ class CoreModule : public sc_core::sc_module {
   double ghz_;
   uint64_t quantum_;
   TraceContext tctx_;
-  std::unique_ptr<CoreMmu> mmu_;  // caches, TLBs, walker (built as the tests build them)
+  std::unique_ptr<CoreMmu> own_mmu_;  // caches, TLBs, walker (built as the tests build them)
+  CoreMmu* mmu_;                      // own_mmu_, or the SMT sibling's
+  uint16_t asid_tag_;
   std::unique_ptr<OooCore> core_;
   bool done_ = false;
   sc_core::sc_event work_;

@@ -47,7 +47,7 @@ void CoreParams::visit(Params& p) {
 // ------------------------------------------------------------------------------------------------
 
 OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem, CoreMmu& mmu,
-                 Stats& stats, TraceContext* trace)
+                 Stats& stats, TraceContext* trace, uint16_t asid_tag, bool shared_mmu)
     : PipelineState(p.rob, p.store_buffer, p.load_buffer),
       cpu_(cpu),
       p_(p),
@@ -62,7 +62,9 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
       caches_(mmu.caches()),
       trace_(trace),
       ghz_(os.ghz()),
-      path_(mmu.translation_path(p.translation_rules(isa))),
+      path_(mmu.translation_path(p.translation_rules(isa), trace)),
+      asid_tag_(asid_tag),
+      shared_mmu_(shared_mmu ? &mmu : nullptr),
       fetched_(p.rob + 2),
       reuse_(p, path_.rules().cache_faulting_entries, l1_load_, l1_store_, l2_, itlb_, *this,
              fetched_),
@@ -141,7 +143,7 @@ uint64_t OooCore::fetch_translate(const wl::Uop& u, uint64_t t, uint64_t limit, 
 OooCore::Issue OooCore::issue(const wl::Uop& u, uint64_t seq, uint64_t limit, bool spec) {
   Issue is;
   // Allocation: width, fences, a free ROB entry, a store- or load-buffer entry.
-  uint64_t a = alloc_in_cycle_ >= p_.alloc_width ? alloc_cycle_ + 1 : alloc_cycle_;
+  uint64_t a = alloc_in_cycle_ >= width(p_.alloc_width) ? alloc_cycle_ + 1 : alloc_cycle_;
   // Instruction fetch: the micro-op's code page, translated when the front end reaches another
   // page or the ITLB lost an entry since (see the header), requested when allocation reaches the
   // micro-op by its width (fences and full buffers hold allocation, not fetch).
@@ -270,7 +272,7 @@ void OooCore::write_store(const wl::Uop& u, uint64_t pa, uint64_t retire_cycle) 
 void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
   uint64_t r = std::max(is.done + 1, last_retire_);
   if (r == last_retire_) {
-    if (++retire_in_cycle_ > p_.retire_width) {
+    if (++retire_in_cycle_ > width(p_.retire_width)) {
       ++r;
       retire_in_cycle_ = 1;
     }
@@ -588,10 +590,12 @@ void OooCore::resume_at(uint64_t cycle) {
 }
 
 OooCore::Run OooCore::run_until(uint64_t cycle_limit) {
+  if (shared_mmu_) shared_mmu_->set_tlb_trace(trace_);  // SMT: the shared TLBs' events are this thread's now
   while (now_ < cycle_limit) {
     if (!have_task_) {
       double sw = 0;
       if (!os_.schedule(cpu_, ps(now_), &ctx_, &sw)) return os_.all_exited() ? Run::Done : Run::Idle;
+      ctx_.asid |= asid_tag_;
       have_task_ = true;
       program_done_ = false;
       fetched_.clear();

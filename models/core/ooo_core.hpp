@@ -150,8 +150,14 @@ class OooCore : private PipelineState {
  public:
   // `mmu`: this core's caches, TLBs and walker; the core translates through
   // mmu.translation_path(p.translation_rules(isa)).
+  // `asid_tag`: ORed into the task's ASID (SMT: the hardware thread's tag in the shared TLBs);
+  // `shared_mmu`: the CoreMmu is shared with an SMT sibling.
   OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem, CoreMmu& mmu,
-          Stats& stats, TraceContext* trace);
+          Stats& stats, TraceContext* trace, uint16_t asid_tag = 0, bool shared_mmu = false);
+  // SMT: the other hardware thread of this core. While it has a task, allocation and retirement
+  // alternate between the two: each gets half the width.
+  void set_sibling(const OooCore* s) { sibling_ = s; }
+  bool has_task() const { return have_task_; }
   ~OooCore();
 
   // Runs micro-ops until the core's time passes `cycle_limit`. Idle: no task is runnable here
@@ -249,6 +255,10 @@ class OooCore : private PipelineState {
   TraceContext* trace_;
   double ghz_;
   TranslationPath path_;  // every load and store translates here
+  uint16_t asid_tag_;     // SMT: this hardware thread's tag, ORed into the task's ASID
+  CoreMmu* shared_mmu_;   // SMT: the CoreMmu this thread shares with its sibling (null: its own)
+  const OooCore* sibling_ = nullptr;
+  unsigned width(unsigned w) const { return sibling_ && sibling_->have_task_ ? std::max(1u, w / 2) : w; }
 
   bool have_task_ = false;
   RunContext ctx_;

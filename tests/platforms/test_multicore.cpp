@@ -11,6 +11,7 @@
 
 #include "kernel_mm/arch/x86/x86.hpp"
 #include "os/lock_timing.hpp"
+#include "os/scheduler.hpp"
 #include "platforms/hw_platform.hpp"
 #include "platforms/platform.hpp"
 #include "platforms/run_mmusim.hpp"
@@ -337,4 +338,86 @@ TEST_CASE("the trace's mm_fault_done comes after the handler's wait for the stor
   }
   CHECK(pairs >= 2048);
   CHECK(worst < 30e-9);  // seconds: restart_delay and the front end, not the drain
+}
+
+TEST_CASE("SMT: siblings share the core's caches and TLB arrays, and keep their entries apart", "[multicore][smt]") {
+  Schema schema = build_schema();
+  Config cfg(schema);
+  cfg.set_override("platform.name=i7-12700kf");
+  cfg.set_override("platform.cores=2");
+  cfg.set_override("platform.smt=true");
+  Stats stats;
+  Trace trace;
+  auto base = build_platform(cfg, stats, trace);
+  auto* p = dynamic_cast<HwPlatform*>(base.get());
+  REQUIRE(p);
+  // Logical CPUs 0 and 1 are core 0's threads, 2 and 3 core 1's.
+  CHECK(&p->core(0).caches() == &p->core(1).caches());
+  CHECK(&p->core(2).caches() == &p->core(3).caches());
+  CHECK(&p->core(0).caches() != &p->core(2).caches());
+  CHECK(p->core(0).l2() == p->core(1).l2());
+  CHECK(p->core(1).l2() != p->core(2).l2());
+  CHECK(&p->core(0).walker() == &p->core(1).walker());
+  // Each thread's entries carry its tag: an INVLPG on CPU 1 drops CPU 1's entry only.
+  kmm::Kernel& k = p->system().kernel();
+  const uint64_t va = 0x7f0000123000ull;
+  const uint16_t pcid = 5;
+  hw::TlbEntry e;
+  e.vbase = va;
+  e.pbase = 0x5000;
+  e.writable = false;
+  e.user = true;
+  e.asid = uint16_t(pcid | p->core(0).asid_tag());
+  p->core(0).l2()->fill(va, e);
+  e.asid = uint16_t(pcid | p->core(1).asid_tag());
+  p->core(1).l2()->fill(va, e);
+  CHECK(p->core(0).asid_tag() != p->core(1).asid_tag());
+  REQUIRE(p->core(0).l2()->probe(va, uint16_t(pcid | p->core(0).asid_tag())));
+  REQUIRE(p->core(1).l2()->probe(va, uint16_t(pcid | p->core(1).asid_tag())));
+  k.hw().x86_invlpg(1, pcid, va);
+  CHECK(p->core(0).l2()->probe(va, uint16_t(pcid | p->core(0).asid_tag())));
+  CHECK_FALSE(p->core(1).l2()->probe(va, uint16_t(pcid | p->core(1).asid_tag())));
+}
+
+TEST_CASE("SMT: threads go one per core first, then to the second hardware threads", "[multicore][smt]") {
+  Scheduler s;
+  s.set_cpus(8, 2);  // 4 cores x 2 threads
+  std::vector<int> cpus;
+  for (unsigned i = 0; i < 9; ++i) cpus.push_back(s.cpu_for_thread(i));
+  CHECK(cpus == std::vector<int>{0, 2, 4, 6, 1, 3, 5, 7, 0});
+  s.set_cpus(4);
+  CHECK(s.cpu_for_thread(5) == 1);
+}
+
+TEST_CASE("SMT: 16 threads on 8 cores run to the end, checked, and the same seed gives the same results", "[multicore][smt][determinism]") {
+  // With the kernel's invariant checker on, which compares every TLB entry of every hardware
+  // thread (the shared arrays, untagged) with the page tables.
+  std::vector<std::string> sets = {"platform.name=i7-12700kf", "platform.cores=8", "platform.smt=true",
+                                   "workload.threads=16", "workload.size=8M", "workload.folio=64K",
+                                   "workload.pattern=random-byte", "kernel.wp_reuse=pagetable",
+                                   "kernel.check_invariants=true", "sim.seed=5", "output.host_stats=false"};
+  std::string t1, t2;
+  const std::string a = run(sets, &t1);
+  const std::string b = run(sets, &t2);
+  CHECK(a == b);
+  CHECK(t1 == t2);
+  CHECK(stat(a, "faults.region") >= 128);  // at least one per folio
+  CHECK(stat(a, "kernel.wp_reuse") == 128);
+  // The siblings' kernel accesses do not move lines between them; other cores' do.
+  CHECK(stat(a, "coherence.transfers") > 0);
+}
+
+TEST_CASE("SMT: impossible on the Neoverse N1, a clear error", "[multicore][smt]") {
+  char dir[] = "/tmp/mmusim-smt-XXXXXX";
+  REQUIRE(mkdtemp(dir));
+  const std::string cmd = std::string(MMUSIM_BINARY) + " run " + MMUSIM_SOURCE_DIR +
+                          "/configs/default.cfg --quiet --set platform.name=neoverse-n1 --set platform.smt=true"
+                          " --stats /dev/null 2> " + dir + "/err.txt";
+  const int st = std::system(cmd.c_str());
+  REQUIRE(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 2);
+  const std::string err = slurp(std::string(dir) + "/err.txt");
+  CHECK(err.find("platform.smt") != std::string::npos);
+  CHECK(err.find("neoverse-n1") != std::string::npos);
+  std::system((std::string("rm -rf ") + dir).c_str());
 }
