@@ -37,7 +37,8 @@
 //     the other RSS counters are 0 (no file, swap, shmem). pgtables_bytes == PAGE_SIZE x (PUD +
 //     PMD + PTE tables present + tables deposited under this mm's huge PMDs): mm_inc_nr_puds/
 //     pmds/ptes; the PGD is not counted (as in the kernel).
-//  8  TLB coherence, if a TLB enumerator is registered: every cached translation maps, for each
+//  8  TLB coherence, if a TLB enumerator is registered (except on a CPU that defers its flush of
+//     the mm, Arch::tlb_flush_deferred: x86 lazy TLB): every cached translation maps, for each
 //     4 KiB it covers, the PFN the PTE/PMD maps now, with equal or less permission (stale
 //     read-only entries are fine; a writable entry for a read-only or absent PTE, or another
 //     PFN, is not). Entries of an ASID no live mm owns are reported: the platform must flush
@@ -840,6 +841,9 @@ class Checker {
         return;
       }
       const mm_struct* mm = it->second;
+      // A CPU that will flush mm's entries before it uses them (x86 lazy TLB, or switched away,
+      // with its generation of mm behind): they may be out of date.
+      if (arch_.tlb_flush_deferred(t.cpu, mm)) return;
       const uint64_t size = t.page_size ? t.page_size : PAGE_SIZE;
       for (uint64_t off = 0; off < size;) {
         const uint64_t va = t.va + off;

@@ -77,7 +77,9 @@ void Kernel::__mmput(mm_struct* mm) {
 
   // mmdrop(mm) -> __mmdrop(mm): nobody holds mm_count beyond mm_users here.
   // cleanup_lazy_tlbs(mm): CPUs still showing this mm as loaded keep it only as a lazy TLB mm; the
-  // flush of exit_mmap removed its translations.
+  // flush of exit_mmap removed its translations there. CPUs that switched away still hold some
+  // under its PCID: destroy_context() drops them (the kernel's reuse of the PCID would).
+  arch_->destroy_context(mm);
   // mm_free_pgd(mm) -> pgd_free()
   if (mm->pgd) {
     pte_free(mm, pfn_t(mm->pgd >> PAGE_SHIFT));

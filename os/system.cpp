@@ -205,7 +205,13 @@ SimTask* System::schedule(int cpu, uint64_t now_ps, double* cycles) {
   SimTask* cur = sched_.current(cpu);
   if (sched_.keeps_running(cpu)) return cur;
   SimTask* next = sched_.switch_to_next(cpu);
-  if (!next) return nullptr;
+  if (!next) {
+    // The idle task: enter_lazy_tlb() (kernel/sched/core.c context_switch() to a task without an
+    // mm), in simulated-time order with the other CPUs' kernel entries (their flushes read it).
+    if (sync_) sync_(cpu, now_ps);
+    kernel_->arch().enter_lazy_tlb(cpu);
+    return nullptr;
+  }
   enter_kernel(cpu, now_ps);
   kernel_->enter(next->t, cpu, now_ps);
   kernel_->arch().switch_mm(cpu, next->t->mm);

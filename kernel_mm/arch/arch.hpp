@@ -184,6 +184,16 @@ class Arch {
   // `cpu` now runs `next` (null: a kernel thread / idle). Sets mm_cpumask and the loaded mm.
   virtual void switch_mm(int cpu, mm_struct* next);
   mm_struct* loaded_mm(int cpu) const { return loaded_mm_[cpu]; }
+  // `cpu` has nothing to run and idles (the scheduler's enter_lazy_tlb() hint): it keeps its
+  // loaded mm. x86 stops taking that mm's flush IPIs until it runs a task again.
+  virtual void enter_lazy_tlb(int cpu) {}
+  // The invariant checker: may `cpu`'s TLB hold out-of-date entries of `mm` because the CPU will
+  // flush them before it uses them (x86: it does not run mm now, or runs it lazily, and its
+  // generation of mm is behind)? arm64 flushes by broadcast: never.
+  virtual bool tlb_flush_deferred(int cpu, const mm_struct* mm) const { return false; }
+  // The mm is going away (__mmdrop): x86 gives up its contexts on every CPU; the entries of a
+  // context the kernel would reuse with a flush are flushed now, so that none of a dead mm stays.
+  virtual void destroy_context(mm_struct* mm) {}
 
   // ---- fault entry -----------------------------------------------------------------------------
   // x86 do_user_addr_fault() (syndrome = the #PF error code) / arm64 do_page_fault() (syndrome =

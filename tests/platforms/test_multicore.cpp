@@ -421,3 +421,53 @@ TEST_CASE("SMT: impossible on the Neoverse N1, a clear error", "[multicore][smt]
   CHECK(err.find("neoverse-n1") != std::string::npos);
   std::system((std::string("rm -rf ") + dir).c_str());
 }
+
+TEST_CASE("x86 lazy TLB: an idle CPU gets no flush IPI, and flushes when it runs the mm again", "[multicore]") {
+  Schema schema = build_schema();
+  Config cfg(schema);
+  cfg.set_override("platform.name=i7-12700kf");
+  cfg.set_override("platform.cores=2");
+  Stats stats;
+  Trace trace;
+  auto base = build_platform(cfg, stats, trace);
+  auto* p = dynamic_cast<HwPlatform*>(base.get());
+  REQUIRE(p);
+  kmm::Kernel& k = p->system().kernel();
+  auto& x86 = static_cast<kmm::X86Arch&>(k.arch());
+  kmm::task_struct* t = k.tasks().front().get();
+  kmm::mm_struct* mm = t->mm;
+  const uint64_t va = 0x7f0000123000ull;
+  const uint16_t asid = uint16_t(mm->id);
+  x86.switch_mm(0, mm);
+  x86.switch_mm(1, mm);
+  hw::TlbEntry e;
+  e.vbase = va;
+  e.pbase = 0x5000;
+  e.asid = asid;
+  e.user = true;
+  p->core(1).l2()->fill(va, e);
+  // CPU 1 idles: lazy, still in mm_cpumask, its TLB as it was.
+  x86.enter_lazy_tlb(1);
+  CHECK(x86.is_lazy(1));
+  CHECK(mm->cpumask.test(1));
+  k.enter(t, 0, 0);
+  x86.flush_tlb_mm_range(mm, va, va + kmm::PAGE_SIZE, kmm::PAGE_SHIFT, false);
+  CHECK(stats.total_value("kernel.tlb_shootdown_ipis") == 0);  // should_flush_tlb(): lazy
+  CHECK(p->core(1).l2()->probe(va, asid));                     // out of date, and unused
+  CHECK(x86.tlb_flush_deferred(1, mm));
+  // Back to the mm: its generation moved on, so switch_mm_irqs_off() flushes.
+  x86.switch_mm(1, mm);
+  CHECK_FALSE(x86.is_lazy(1));
+  CHECK_FALSE(p->core(1).l2()->probe(va, asid));
+  CHECK_FALSE(x86.tlb_flush_deferred(1, mm));
+  // Freed page tables reach lazy CPUs too (native_flush_tlb_multi: on_each_cpu_mask), which
+  // leave the mm (switch to init_mm).
+  x86.enter_lazy_tlb(1);
+  x86.flush_tlb_mm_range(mm, va, va + kmm::PAGE_SIZE, kmm::PAGE_SHIFT, true);
+  CHECK(stats.total_value("kernel.tlb_shootdown_ipis") == 1);
+  CHECK_FALSE(mm->cpumask.test(1));
+  CHECK(x86.loaded_mm(1) == nullptr);
+  // Switching to another mm leaves the old one's cpumask.
+  x86.switch_mm(1, mm);
+  CHECK(mm->cpumask.test(1));
+}

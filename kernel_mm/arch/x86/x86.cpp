@@ -146,6 +146,86 @@ int X86Arch::ptep_set_access_flags(vm_area_struct*, uint64_t, pte_t* ptep, pte_t
   return changed;
 }
 
+// choose_new_asid() (tlb.c:217)
+void X86Arch::choose_new_asid(int cpu, const mm_struct* next, unsigned* asid, bool* need_flush) {
+  for (unsigned a = 0; a < kNrDynAsids; ++a) {
+    if (ctxs_[cpu][a].mm_id != next->id) continue;
+    *asid = a;
+    *need_flush = ctxs_[cpu][a].tlb_gen < next->tlb_gen;
+    return;
+  }
+  // No slot on this CPU: take the next one round robin. (The PCID the slot stood for is reused
+  // with a flush in the kernel: the evicted mm's entries go.)
+  *asid = next_asid_[cpu]++;
+  if (*asid >= kNrDynAsids) {
+    *asid = 0;
+    next_asid_[cpu] = 1;
+  }
+  if (ctxs_[cpu][*asid].mm_id >= 0) k_.hw().x86_flush_pcid(cpu, uint16_t(ctxs_[cpu][*asid].mm_id));
+  *need_flush = true;
+}
+
+// switch_mm_irqs_off() (tlb.c:499): back from lazy mode on the same mm, the TLB is used as it is
+// if its generation is current, else flushed; to another mm, the CPU leaves the old mm's
+// cpumask, joins the new one's, and flushes the new mm's context unless it is up to date. The
+// flush is the CR3 write's (load_new_mm_cr3(..., need_flush)): the context switch's price.
+void X86Arch::switch_mm(int cpu, mm_struct* next) {
+  mm_struct* prev = loaded_mm_[cpu];
+  const bool was_lazy = is_lazy_[cpu];
+  is_lazy_[cpu] = false;
+  if (!next) {
+    if (prev) prev->cpumask.reset(size_t(cpu));
+    loaded_mm_[cpu] = nullptr;
+    return;
+  }
+  unsigned asid = loaded_asid_[cpu];
+  bool need_flush = false;
+  if (prev == next) {
+    next->cpumask.set(size_t(cpu));
+    if (!was_lazy || ctxs_[cpu][asid].tlb_gen == next->tlb_gen) return;
+    need_flush = true;
+  } else {
+    if (prev) prev->cpumask.reset(size_t(cpu));
+    next->cpumask.set(size_t(cpu));
+    choose_new_asid(cpu, next, &asid, &need_flush);
+  }
+  if (need_flush) {
+    ctxs_[cpu][asid].mm_id = next->id;
+    ctxs_[cpu][asid].tlb_gen = next->tlb_gen;
+    k_.hw().x86_flush_pcid(cpu, uint16_t(next->id));
+  }
+  loaded_mm_[cpu] = next;
+  loaded_asid_[cpu] = asid;
+}
+
+// enter_lazy_tlb() (tlb.c:676)
+void X86Arch::enter_lazy_tlb(int cpu) {
+  if (!loaded_mm_[cpu]) return;
+  is_lazy_[cpu] = true;
+}
+
+bool X86Arch::tlb_flush_deferred(int cpu, const mm_struct* mm) const {
+  if (loaded_mm_[cpu] == mm && !is_lazy_[cpu]) return false;
+  for (unsigned a = 0; a < kNrDynAsids; ++a)
+    if (ctxs_[cpu][a].mm_id == mm->id) return ctxs_[cpu][a].tlb_gen < mm->tlb_gen;
+  return true;  // no context: the next switch to mm flushes
+}
+
+void X86Arch::destroy_context(mm_struct* mm) {
+  for (int cpu = 0; cpu < kMaxCpus; ++cpu) {
+    for (TlbCtx& c : ctxs_[cpu])
+      if (c.mm_id == mm->id) {
+        k_.hw().x86_flush_pcid(cpu, uint16_t(mm->id));
+        c = TlbCtx{};
+      }
+    if (loaded_mm_[cpu] == mm) {  // a lazy CPU: it keeps the mm only until it switches (mmgrab_lazy_tlb)
+      loaded_mm_[cpu] = nullptr;
+      is_lazy_[cpu] = false;
+    }
+  }
+  mm->cpumask.reset();
+}
+
 // flush_tlb_fix_spurious_fault() (asm/pgtable.h:1361): nothing on x86.
 void X86Arch::flush_tlb_fix_spurious_fault(vm_area_struct*, uint64_t, pte_t*) {}
 
@@ -184,8 +264,24 @@ void X86Arch::flush_tlb_mm_range(mm_struct* mm, uint64_t start, uint64_t end, un
   double last_ack = 0;
   for (int cpu = 0; cpu < kMaxCpus; ++cpu) {
     if (!mm->cpumask.test(size_t(cpu)) || cpu == self) continue;
+    // native_flush_tlb_multi(): with freed tables every CPU in the mask (on_each_cpu_mask), else
+    // on_each_cpu_cond_mask(should_flush_tlb, ...).
+    if (!freed_tables && !should_flush_tlb(cpu, mm)) continue;
     k_.charge(Cost::ipi);  // csd_lock(), llist_add() to its queue, the ICR write
-    const double work = flush_tlb_func(cpu, mm, start, end, stride_shift, /*here=*/false);
+    double work = 0;
+    if (is_lazy_[cpu]) {
+      // flush_tlb_func() on a lazy CPU: switch_mm_irqs_off(NULL, &init_mm) instead of a flush.
+      // (Its entries of mm stay in the kernel until the PCID is reused with a flush, and cannot
+      // be used before; they are dropped here, which changes no timing.)
+      mm->cpumask.reset(size_t(cpu));
+      loaded_mm_[cpu] = nullptr;
+      is_lazy_[cpu] = false;
+      k_.hw().x86_flush_pcid(cpu, uint16_t(mm->id));
+      for (TlbCtx& c : ctxs_[cpu])
+        if (c.mm_id == mm->id) c = TlbCtx{};
+    } else {
+      work = flush_tlb_func(cpu, mm, start, end, stride_shift, /*here=*/false);
+    }
     last_ack = std::max(last_ack, k_.hw().x86_ipi(self, cpu, k_.cycles_now(), work));
   }
   if (loaded_mm_[self] == mm) flush_tlb_func(self, mm, start, end, stride_shift);
@@ -199,6 +295,8 @@ void X86Arch::flush_tlb_mm_range(mm_struct* mm, uint64_t start, uint64_t end, un
 double X86Arch::flush_tlb_func(int cpu, mm_struct* mm, uint64_t start, uint64_t end, unsigned stride_shift,
                                bool here) {
   const uint16_t pcid = uint16_t(mm->id);
+  // The CPU's context of mm catches up with the generation (local_tlb_gen = mm_tlb_gen).
+  if (loaded_mm_[cpu] == mm) ctxs_[cpu][loaded_asid_[cpu]].tlb_gen = mm->tlb_gen;
   if (end == kFlushAll) {
     k_.hw().x86_flush_pcid(cpu, pcid);
     if (here) k_.charge(Cost::flush_full);

@@ -89,6 +89,13 @@ class X86Arch : public Arch {
 
   FaultReturn handle_user_fault(task_struct*, uint64_t, uint64_t, uint64_t) override;
 
+  // switch_mm_irqs_off(), enter_lazy_tlb() (arch/x86/mm/tlb.c:499, :676).
+  void switch_mm(int cpu, mm_struct* next) override;
+  void enter_lazy_tlb(int cpu) override;
+  bool tlb_flush_deferred(int cpu, const mm_struct* mm) const override;
+  void destroy_context(mm_struct* mm) override;
+  bool is_lazy(int cpu) const { return is_lazy_[cpu]; }
+
   // flush_tlb_mm_range() with TLB_FLUSH_ALL as `end` for a full flush.
   static constexpr uint64_t kFlushAll = ~uint64_t(0);
   void flush_tlb_mm_range(mm_struct* mm, uint64_t start, uint64_t end, unsigned stride_shift, bool freed_tables);
@@ -98,6 +105,25 @@ class X86Arch : public Arch {
   // its cycles (a remote CPU's, run in its IPI handler).
   double flush_tlb_func(int cpu, mm_struct* mm, uint64_t start, uint64_t end, unsigned stride_shift,
                         bool here = true);
+  // should_flush_tlb() (tlb.c:900): a CPU in lazy TLB mode is left out (it catches up when it
+  // switches back); mm_cpumask holds only CPUs that have mm loaded (switch_mm clears the old one).
+  bool should_flush_tlb(int cpu, const mm_struct* mm) const { return !is_lazy_[cpu] && loaded_mm_[cpu] == mm; }
+
+  // cpu_tlbstate: per CPU, TLB_NR_DYN_ASIDS (6) contexts, each the mm it holds and the tlb_gen
+  // its TLB entries are up to date with (the hardware PCID here is the mm's id: a context only
+  // tracks the generation, and an evicted context's entries are flushed as the PCID's reuse
+  // would flush them); the loaded one; lazy mode (cpu_tlbstate_shared.is_lazy).
+  static constexpr unsigned kNrDynAsids = 6;
+  struct TlbCtx {
+    int mm_id = -1;
+    uint64_t tlb_gen = 0;
+  };
+  TlbCtx ctxs_[kMaxCpus][kNrDynAsids];
+  unsigned loaded_asid_[kMaxCpus] = {};
+  unsigned next_asid_[kMaxCpus] = {};
+  bool is_lazy_[kMaxCpus] = {};
+  // choose_new_asid() (tlb.c:217): the context slot of `next` on `cpu` and whether it must flush.
+  void choose_new_asid(int cpu, const mm_struct* next, unsigned* asid, bool* need_flush);
 };
 
 // The arm64 arch layer lives in arch/arm64.
