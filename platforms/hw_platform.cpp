@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "platforms/hw_platform.hpp"
 
+#include <cmath>
+
 #include "base/error.hpp"
 
 namespace mmusim {
@@ -135,6 +137,15 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
     // channels' peak). The write-back paths stay per core (memory.write_bandwidth is one core's).
     fills_ = std::make_unique<hw::DramChannel>(double(hw::kLineBytes) / p.caches.memory_read_bandwidth * pp.clock_ghz, stats);
     for (auto& c : cores_) c->caches().share_fills(fills_.get());
+    // MESI between the cores' L1D/L2 for every access (loads, store drains, walks, the kernel's
+    // touches); the kernel's accesses are timed by the kernel-line transfers below.
+    for (auto& c : cores_)
+      if (c->owns_mmu()) peers_.all.push_back(&c->caches());
+    peers_.transfer_cycles = uint32_t(std::lround(pp.line_transfer.cycles(pp.clock_ghz)));
+    peers_.transfers = &stats.counter("coherence.cache.transfers", "loads, store drains and walks that took a modified line from another core's caches", "lines");
+    peers_.invalidations = &stats.counter("coherence.cache.invalidations", "other cores' copies of a line that a write invalidated", "lines");
+    if (peers_.all.size() > 1)
+      for (auto& c : cores_) c->caches().set_peers(&peers_);
     // The kernel's data moves between the cores' caches.
     std::vector<hw::MemoryHierarchy*> caches;
     for (auto& c : cores_) caches.push_back(&c->caches());

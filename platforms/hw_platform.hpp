@@ -63,7 +63,8 @@ class HwPlatform : public Platform {
   std::unique_ptr<hw::Cache> llc_;  // shared by the cores
   std::unique_ptr<hw::TlbiBroadcast> tlbi_;
   std::unique_ptr<hw::KernelLineCoherence> lines_;
-  std::unique_ptr<hw::DramChannel> fills_;  // several cores: the DRAM read path they share  // several cores: the kernel data's transfers
+  std::unique_ptr<hw::DramChannel> fills_;  // several cores: the DRAM read path they share
+  hw::MemoryHierarchy::Peers peers_;         // several cores: MESI between their private caches  // several cores: the kernel data's transfers
   std::vector<std::unique_ptr<hw::CoreModule>> cores_;
 };
 

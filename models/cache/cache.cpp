@@ -79,7 +79,7 @@ bool Cache::probe(uint64_t pa) const {
   uint64_t line = pa >> kLineShift;
   size_t base = size_t(set_of(line)) * ways_;
   for (uint32_t w = 0; w < ways_; ++w)
-    if ((tags_[base + w] & ~kDirty) == line) return true;
+    if ((tags_[base + w] & ~kFlags) == line) return true;
   return false;
 }
 
@@ -87,7 +87,7 @@ bool Cache::probe_dirty(uint64_t pa) const {
   uint64_t line = pa >> kLineShift;
   size_t base = size_t(set_of(line)) * ways_;
   for (uint32_t w = 0; w < ways_; ++w)
-    if (tags_[base + w] == (line | kDirty)) return true;
+    if ((tags_[base + w] & ~kShared) == (line | kDirty)) return true;
   return false;
 }
 
@@ -95,10 +95,43 @@ bool Cache::write_back_into(uint64_t pa) {
   uint64_t line = pa >> kLineShift;
   size_t base = size_t(set_of(line)) * ways_;
   for (uint32_t w = 0; w < ways_; ++w)
-    if ((tags_[base + w] & ~kDirty) == line) {
+    if ((tags_[base + w] & ~kFlags) == line) {
       tags_[base + w] |= kDirty;
       return true;
     }
+  return false;
+}
+
+bool Cache::set_shared(uint64_t pa, bool shared, bool clean) {
+  uint64_t line = pa >> kLineShift;
+  size_t base = size_t(set_of(line)) * ways_;
+  for (uint32_t w = 0; w < ways_; ++w) {
+    uint64_t& t = tags_[base + w];
+    if ((t & ~kFlags) != line) continue;
+    t = shared ? (t | kShared) : (t & ~kShared);
+    if (clean) t &= ~kDirty;
+    return true;
+  }
+  return false;
+}
+
+bool Cache::invalidate(uint64_t pa) {
+  uint64_t line = pa >> kLineShift;
+  size_t base = size_t(set_of(line)) * ways_;
+  for (uint32_t w = 0; w < ways_; ++w) {
+    uint64_t& t = tags_[base + w];
+    if ((t & ~kFlags) != line) continue;
+    const bool dirty = (t & kDirty) != 0;
+    if (recency_order_) {
+      // Keep the set in recency order: the invalid way goes last.
+      uint64_t* set = &tags_[base];
+      for (uint32_t i = w; i + 1 < ways_; ++i) set[i] = set[i + 1];
+      set[ways_ - 1] = kInvalid;
+    } else {
+      t = kInvalid;  // (tree-PLRU: fill_way() finds empty ways by their tag)
+    }
+    return dirty;
+  }
   return false;
 }
 
@@ -114,7 +147,7 @@ bool Cache::check_invariants(std::string* why) const {
       std::vector<uint64_t> set(ways_);
       for (uint32_t w = 0; w < ways_; ++w) {
         const uint64_t t = tags_[size_t(s) * ways_ + w];
-        set[w] = t == kInvalid ? t : t & ~kDirty;
+        set[w] = t == kInvalid ? t : t & ~kFlags;
       }
       if (!RecencyOrderLru::check(set.data(), ways_, kInvalid, why)) return false;
     }
@@ -164,12 +197,15 @@ MemoryHierarchy::Touch MemoryHierarchy::touch(uint64_t pa, uint64_t bytes, bool 
     Level l = DRAM;
     if (l1d_.install(a, write)) {
       l = L1D;
+      if (peers_ && write && l1d_.last_hit_shared()) upgrade(a, false);
     } else {
       if (l1d_.evicted_dirty() != Cache::kNoLine) write_back(l1d_.evicted_dirty(), 1, kUntimed);
       if (l2_.install(a)) {
         l = L2;
+        if (peers_) l2_hit_state(a, write, false);
       } else {
         if (l2_.evicted_dirty() != Cache::kNoLine) write_back(l2_.evicted_dirty(), 2, kUntimed);
+        if (peers_) snoop_miss(a, write, false);
         if (llc_->install(a)) l = LLC;
         if (llc_->evicted_dirty() != Cache::kNoLine) write_back(llc_->evicted_dirty(), 3, kUntimed);
       }
@@ -179,14 +215,77 @@ MemoryHierarchy::Touch MemoryHierarchy::touch(uint64_t pa, uint64_t bytes, bool 
   return t;
 }
 
-MemoryHierarchy::Level MemoryHierarchy::access_beyond_l1(uint64_t pa, uint64_t t) {
+MemoryHierarchy::Level MemoryHierarchy::access_beyond_l1(uint64_t pa, uint64_t t, bool write) {
   victim_wait_ = 0;  // (read only after a miss to DRAM: dram_fill_wait)
+  if (peers_) snoop_cycles_ = 0;
   if (l1d_.evicted_dirty() != Cache::kNoLine) write_back(l1d_.evicted_dirty(), 1, t);
-  if (l2_.access(pa)) return L2;
+  if (l2_.access(pa)) {
+    if (peers_) l2_hit_state(pa, write);
+    return L2;
+  }
   if (l2_.evicted_dirty() != Cache::kNoLine) write_back(l2_.evicted_dirty(), 2, t);
+  if (peers_) snoop_miss(pa, write);
   const bool hit = llc_->access(pa);
   if (llc_->evicted_dirty() != Cache::kNoLine) write_back(llc_->evicted_dirty(), 3, t);
   return hit ? LLC : DRAM;
+}
+
+void MemoryHierarchy::upgrade(uint64_t pa, bool timed) {
+  bool others = false;
+  for (MemoryHierarchy* o : peers_->all) {
+    if (o == this) continue;
+    const bool a = o->l1d_.probe(pa), b = o->l2_.probe(pa);
+    if (!a && !b) continue;
+    o->l1d_.invalidate(pa);
+    o->l2_.invalidate(pa);
+    others = true;
+    if (timed && peers_->invalidations) peers_->invalidations->inc();
+  }
+  l1d_.set_shared(pa, false, false);
+  l2_.set_shared(pa, false, false);
+  // (No source gives the cost of an RFO for a line held shared: taken as one transfer, U.)
+  if (others) snoop_cycles_ = peers_->transfer_cycles;
+}
+
+void MemoryHierarchy::l2_hit_state(uint64_t pa, bool write, bool timed) {
+  if (!l2_.last_hit_shared()) return;
+  if (write) upgrade(pa, timed);
+  else l1d_.set_shared(pa, true, false);
+}
+
+void MemoryHierarchy::snoop_miss(uint64_t pa, bool write, bool timed) {
+  bool held = false, modified = false;
+  for (MemoryHierarchy* o : peers_->all) {
+    if (o == this) continue;
+    const bool a = o->l1d_.probe(pa), b = o->l2_.probe(pa);
+    if (!a && !b) continue;
+    held = true;
+    const bool dirty = o->l1d_.probe_dirty(pa) || o->l2_.probe_dirty(pa);
+    modified = modified || dirty;
+    if (write) {
+      o->l1d_.invalidate(pa);
+      o->l2_.invalidate(pa);
+      if (timed && !dirty && peers_->invalidations) peers_->invalidations->inc();
+    } else {
+      o->l1d_.set_shared(pa, true, true);
+      o->l2_.set_shared(pa, true, true);
+    }
+  }
+  if (!held) return;
+  if (!write) {
+    l1d_.set_shared(pa, true, false);
+    l2_.set_shared(pa, true, false);
+  }
+  // The line comes from the core that holds it (modified; or clean and not in the
+  // non-inclusive LLC): it is in the LLC after (a modified one written back there).
+  const bool in_llc = llc_->probe(pa);
+  if (modified || !in_llc) {
+    if (modified && !llc_->write_back_into(pa)) llc_->install(pa, true);
+    else if (!in_llc) llc_->install(pa, false);
+    if (llc_->evicted_dirty() != Cache::kNoLine) write_back(llc_->evicted_dirty(), 3, kUntimed);
+    snoop_cycles_ = peers_->transfer_cycles > latency_[LLC] ? peers_->transfer_cycles - latency_[LLC] : 0;
+    if (timed && modified && peers_->transfers) peers_->transfers->inc();
+  }
 }
 
 void MemoryHierarchy::write_back(uint64_t pa, int level, uint64_t t) {

@@ -72,6 +72,12 @@ class Cache {
   // Is the line present (dirty)? No stats, no replacement-state change.
   bool probe(uint64_t pa) const;
   bool probe_dirty(uint64_t pa) const;
+  // Several cores (MemoryHierarchy's snoops): the last access or install hit a line marked
+  // shared; mark the line shared or not (and clean: its data went to the LLC), or drop it.
+  // Return whether the line was there (invalidate: whether it was dirty).
+  bool last_hit_shared() const { return hit_shared_; }
+  bool set_shared(uint64_t pa, bool shared, bool clean);
+  bool invalidate(uint64_t pa);
   void invalidate_all();
   size_t occupancy() const;
   // The policy's invariants over this cache's valid lines (tests).
@@ -81,6 +87,10 @@ class Cache {
   static constexpr uint64_t kInvalid = ~uint64_t(0);
   // A tag is the line address (below 2^58), with kDirty set while the line is dirty.
   static constexpr uint64_t kDirty = uint64_t(1) << 62;
+  // Several cores (MESI in the private caches): another core may hold the line too. A valid
+  // line without it and not dirty is Exclusive; dirty is Modified.
+  static constexpr uint64_t kShared = uint64_t(1) << 61;
+  static constexpr uint64_t kFlags = kDirty | kShared;
   uint32_t set_of(uint64_t line) const {
     return set_mask_ ? uint32_t(line & set_mask_) : uint32_t(line % sets_);
   }
@@ -90,33 +100,36 @@ class Cache {
   // calls forget_all()).
   bool lookup_fill(uint64_t line, bool write) {
     evicted_dirty_ = kNoLine;
+    hit_shared_ = false;
     const uint64_t mark = write ? kDirty : 0;
     const uint32_t first = set_of(line) * ways_;
     uint64_t* __restrict t = &tags_[first];
     if (recency_order_) {
       // (RecencyOrderLru's move to the front, with the dirty bit carried along.)
       uint32_t w = 0;
-      while (w < ways_ && (t[w] & ~kDirty) != line) ++w;
+      while (w < ways_ && (t[w] & ~kFlags) != line) ++w;
       uint64_t tag = line | mark;
       const bool hit = w < ways_;
       if (hit) {
         tag |= t[w];
+        hit_shared_ = (t[w] & kShared) != 0;
       } else {
         w = ways_ - 1;
-        if (t[w] != kInvalid && (t[w] & kDirty)) evicted_dirty_ = (t[w] & ~kDirty) << kLineShift;
+        if (t[w] != kInvalid && (t[w] & kDirty)) evicted_dirty_ = (t[w] & ~kFlags) << kLineShift;
       }
       for (; w > 0; --w) t[w] = t[w - 1];
       t[0] = tag;
       return hit;
     }
     for (uint32_t w = 0; w < ways_; ++w)
-      if ((t[w] & ~kDirty) == line) {
+      if ((t[w] & ~kFlags) == line) {
+        hit_shared_ = (t[w] & kShared) != 0;
         t[w] |= mark;
         repl_.touch(first + w);
         return true;
       }
     const uint32_t v = repl_.fill_way(first, ways_, [&](uint32_t i) { return tags_[i] == kInvalid; });
-    if (tags_[v] != kInvalid && (tags_[v] & kDirty)) evicted_dirty_ = (tags_[v] & ~kDirty) << kLineShift;
+    if (tags_[v] != kInvalid && (tags_[v] & kDirty)) evicted_dirty_ = (tags_[v] & ~kFlags) << kLineShift;
     tags_[v] = line | mark;
     repl_.touch(v);
     return false;
@@ -131,6 +144,7 @@ class Cache {
   bool recency_order_;  // LRU: the tags' order is the policy's state (repl_ holds no slots)
   Replacement repl_;
   uint64_t evicted_dirty_ = kNoLine;
+  bool hit_shared_ = false;
   Counter* hits_;
   Counter* misses_;
 };
@@ -157,15 +171,39 @@ class MemoryHierarchy {
   // The level that served `pa` at cycle `t` (filling the levels above it; `write`: the line is
   // dirty in the L1D). Dirty lines evicted on the way are written back (write_back).
   Level access_level(uint64_t pa, bool write, uint64_t t) {
-    if (l1d_.access(pa, write)) return L1D;
-    return access_beyond_l1(pa, t);
+    if (l1d_.access(pa, write)) {
+      if (peers_) {
+        snoop_cycles_ = 0;
+        if (write && l1d_.last_hit_shared()) upgrade(pa);
+      }
+      return L1D;
+    }
+    return access_beyond_l1(pa, t, write);
   }
+  // Several cores: MESI between the cores' private caches (L1D and L2 of each; the LLC is shared).
+  // A read miss finds the other cores' copies: a modified one is forwarded by its core (the access
+  // takes coherence.transfer_latency instead of the LLC's latency; the line is shared and clean
+  // everywhere after, its data in the LLC); a clean one is shared. A write needs the line
+  // exclusive: it invalidates the other copies, and takes the transfer time if one was modified
+  // or if it only had a shared copy itself (the upgrade). A line no other core holds is
+  // Exclusive. Alder Lake's L3 is not inclusive and a snoop filter tracks the cores' lines
+  // (docs/research-coherence.md §3): probing the other cores' tags is that filter, without
+  // capacity.
+  struct Peers {
+    std::vector<MemoryHierarchy*> all;  // every core's hierarchy once (SMT siblings share one)
+    uint32_t transfer_cycles = 0;
+    Counter* transfers = nullptr;      // forwards of modified lines (timed accesses)
+    Counter* invalidations = nullptr;  // other cores' copies a write invalidated (timed accesses)
+  };
+  void set_peers(const Peers* p) { peers_ = p; }
+  // The cycles the last access_level() waited for another core's copy, beyond its level's latency.
+  uint32_t snoop_cycles() const { return peers_ ? snoop_cycles_ : 0; }
   // Load-to-use latency in core cycles of an access at cycle `t`: the level that hits, and for
   // DRAM the wait for the path to it (memory.read_bandwidth); a line still on its way (in_flight)
   // is there when it arrives.
   uint32_t access(uint64_t pa, bool write, uint64_t t) {
     const Level l = access_level(pa, write, t);
-    uint32_t lat = latency_[l];
+    uint32_t lat = latency_[l] + snoop_cycles();
     if (l == DRAM) lat += dram_fill_wait(t, false);
     return in_flight(pa, t, l, lat);
   }
@@ -244,7 +282,15 @@ class MemoryHierarchy {
   // cycle `t` (kUntimed: the kernel's bulk traffic).
   void write_back(uint64_t pa, int level, uint64_t t);
   // access_level() after an L1D miss (out of line: the L1D hit is the common case).
-  Level access_beyond_l1(uint64_t pa, uint64_t t);
+  Level access_beyond_l1(uint64_t pa, uint64_t t, bool write);
+  const Peers* peers_ = nullptr;
+  uint32_t snoop_cycles_ = 0;
+  // MESI (several cores): this core writes a line it holds shared; it misses the line in its
+  // L1D and L2 (`write`: wants it exclusive); its L1D got the line from its L2. Return the
+  // cycles to wait.
+  void upgrade(uint64_t pa, bool timed = true);
+  void snoop_miss(uint64_t pa, bool write, bool timed = true);
+  void l2_hit_state(uint64_t pa, bool write, bool timed = true);
 };
 
 }  // namespace mmusim::hw

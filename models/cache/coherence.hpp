@@ -14,9 +14,9 @@
 //
 // Which core holds the line at an access's time: the kernel accesses of the line in simulated-time
 // order (a short history per line, the accesses of entries that may still overlap later ones),
-// the latest before the access decides; a core whose private caches (L1D, L2) no longer hold the
-// line (its tags: MemoryHierarchy) does not forward it, and the access is an ordinary miss that the
-// kernel's price list covers. Alder Lake's L3 is non-inclusive, with a snoop filter tracking the
+// the latest before the access decides; when no other core's private caches (L1D, L2: their tags,
+// MemoryHierarchy) hold the line any more, nothing forwards it, and the access is an ordinary
+// miss that the kernel's price list covers. Alder Lake's L3 is non-inclusive, with a snoop filter tracking the
 // cores' lines (docs/research-coherence.md): a line modified in a core is fetched from that core.
 //
 // Without several cores nothing here runs: one core's numbers do not change.
@@ -63,7 +63,8 @@ class KernelLineCoherence : public LineTransfers {
     std::vector<Use> uses;        // by time
     std::vector<uint64_t> busy;   // start times of transfers, each [s, s + occupancy)
   };
-  bool holds(int cpu, uint64_t pa);
+  bool held_elsewhere(int cpu, uint64_t pa);
+  static constexpr uint64_t kRecentPs = 20'000'000;  // 20 us: about one core.quantum at 4.9 GHz
   uint64_t ps(double cycles) const { return uint64_t(cycles * 1000.0 / ghz_ + 0.5); }
 
   std::vector<MemoryHierarchy*> caches_;

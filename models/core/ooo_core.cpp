@@ -294,8 +294,11 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
       // for the path to DRAM when it is busy).
       uint64_t ds = std::max(r + 1, last_drain_ + 1);
       const MemoryHierarchy::Level lvl = caches_.access_level(pa, true, ds);
-      uint32_t lat = caches_.latency(lvl);
-      if (lvl != MemoryHierarchy::L1D) {
+      // (Several cores: a line another core holds comes from it, or its copies are invalidated
+      // first: the read-for-ownership takes a fill buffer even when this core had the line.)
+      const uint32_t snoop = caches_.snoop_cycles();
+      uint32_t lat = caches_.latency(lvl) + snoop;
+      if (lvl != MemoryHierarchy::L1D || snoop) {
         uint64_t& fb = fb_free_[fb_next_];
         if (++fb_next_ == fb_free_.size()) fb_next_ = 0;
         ds = std::max(ds, fb);

@@ -363,3 +363,47 @@ TEST_CASE("dram: cores that share the fill path queue behind each other, their o
   CHECK(last >= kDram + 14 * 49);
   CHECK(&c0.dram() == &shared);
 }
+
+TEST_CASE("cache: MESI between two cores' private caches", "[cache][coherence]") {
+  Stats s;
+  HierarchyParams p = presets::i7().caches;
+  Cache llc(p.llc, s);
+  MemoryHierarchy c0(p, kGhz, s, &llc), c1(p, kGhz, s, &llc);
+  MemoryHierarchy::Peers peers;
+  peers.all = {&c0, &c1};
+  peers.transfer_cycles = 171;  // 35 ns at 4.9 GHz
+  peers.transfers = &s.counter("t.transfers", "");
+  peers.invalidations = &s.counter("t.invalidations", "");
+  c0.set_peers(&peers);
+  c1.set_peers(&peers);
+  const uint64_t a = 0x70000;
+  CHECK(c0.access(a, true, next_t()) == kDram);  // core 0 writes: Modified there
+  // Core 1 reads: core 0 forwards it (a transfer, not the LLC's 60 cycles); both share it, clean.
+  CHECK(c1.access(a, false, next_t()) == 171);
+  CHECK_FALSE(c0.l1d().probe_dirty(a));
+  CHECK(llc.probe_dirty(a));  // the modified data went to the LLC
+  CHECK(c1.access(a, false, next_t()) == 5);
+  CHECK(c0.access(a, false, next_t()) == 5);
+  // Core 0 writes its shared copy: core 1's is invalidated (the upgrade takes a transfer).
+  CHECK(c0.access(a, true, next_t()) == 5 + 171);
+  CHECK_FALSE(c1.l1d().probe(a));
+  CHECK_FALSE(c1.l2().probe(a));
+  CHECK(c0.access(a, true, next_t()) == 5);  // Modified: no one to ask
+  // Core 1 writes: it takes the modified line from core 0.
+  CHECK(c1.access(a, true, next_t()) == 171);
+  CHECK_FALSE(c0.l1d().probe(a));
+  CHECK(s.find_counter("t.transfers")->value() == 2);
+  CHECK(s.find_counter("t.invalidations")->value() == 1);
+  // A line only one core ever had is Exclusive: its write asks no one.
+  const uint64_t b = 0x90000;
+  CHECK(c1.access(b, false, next_t()) == kDram);
+  CHECK(c1.access(b, true, next_t()) == 5);
+  // The kernel's bulk touch keeps the states too: core 0's write invalidates core 1's copy.
+  c0.touch(b, 64, true);
+  CHECK_FALSE(c1.l1d().probe(b));
+  CHECK(c0.l1d().probe_dirty(b));
+  // Without peers (one core) nothing of this happens.
+  MemoryHierarchy solo(p, kGhz, s, &llc);
+  CHECK(solo.access(b, false, next_t()) == 60);
+  CHECK(solo.snoop_cycles() == 0);
+}
