@@ -76,6 +76,13 @@ class Cache {
   // shared; mark the line shared or not (and clean: its data went to the LLC), or drop it.
   // Return whether the line was there (invalidate: whether it was dirty).
   bool last_hit_shared() const { return hit_shared_; }
+  // Host speed (several cores): a counting filter of the lines present, so that the other
+  // cores' snoops skip the set scan of a cache that cannot hold the line. Exact in the negative:
+  // a bucket of 0 holds none. Off (empty) until track_presence().
+  void track_presence();
+  bool maybe_present(uint64_t pa) const {
+    return presence_.empty() || presence_[bucket(pa >> kLineShift)] != 0;
+  }
   bool set_shared(uint64_t pa, bool shared, bool clean);
   bool invalidate(uint64_t pa);
   void invalidate_all();
@@ -116,6 +123,7 @@ class Cache {
       } else {
         w = ways_ - 1;
         if (t[w] != kInvalid && (t[w] & kDirty)) evicted_dirty_ = (t[w] & ~kFlags) << kLineShift;
+        if (!presence_.empty()) presence_replace(t[w], line);
       }
       for (; w > 0; --w) t[w] = t[w - 1];
       t[0] = tag;
@@ -130,6 +138,7 @@ class Cache {
       }
     const uint32_t v = repl_.fill_way(first, ways_, [&](uint32_t i) { return tags_[i] == kInvalid; });
     if (tags_[v] != kInvalid && (tags_[v] & kDirty)) evicted_dirty_ = (tags_[v] & ~kFlags) << kLineShift;
+    if (!presence_.empty()) presence_replace(tags_[v], line);
     tags_[v] = line | mark;
     repl_.touch(v);
     return false;
@@ -145,6 +154,13 @@ class Cache {
   Replacement repl_;
   uint64_t evicted_dirty_ = kNoLine;
   bool hit_shared_ = false;
+  std::vector<uint16_t> presence_;
+  uint64_t presence_mask_ = 0;
+  size_t bucket(uint64_t line) const { return size_t((line * 0x9E3779B97F4A7C15ull >> 20) & presence_mask_); }
+  void presence_replace(uint64_t old_tag, uint64_t line) {
+    if (old_tag != kInvalid) --presence_[bucket(old_tag & ~kFlags)];
+    ++presence_[bucket(line)];
+  }
   Counter* hits_;
   Counter* misses_;
 };
@@ -195,7 +211,13 @@ class MemoryHierarchy {
     Counter* transfers = nullptr;      // forwards of modified lines (timed accesses)
     Counter* invalidations = nullptr;  // other cores' copies a write invalidated (timed accesses)
   };
-  void set_peers(const Peers* p) { peers_ = p; }
+  void set_peers(const Peers* p) {
+    peers_ = p;
+    if (p) {
+      l1d_.track_presence();
+      l2_.track_presence();
+    }
+  }
   // The cycles the last access_level() waited for another core's copy, beyond its level's latency.
   uint32_t snoop_cycles() const { return peers_ ? snoop_cycles_ : 0; }
   // Load-to-use latency in core cycles of an access at cycle `t`: the level that hits, and for
