@@ -122,7 +122,7 @@ bool Cache::invalidate(uint64_t pa) {
     uint64_t& t = tags_[base + w];
     if ((t & ~kFlags) != line) continue;
     const bool dirty = (t & kDirty) != 0;
-    if (!presence_.empty()) --presence_[bucket(line)];
+    if (!presence_.empty()) presence_add(line, -1);
     if (recency_order_) {
       // Keep the set in recency order: the invalid way goes last.
       uint64_t* set = &tags_[base];
@@ -136,18 +136,23 @@ bool Cache::invalidate(uint64_t pa) {
   return false;
 }
 
-void Cache::track_presence() {
+void Cache::track_presence(uint16_t* mine, uint16_t* all, uint64_t mask) {
   size_t n = 1;
   while (n < tags_.size() * 4) n <<= 1;
   presence_.assign(n, 0);
   presence_mask_ = n - 1;
+  mine_ = mine;
+  all_ = all;
+  gmask_ = mask;
   for (uint64_t t : tags_)
-    if (t != kInvalid) ++presence_[bucket(t & ~kFlags)];
+    if (t != kInvalid) presence_add(t & ~kFlags, +1);
 }
 
 void Cache::invalidate_all() {
+  if (!presence_.empty())
+    for (uint64_t t : tags_)
+      if (t != kInvalid) presence_add(t & ~kFlags, -1);
   std::fill(tags_.begin(), tags_.end(), kInvalid);
-  if (!presence_.empty()) std::fill(presence_.begin(), presence_.end(), 0);
   repl_.forget_all();
 }
 
@@ -244,6 +249,7 @@ MemoryHierarchy::Level MemoryHierarchy::access_beyond_l1(uint64_t pa, uint64_t t
 void MemoryHierarchy::upgrade(uint64_t pa, bool timed) {
   bool others = false;
   for (MemoryHierarchy* o : peers_->all) {
+    if (!others_may_hold(pa)) break;
     if (o == this || (!o->l1d_.maybe_present(pa) && !o->l2_.maybe_present(pa))) continue;
     const bool a = o->l1d_.probe(pa), b = o->l2_.probe(pa);
     if (!a && !b) continue;
@@ -265,6 +271,7 @@ void MemoryHierarchy::l2_hit_state(uint64_t pa, bool write, bool timed) {
 }
 
 void MemoryHierarchy::snoop_miss(uint64_t pa, bool write, bool timed) {
+  if (!others_may_hold(pa)) return;
   bool held = false, modified = false;
   for (MemoryHierarchy* o : peers_->all) {
     if (o == this || (!o->l1d_.maybe_present(pa) && !o->l2_.maybe_present(pa))) continue;

@@ -79,7 +79,9 @@ class Cache {
   // Host speed (several cores): a counting filter of the lines present, so that the other
   // cores' snoops skip the set scan of a cache that cannot hold the line. Exact in the negative:
   // a bucket of 0 holds none. Off (empty) until track_presence().
-  void track_presence();
+  // `mine`, `all` (optional): counts by line bucket (`mask`) of the lines in this core's private
+  // caches and in every core's, kept here too.
+  void track_presence(uint16_t* mine = nullptr, uint16_t* all = nullptr, uint64_t mask = 0);
   bool maybe_present(uint64_t pa) const {
     return presence_.empty() || presence_[bucket(pa >> kLineShift)] != 0;
   }
@@ -157,9 +159,20 @@ class Cache {
   std::vector<uint16_t> presence_;
   uint64_t presence_mask_ = 0;
   size_t bucket(uint64_t line) const { return size_t((line * 0x9E3779B97F4A7C15ull >> 20) & presence_mask_); }
+  uint16_t* mine_ = nullptr;
+  uint16_t* all_ = nullptr;
+  uint64_t gmask_ = 0;
+  void presence_add(uint64_t line, int d) {
+    presence_[bucket(line)] = uint16_t(presence_[bucket(line)] + d);
+    if (all_) {
+      const size_t g = size_t((line * 0xC2B2AE3D27D4EB4Full >> 24) & gmask_);
+      mine_[g] = uint16_t(mine_[g] + d);
+      all_[g] = uint16_t(all_[g] + d);
+    }
+  }
   void presence_replace(uint64_t old_tag, uint64_t line) {
-    if (old_tag != kInvalid) --presence_[bucket(old_tag & ~kFlags)];
-    ++presence_[bucket(line)];
+    if (old_tag != kInvalid) presence_add(old_tag & ~kFlags, -1);
+    presence_add(line, +1);
   }
   Counter* hits_;
   Counter* misses_;
@@ -210,12 +223,19 @@ class MemoryHierarchy {
     uint32_t transfer_cycles = 0;
     Counter* transfers = nullptr;      // forwards of modified lines (timed accesses)
     Counter* invalidations = nullptr;  // other cores' copies a write invalidated (timed accesses)
+    // Host speed: counts by line bucket of every core's private lines (kPresenceBits buckets;
+    // each hierarchy keeps its own part), so that a snoop of a line no other core can hold asks
+    // nobody. Exact when it says none.
+    static constexpr unsigned kPresenceBits = 16;
+    std::vector<uint16_t> lines_all = std::vector<uint16_t>(size_t(1) << kPresenceBits, 0);
   };
-  void set_peers(const Peers* p) {
+  void set_peers(Peers* p) {
     peers_ = p;
     if (p) {
-      l1d_.track_presence();
-      l2_.track_presence();
+      const uint64_t mask = (uint64_t(1) << Peers::kPresenceBits) - 1;
+      mine_.assign(size_t(1) << Peers::kPresenceBits, 0);
+      l1d_.track_presence(mine_.data(), p->lines_all.data(), mask);
+      l2_.track_presence(mine_.data(), p->lines_all.data(), mask);
     }
   }
   // The cycles the last access_level() waited for another core's copy, beyond its level's latency.
@@ -305,8 +325,14 @@ class MemoryHierarchy {
   void write_back(uint64_t pa, int level, uint64_t t);
   // access_level() after an L1D miss (out of line: the L1D hit is the common case).
   Level access_beyond_l1(uint64_t pa, uint64_t t, bool write);
-  const Peers* peers_ = nullptr;
+  Peers* peers_ = nullptr;
   uint32_t snoop_cycles_ = 0;
+  std::vector<uint16_t> mine_;  // this core's part of Peers::all
+  bool others_may_hold(uint64_t pa) const {
+    const size_t g = size_t(((pa >> kLineShift) * 0xC2B2AE3D27D4EB4Full >> 24) &
+                            ((uint64_t(1) << Peers::kPresenceBits) - 1));
+    return peers_->lines_all[g] != mine_[g];
+  }
   // MESI (several cores): this core writes a line it holds shared; it misses the line in its
   // L1D and L2 (`write`: wants it exclusive); its L1D got the line from its L2. Return the
   // cycles to wait.
