@@ -50,6 +50,10 @@ void visit_hw_params(hw::CoreMmuParams& p, Params& v);
 class HwPlatform : public Platform {
  public:
   HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stats, Trace& trace);
+  // The cores go last first: an SMT sibling uses the CoreMmu the core before it owns.
+  ~HwPlatform() override {
+    while (!cores_.empty()) cores_.pop_back();
+  }
   void finish(double host_seconds) override;
   double progress() const override;
   uint64_t uops() const override;

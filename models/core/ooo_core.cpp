@@ -86,10 +86,10 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
   bytes_compared_ = &stats.counter("check.bytes_compared", "bytes loaded and compared with the expected value (random-ops)");
   reuse_.register_stats(stats);
   // An invalidation that takes an ITLB entry: the next micro-op's code page is looked up again.
-  maint_.watch_itlb(itlb_, [this] { fetch_page_ = kNoFetchPage; });
+  maint_.watch_itlb(itlb_, [this] { fetch_page_ = kNoFetchPage; }, this);
 }
 
-OooCore::~OooCore() { maint_.watch_itlb(nullptr, nullptr); }
+OooCore::~OooCore() { maint_.watch_itlb(nullptr, nullptr, this); }
 
 template <bool kAhead>
 bool OooCore::fetch(size_t n) {

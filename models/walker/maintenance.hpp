@@ -39,9 +39,19 @@ class TranslationCaches {
   // The instruction TLB (one of tlbs(); null: none watched) and what to call after an operation
   // took one of its entries or made one pending again (Tlb::removals() moved): the core's front
   // end, which looks the ITLB up only when the code page changes (OooCore::issue).
-  void watch_itlb(const Tlb* itlb, std::function<void()> on_loss) {
-    itlb_ = itlb;
-    on_itlb_loss_ = std::move(on_loss);
+  // `who` names the watcher (an SMT core has one per hardware thread: each front end is told);
+  // a null `on_loss` stops its watch.
+  void watch_itlb(const Tlb* itlb, std::function<void()> on_loss, const void* who = nullptr) {
+    for (auto it = watchers_.begin(); it != watchers_.end(); ++it)
+      if (it->first == who) {
+        watchers_.erase(it);
+        break;
+      }
+    if (on_loss) {
+      itlb_ = itlb;
+      watchers_.emplace_back(who, std::move(on_loss));
+    }
+    if (watchers_.empty()) itlb_ = nullptr;
   }
 
   // Each returns the number of TLB entries removed (PSC entries are counted in their stats).
@@ -99,7 +109,8 @@ class TranslationCaches {
   struct ItlbWatch {
     explicit ItlbWatch(TranslationCaches& c) : c(c), before(c.itlb_ ? c.itlb_->removals() : 0) {}
     ~ItlbWatch() {
-      if (c.itlb_ && c.itlb_->removals() != before && c.on_itlb_loss_) c.on_itlb_loss_();
+      if (c.itlb_ && c.itlb_->removals() != before)
+        for (auto& w : c.watchers_) w.second();
     }
     TranslationCaches& c;
     const uint64_t before;
@@ -108,7 +119,7 @@ class TranslationCaches {
   std::vector<Tlb*> tlbs_;
   PageWalker* walker_;
   const Tlb* itlb_ = nullptr;
-  std::function<void()> on_itlb_loss_;
+  std::vector<std::pair<const void*, std::function<void()>>> watchers_;
 };
 
 }  // namespace mmusim::hw
