@@ -54,7 +54,6 @@ class Scheduler {
   }
 
   SimTask* current(int cpu) const { return running_[size_t(cpu)]; }
-  unsigned threads_per_core() const { return threads_per_core_; }
   // The current task of `cpu` can go on running (no switch).
   bool keeps_running(int cpu) const {
     const SimTask* t = current(cpu);

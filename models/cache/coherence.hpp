@@ -50,8 +50,6 @@ class KernelLineCoherence : public LineTransfers {
   // the cycles the access waits for the line (0 when it is there or comes from the LLC / DRAM).
   double access(int cpu, uint64_t pa, bool write, uint64_t t_ps, unsigned cls) override;
 
-  // Lines with a history (tests, the memory figure).
-  size_t lines_tracked() const { return lines_.size(); }
 
  private:
   struct Use {

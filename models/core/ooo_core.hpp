@@ -157,7 +157,6 @@ class OooCore : private PipelineState {
   // SMT: the other hardware thread of this core. While it has a task, allocation and retirement
   // alternate between the two: each gets half the width.
   void set_sibling(const OooCore* s) { sibling_ = s; }
-  bool has_task() const { return have_task_; }
   ~OooCore();
 
   // Runs micro-ops until the core's time passes `cycle_limit`. Idle: no task is runnable here

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <sys/wait.h>
 
@@ -47,6 +48,22 @@ uint64_t stat(const std::string& json, const std::string& key) {
   REQUIRE(j[key].is_number_unsigned());
   return j[key].get<uint64_t>();
 }
+
+// A hardware platform built (not run) from `sets` (key=value overrides).
+struct HwRig {
+  Stats stats;
+  Trace trace;
+  std::unique_ptr<Platform> base;
+  HwPlatform* p = nullptr;
+  explicit HwRig(const std::vector<std::string>& sets) {
+    Schema schema = build_schema();
+    Config cfg(schema);
+    for (const std::string& s : sets) cfg.set_override(s);
+    base = build_platform(cfg, stats, trace);
+    p = dynamic_cast<HwPlatform*>(base.get());
+    REQUIRE(p);
+  }
+};
 
 }  // namespace
 
@@ -102,15 +119,9 @@ TEST_CASE("kernel locks in simulated time: rwsem semantics", "[multicore]") {
 }
 
 TEST_CASE("an x86 TLB shootdown reaches exactly the CPUs in mm_cpumask", "[multicore]") {
-  Schema schema = build_schema();
-  Config cfg(schema);
-  cfg.set_override("platform.name=i7-12700kf");
-  cfg.set_override("platform.cores=3");
-  Stats stats;
-  Trace trace;
-  auto base = build_platform(cfg, stats, trace);
-  auto* p = dynamic_cast<HwPlatform*>(base.get());
-  REQUIRE(p);
+  HwRig rig({"platform.name=i7-12700kf", "platform.cores=3"});
+  HwPlatform* p = rig.p;
+  Stats& stats = rig.stats;
   kmm::Kernel& k = p->system().kernel();
   kmm::task_struct* t = k.tasks().front().get();
   kmm::mm_struct* mm = t->mm;
@@ -149,18 +160,11 @@ TEST_CASE("an x86 TLB shootdown: the sender waits for the slowest acknowledgemen
   // acknowledgement: the last IPI's send + platform.ipi_latency + half of platform.ipi_handler
   // (the entry) + the target's INVLPG + the csd line coming back (coherence.transfer_latency).
   auto sender_cycles = [](unsigned cores) {
-    Schema schema = build_schema();
-    Config cfg(schema);
-    for (const std::string& s : {std::string("platform.name=i7-12700kf"), "platform.cores=" + std::to_string(cores),
-                                 std::string("platform.clock_ghz=1"), std::string("cost.ipi=100cyc"),
-                                 std::string("cost.invlpg=50cyc"), std::string("platform.ipi_latency=300ns"),
-                                 std::string("platform.ipi_handler=400cyc"), std::string("coherence.transfer_latency=35ns")})
-      cfg.set_override(s);
-    Stats stats;
-    Trace trace;
-    auto base = build_platform(cfg, stats, trace);
-    auto* p = dynamic_cast<HwPlatform*>(base.get());
-    REQUIRE(p);
+    HwRig rig({"platform.name=i7-12700kf", "platform.cores=" + std::to_string(cores), "platform.clock_ghz=1",
+               "cost.ipi=100cyc", "cost.invlpg=50cyc", "platform.ipi_latency=300ns",
+               "platform.ipi_handler=400cyc", "coherence.transfer_latency=35ns"});
+    HwPlatform* p = rig.p;
+    Stats& stats = rig.stats;
     kmm::Kernel& k = p->system().kernel();
     kmm::task_struct* t = k.tasks().front().get();
     for (unsigned c = 0; c < cores; ++c) k.arch().switch_mm(int(c), t->mm);
@@ -341,16 +345,8 @@ TEST_CASE("the trace's mm_fault_done comes after the handler's wait for the stor
 }
 
 TEST_CASE("SMT: siblings share the core's caches and TLB arrays, and keep their entries apart", "[multicore][smt]") {
-  Schema schema = build_schema();
-  Config cfg(schema);
-  cfg.set_override("platform.name=i7-12700kf");
-  cfg.set_override("platform.cores=2");
-  cfg.set_override("platform.smt=true");
-  Stats stats;
-  Trace trace;
-  auto base = build_platform(cfg, stats, trace);
-  auto* p = dynamic_cast<HwPlatform*>(base.get());
-  REQUIRE(p);
+  HwRig rig({"platform.name=i7-12700kf", "platform.cores=2", "platform.smt=true"});
+  HwPlatform* p = rig.p;
   // Logical CPUs 0 and 1 are core 0's threads, 2 and 3 core 1's.
   CHECK(&p->core(0).caches() == &p->core(1).caches());
   CHECK(&p->core(2).caches() == &p->core(3).caches());
@@ -423,15 +419,9 @@ TEST_CASE("SMT: impossible on the Neoverse N1, a clear error", "[multicore][smt]
 }
 
 TEST_CASE("x86 lazy TLB: an idle CPU gets no flush IPI, and flushes when it runs the mm again", "[multicore]") {
-  Schema schema = build_schema();
-  Config cfg(schema);
-  cfg.set_override("platform.name=i7-12700kf");
-  cfg.set_override("platform.cores=2");
-  Stats stats;
-  Trace trace;
-  auto base = build_platform(cfg, stats, trace);
-  auto* p = dynamic_cast<HwPlatform*>(base.get());
-  REQUIRE(p);
+  HwRig rig({"platform.name=i7-12700kf", "platform.cores=2"});
+  HwPlatform* p = rig.p;
+  Stats& stats = rig.stats;
   kmm::Kernel& k = p->system().kernel();
   auto& x86 = static_cast<kmm::X86Arch&>(k.arch());
   kmm::task_struct* t = k.tasks().front().get();
