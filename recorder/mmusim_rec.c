@@ -1,0 +1,900 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * mmusimrec: the mmusim recorder, an out-of-tree Valgrind tool.
+ *
+ * It runs an unmodified x86-64 Linux program and writes what the program did, in the order it
+ * did it, as a trace in the format of mmusim_trace.h (that header is the contract; this file
+ * only produces it): the guest instructions (as EXEC runs), every memory access (LOAD, STORE,
+ * ATOMIC), fences and serialising instructions (FENCE), system calls, threads, forks and the
+ * measured region of mmusim_region.h.
+ *
+ * Usage: VALGRIND_LIB=<build>/recorder/lib valgrind --tool=mmusimrec --mmusim-out=DIR prog args
+ *
+ * A Valgrind tool has no C library: everything here goes through VG_() functions.
+ *
+ * Design, in short:
+ *  - One output buffer per process (a fork child starts its own file and buffer).
+ *  - Instrumentation works per superblock. Instructions that touch no memory are not given a
+ *    helper call each: the instrumenter counts them at translation time into a "run" (first
+ *    address, count) and hands the run to the next helper call that happens anyway (the one of
+ *    the next memory access or fence), so the common case costs no extra call. A run still
+ *    pending when the superblock can leave (a side exit, whose flush is guarded by the exit's
+ *    own condition, or the final jump) is written by a small flush call there, so the number
+ *    of instructions recorded is exactly the number executed.
+ *  - Valgrind runs one guest thread at a time, so plain globals need no locking; the tool
+ *    learns which thread runs from the core's start_client_code event.
+ */
+
+#include "pub_tool_basics.h"
+#include "pub_tool_tooliface.h"
+#include "pub_tool_libcassert.h"
+#include "pub_tool_libcbase.h"
+#include "pub_tool_libcfile.h"
+#include "pub_tool_libcprint.h"
+#include "pub_tool_libcproc.h"
+#include "pub_tool_machine.h"
+#include "pub_tool_mallocfree.h"
+#include "pub_tool_options.h"
+#include "pub_tool_aspacemgr.h"
+#include "pub_tool_clientstate.h"
+#include "pub_tool_xarray.h"
+#include "pub_tool_threadstate.h"
+#include "pub_tool_vki.h"
+#include "pub_tool_vkiscnums.h"
+#include "valgrind.h"
+
+#include "mmusim_trace.h"
+
+/* Two core functions that the public tool headers do not declare but libcoregrind exports
+ * (pub_core_syscall.h, pub_core_libcfile.h). We need a raw syscall for mkdir and ftruncate,
+ * and safe_fd to move our output file descriptor into Valgrind's reserved range, where the
+ * client cannot close or dup2 over it (daemons such as Redis close every descriptor). */
+extern SysRes VG_(do_syscall)(UWord sysno, RegWord a1, RegWord a2, RegWord a3, RegWord a4,
+                              RegWord a5, RegWord a6, RegWord a7, RegWord a8);
+extern Int VG_(safe_fd)(Int oldfd);
+
+/* x86-64 syscall numbers we treat specially (asm/unistd_64.h; fixed ABI). */
+#define NR_CLONE 56
+#define NR_FORK 57
+#define NR_VFORK 58
+#define NR_EXECVE 59
+#define NR_EXIT 60
+#define NR_EXIT_GROUP 231
+#define NR_EXECVEAT 322
+
+/* ------------------------------------------------------------------------------------------ */
+/* Options and process-wide state                                                              */
+
+static const HChar *clo_out_dir = NULL; /* as given */
+static HChar out_dir[4096];             /* made absolute: the program may chdir() later */
+
+/* The output of this process. The buffer is static (a tool has no malloc worth using on the
+ * hot path); a record is at most 1 + 8 * 10 bytes, so flushing when less than SLACK bytes
+ * remain keeps every record whole without a bounds check per byte. */
+#define BUF_BYTES (1u << 20)
+#define SLACK 128u
+static UChar buf[BUF_BYTES];
+static UInt buf_pos = 0;
+static Int out_fd = -1;
+static ULong file_bytes = 0; /* bytes written to out_fd so far */
+static Bool active = False;  /* a file is open and not yet ended */
+
+/* Delta state of the file (mmusim_trace.h: both 0 at the start of a file). */
+static Addr last_ip = 0;
+static Addr last_addr = 0;
+
+/* Threads: the one whose records follow in the file, and the one running client code. */
+static ThreadId stream_tid = 0;
+static ThreadId running_tid = 1;
+static Bool process_exiting = False; /* exit_group seen: no per-thread EXITs after it */
+static Bool *thread_live = NULL;     /* [VG_N_THREADS]: appeared in this file, no EXIT yet */
+
+/* Statistics, printed at the end with -v. n_insn_recorded is the number of guest instructions
+ * the records stand for (EXEC counts, one per fence, one per instruction with accesses);
+ * with --mmusim-selfcheck=yes the instrumented code also counts every instruction it starts
+ * (n_insn_executed) and the two must agree at the end. */
+static ULong n_access_records = 0;
+static ULong n_insn_recorded = 0;
+static ULong n_insn_executed = 0;
+static Bool clo_selfcheck = False;
+
+/* Bit of size_op (below) saying "the first access of its instruction". */
+#define FIRST_ACCESS 0x80u
+
+/* ------------------------------------------------------------------------------------------ */
+/* Output                                                                                      */
+
+static void write_all(Int fd, const UChar *p, UInt n)
+{
+  while (n > 0) {
+    Int w = VG_(write)(fd, p, (Int)n);
+    if (w <= 0) {
+      VG_(umsg)("mmusimrec: write to the trace failed (%d); the recording is incomplete\n", w);
+      VG_(exit)(2);
+    }
+    p += w;
+    n -= (UInt)w;
+    file_bytes += (ULong)w;
+  }
+}
+
+static void flush_buf(void)
+{
+  if (out_fd >= 0 && buf_pos > 0)
+    write_all(out_fd, buf, buf_pos);
+  buf_pos = 0;
+}
+
+static inline void reserve(void)
+{
+  if (UNLIKELY(buf_pos > BUF_BYTES - SLACK))
+    flush_buf();
+}
+
+static inline void put_byte(UChar b) { buf[buf_pos++] = b; }
+
+static inline void put_u(ULong v)
+{
+  while (v >= 0x80) {
+    buf[buf_pos++] = (UChar)(v | 0x80);
+    v >>= 7;
+  }
+  buf[buf_pos++] = (UChar)v;
+}
+
+static inline void put_s(Long v) { put_u(((ULong)v << 1) ^ (ULong)(v >> 63)); }
+
+/* Make `tid` the thread of the following records, writing THREAD if it changes. */
+static void switch_stream(ThreadId tid)
+{
+  reserve();
+  put_byte(MTR_THREAD);
+  put_u(tid);
+  stream_tid = tid;
+  if (thread_live && tid < VG_N_THREADS)
+    thread_live[tid] = True;
+}
+
+static inline void for_thread(ThreadId tid)
+{
+  if (UNLIKELY(tid != stream_tid))
+    switch_stream(tid);
+  reserve();
+}
+
+static inline void put_exec(Addr ip, UWord n)
+{
+  n_insn_recorded += n;
+  put_byte(MTR_EXEC);
+  put_s((Long)(ip - last_ip));
+  put_u(n);
+  last_ip = ip;
+}
+
+static inline void put_access(UChar op, Addr ip, Addr addr, UWord size)
+{
+  put_byte(op);
+  put_s((Long)(ip - last_ip));
+  put_s((Long)(addr - last_addr));
+  put_u(size);
+  last_ip = ip;
+  last_addr = addr;
+  n_access_records++;
+}
+
+/* Open proc-<pid>.mtr and write its header. */
+static void open_trace(Int pid, Int ppid)
+{
+  HChar path[4200];
+  VG_(snprintf)(path, sizeof path, "%s/proc-%d.mtr", out_dir, pid);
+  SysRes r = VG_(open)(path, VKI_O_WRONLY | VKI_O_CREAT | VKI_O_TRUNC, 0644);
+  if (sr_isError(r)) {
+    VG_(umsg)("mmusimrec: cannot create %s: %s\n", path, VG_(sr_as_string)(r));
+    VG_(exit)(2);
+  }
+  Int fd = VG_(safe_fd)((Int)sr_Res(r));
+  if (fd < 0) {
+    VG_(umsg)("mmusimrec: cannot move the trace descriptor of %s out of the client's way\n",
+              path);
+    VG_(exit)(2);
+  }
+  out_fd = fd;
+  file_bytes = 0;
+  buf_pos = 0;
+  last_ip = 0;
+  last_addr = 0;
+  stream_tid = 0;
+  active = True;
+
+  UInt words[4] = {MTR_VERSION, (UInt)pid, (UInt)ppid, 0};
+  VG_(memcpy)(buf, MTR_MAGIC, 8);
+  buf_pos = 8;
+  for (Int i = 0; i < 4; i++)
+    for (Int b = 0; b < 4; b++)
+      put_byte((UChar)(words[i] >> (8 * b))); /* little-endian whatever the host */
+}
+
+static void end_trace(void)
+{
+  if (!active)
+    return;
+  reserve();
+  put_byte(MTR_END);
+  flush_buf();
+  active = False;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Helpers called from the instrumented code. On amd64 every argument travels in a register,  */
+/* so five arguments cost no more than one.                                                    */
+
+/* size_op: (size << 8) | opcode */
+static void h_access(Addr run_ip, UWord run_n, Addr ip, Addr addr, UWord size_op)
+{
+  if (UNLIKELY(!active))
+    return;
+  for_thread(running_tid);
+  if (run_n)
+    put_exec(run_ip, run_n);
+  UChar op = (UChar)(size_op & 0x7F);
+  UWord size = size_op >> 8;
+  if (size_op & FIRST_ACCESS)
+    n_insn_recorded++;
+  /* The format allows 1..64 bytes an access: split larger ones (dirty helpers' FXSAVE, XSAVE
+   * effects) into 64-byte pieces of the same instruction. */
+  while (size > 64) {
+    put_access(op, ip, addr, 64);
+    addr += 64;
+    size -= 64;
+    reserve();
+  }
+  put_access(op, ip, addr, size);
+}
+
+/* The common case of an access with no pending run (the next access of the same
+ * instruction or of a run of memory instructions): three arguments. */
+static void h_access0(Addr ip, Addr addr, UWord size_op)
+{
+  if (UNLIKELY(!active))
+    return;
+  if (UNLIKELY((size_op >> 8) > 64)) {
+    h_access(0, 0, ip, addr, size_op);
+    return;
+  }
+  for_thread(running_tid);
+  if (size_op & FIRST_ACCESS)
+    n_insn_recorded++;
+  put_access((UChar)(size_op & 0x7F), ip, addr, size_op >> 8);
+}
+
+static void h_exec(Addr run_ip, UWord run_n)
+{
+  if (UNLIKELY(!active))
+    return;
+  for_thread(running_tid);
+  put_exec(run_ip, run_n);
+}
+
+static void h_fence(Addr run_ip, UWord run_n, Addr ip, UWord kind)
+{
+  if (UNLIKELY(!active))
+    return;
+  for_thread(running_tid);
+  if (run_n)
+    put_exec(run_ip, run_n);
+  n_insn_recorded++;
+  put_byte(MTR_FENCE);
+  put_s((Long)(ip - last_ip));
+  put_u(kind);
+  last_ip = ip;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Instrumentation                                                                             */
+
+/* Which fence or serialising instruction starts at `ip`, 0 if none. VEX gives LFENCE, MFENCE
+ * and SFENCE all as the same Ist_MBE(Imbe_Fence) and CPUID/RDTSC/RDTSCP as dirty helper
+ * calls, so the kind can only be told from the instruction bytes, read here at translation
+ * time (the bytes are mapped: VEX has just decoded them). */
+static UWord fence_kind_at(Addr ip, UInt len)
+{
+  const UChar *p = (const UChar *)ip;
+  UInt i = 0;
+  /* legacy prefixes (operand/address size, rep, segment) and REX */
+  while (i < len && i < 15 &&
+         (p[i] == 0x66 || p[i] == 0x67 || p[i] == 0xF2 || p[i] == 0xF3 || p[i] == 0x2E ||
+          p[i] == 0x3E || p[i] == 0x26 || p[i] == 0x36 || p[i] == 0x64 || p[i] == 0x65 ||
+          (p[i] >= 0x40 && p[i] <= 0x4F)))
+    i++;
+  if (i + 2 > len || p[i] != 0x0F)
+    return 0;
+  UChar b1 = p[i + 1];
+  if (b1 == 0xA2)
+    return MTR_FENCE_CPUID;
+  if (b1 == 0x31)
+    return MTR_FENCE_RDTSC;
+  if (i + 3 > len)
+    return 0;
+  UChar b2 = p[i + 2];
+  if (b1 == 0xAE) { /* group 15 with a register operand (mod = 11) */
+    if (b2 >= 0xE8 && b2 <= 0xEF)
+      return MTR_FENCE_LFENCE;
+    if (b2 >= 0xF0 && b2 <= 0xF7)
+      return MTR_FENCE_MFENCE;
+    if (b2 >= 0xF8)
+      return MTR_FENCE_SFENCE;
+  }
+  if (b1 == 0x01 && b2 == 0xF9)
+    return MTR_FENCE_RDTSCP;
+  return 0;
+}
+
+/* The instrumenter's view of the superblock so far: the run of finished memory-free
+ * instructions not yet handed to a helper, and the instruction being translated. */
+typedef struct {
+  IRSB *out;
+  Addr run_ip;
+  UWord run_n;
+  Addr cur_ip;
+  UInt cur_len;
+  Bool cur_valid;   /* an IMark has been seen */
+  Bool cur_mem;     /* the current instruction has a memory access: not part of a run */
+  Bool cur_special; /* a fence: recorded as FENCE, not counted in a run */
+  Bool cur_cas;     /* contains a CAS: its plain loads are the CAS's own read */
+} InstrState;
+
+static void add_call(InstrState *s, const HChar *name, void *fn, IRExpr **args, IRExpr *guard)
+{
+  IRDirty *d = unsafeIRDirty_0_N(0, name, VG_(fnptr_to_fnentry)(fn), args);
+  if (guard)
+    d->guard = guard;
+  addStmtToIRSB(s->out, IRStmt_Dirty(d));
+}
+
+/* The current instruction is done: if it touched no memory it joins the run. */
+static void finish_cur(InstrState *s)
+{
+  if (s->cur_valid && !s->cur_mem && !s->cur_special) {
+    if (s->run_n == 0)
+      s->run_ip = s->cur_ip;
+    s->run_n++;
+  }
+  s->cur_valid = False;
+}
+
+/* A memory access of the current instruction, recorded when `guard` (may be NULL) holds. */
+static void add_access(InstrState *s, UChar op, IRExpr *addr, Int size, IRExpr *guard)
+{
+  UWord size_op = ((UWord)size << 8) | op | (s->cur_mem ? 0 : FIRST_ACCESS);
+  if (s->run_n && !guard) {
+    add_call(s, "mmusim_access", h_access,
+             mkIRExprVec_5(mkIRExpr_HWord(s->run_ip), mkIRExpr_HWord(s->run_n),
+                           mkIRExpr_HWord(s->cur_ip), addr, mkIRExpr_HWord(size_op)),
+             NULL);
+    s->run_n = 0;
+  } else {
+    /* A guarded access must not take the run with it (the run has to be written whether or
+     * not the guard holds), so it is flushed unconditionally first. */
+    if (s->run_n) {
+      add_call(s, "mmusim_exec", h_exec,
+               mkIRExprVec_2(mkIRExpr_HWord(s->run_ip), mkIRExpr_HWord(s->run_n)), NULL);
+      s->run_n = 0;
+    }
+    add_call(s, "mmusim_access0", h_access0,
+             mkIRExprVec_3(mkIRExpr_HWord(s->cur_ip), addr, mkIRExpr_HWord(size_op)), guard);
+  }
+  s->cur_mem = True;
+}
+
+static void add_fence(InstrState *s, UWord kind)
+{
+  add_call(s, "mmusim_fence", h_fence,
+           mkIRExprVec_4(mkIRExpr_HWord(s->run_ip), mkIRExpr_HWord(s->run_n),
+                         mkIRExpr_HWord(s->cur_ip), mkIRExpr_HWord(kind)),
+           NULL);
+  s->run_n = 0;
+  s->cur_special = True;
+}
+
+/* Before a side exit: if it is taken, the run and (when it has touched no memory so far) the
+ * current instruction have executed; write them then, and only then. */
+static void add_exit_flush(InstrState *s, IRExpr *guard)
+{
+  Addr ip = s->run_ip;
+  UWord n = s->run_n;
+  if (s->cur_valid && !s->cur_mem && !s->cur_special) {
+    if (n == 0)
+      ip = s->cur_ip;
+    n++;
+  }
+  if (n)
+    add_call(s, "mmusim_exec", h_exec, mkIRExprVec_2(mkIRExpr_HWord(ip), mkIRExpr_HWord(n)),
+             guard);
+}
+
+static IRSB *mr_instrument(VgCallbackClosure *closure, IRSB *sb_in, const VexGuestLayout *layout,
+                           const VexGuestExtents *vge, const VexArchInfo *archinfo,
+                           IRType gWordTy, IRType hWordTy)
+{
+  (void)closure;
+  (void)layout;
+  (void)vge;
+  (void)archinfo;
+  if (gWordTy != hWordTy)
+    VG_(tool_panic)("mmusimrec: host and guest word sizes differ");
+
+  InstrState s;
+  VG_(memset)(&s, 0, sizeof s);
+  s.out = deepCopyIRSBExceptStmts(sb_in);
+
+  Int i = 0;
+  /* The statements before the first IMark set up the superblock: copy them as they are. */
+  for (; i < sb_in->stmts_used && sb_in->stmts[i]->tag != Ist_IMark; i++)
+    addStmtToIRSB(s.out, sb_in->stmts[i]);
+
+  for (; i < sb_in->stmts_used; i++) {
+    IRStmt *st = sb_in->stmts[i];
+    if (!st || st->tag == Ist_NoOp)
+      continue;
+
+    switch (st->tag) {
+    case Ist_IMark: {
+      finish_cur(&s);
+      s.cur_valid = True;
+      s.cur_mem = False;
+      s.cur_special = False;
+      s.cur_ip = (Addr)(st->Ist.IMark.addr + st->Ist.IMark.delta);
+      s.cur_len = st->Ist.IMark.len;
+      /* Does this instruction contain a CAS? VEX gives a LOCK-prefixed read-modify-write as
+       * a plain load of the old value then a CAS; the load is part of the atomic access. */
+      s.cur_cas = False;
+      for (Int j = i + 1; j < sb_in->stmts_used && sb_in->stmts[j]->tag != Ist_IMark; j++)
+        if (sb_in->stmts[j]->tag == Ist_CAS)
+          s.cur_cas = True;
+      addStmtToIRSB(s.out, st);
+      if (clo_selfcheck) {
+        /* n_insn_executed++ in IR: the reference the records are checked against */
+        IRTemp t1 = newIRTemp(s.out->tyenv, Ity_I64);
+        IRTemp t2 = newIRTemp(s.out->tyenv, Ity_I64);
+        IRExpr *a = mkIRExpr_HWord((HWord)&n_insn_executed);
+        addStmtToIRSB(s.out, IRStmt_WrTmp(t1, IRExpr_Load(Iend_LE, Ity_I64, a)));
+        addStmtToIRSB(s.out, IRStmt_WrTmp(t2, IRExpr_Binop(Iop_Add64, IRExpr_RdTmp(t1),
+                                                           IRExpr_Const(IRConst_U64(1)))));
+        addStmtToIRSB(s.out, IRStmt_Store(Iend_LE, a, IRExpr_RdTmp(t2)));
+      }
+      UWord kind = fence_kind_at(s.cur_ip, s.cur_len);
+      if (kind)
+        add_fence(&s, kind);
+      break;
+    }
+
+    case Ist_WrTmp: {
+      IRExpr *e = st->Ist.WrTmp.data;
+      if (e->tag == Iex_Load && !s.cur_cas)
+        add_access(&s, MTR_LOAD, e->Iex.Load.addr, sizeofIRType(e->Iex.Load.ty), NULL);
+      addStmtToIRSB(s.out, st);
+      break;
+    }
+
+    case Ist_Store: {
+      IRType ty = typeOfIRExpr(sb_in->tyenv, st->Ist.Store.data);
+      add_access(&s, MTR_STORE, st->Ist.Store.addr, sizeofIRType(ty), NULL);
+      addStmtToIRSB(s.out, st);
+      break;
+    }
+
+    case Ist_LoadG: {
+      IRLoadG *lg = st->Ist.LoadG.details;
+      IRType ty_wide = Ity_INVALID, ty_mem = Ity_INVALID;
+      typeOfIRLoadGOp(lg->cvt, &ty_wide, &ty_mem);
+      if (!s.cur_cas)
+        add_access(&s, MTR_LOAD, lg->addr, sizeofIRType(ty_mem), lg->guard);
+      addStmtToIRSB(s.out, st);
+      break;
+    }
+
+    case Ist_StoreG: {
+      IRStoreG *sg = st->Ist.StoreG.details;
+      IRType ty = typeOfIRExpr(sb_in->tyenv, sg->data);
+      add_access(&s, MTR_STORE, sg->addr, sizeofIRType(ty), sg->guard);
+      addStmtToIRSB(s.out, st);
+      break;
+    }
+
+    case Ist_CAS: {
+      IRCAS *cas = st->Ist.CAS.details;
+      Int size = sizeofIRType(typeOfIRExpr(sb_in->tyenv, cas->dataLo));
+      if (cas->dataHi)
+        size *= 2; /* double CAS (CMPXCHG16B): one access of both halves */
+      add_access(&s, MTR_ATOMIC, cas->addr, size, NULL);
+      addStmtToIRSB(s.out, st);
+      break;
+    }
+
+    case Ist_LLSC: {
+      /* not generated for amd64; handled as the plain load and store they are */
+      IRType ty;
+      if (st->Ist.LLSC.storedata == NULL) {
+        ty = typeOfIRTemp(sb_in->tyenv, st->Ist.LLSC.result);
+        add_access(&s, MTR_LOAD, st->Ist.LLSC.addr, sizeofIRType(ty), NULL);
+      } else {
+        ty = typeOfIRExpr(sb_in->tyenv, st->Ist.LLSC.storedata);
+        add_access(&s, MTR_STORE, st->Ist.LLSC.addr, sizeofIRType(ty), NULL);
+      }
+      addStmtToIRSB(s.out, st);
+      break;
+    }
+
+    case Ist_Dirty: {
+      IRDirty *d = st->Ist.Dirty.details;
+      if (d->mFx != Ifx_None && d->mAddr && d->mSize > 0) {
+        /* The helper's own guard decides whether its memory effect happens. */
+        IRExpr *g = d->guard;
+        if (g && g->tag == Iex_Const && g->Iex.Const.con->tag == Ico_U1 &&
+            g->Iex.Const.con->Ico.U1)
+          g = NULL;
+        if (d->mFx == Ifx_Read || d->mFx == Ifx_Modify)
+          add_access(&s, MTR_LOAD, d->mAddr, d->mSize, g);
+        if (d->mFx == Ifx_Write || d->mFx == Ifx_Modify)
+          add_access(&s, MTR_STORE, d->mAddr, d->mSize, g);
+      }
+      addStmtToIRSB(s.out, st);
+      break;
+    }
+
+    case Ist_MBE:
+      /* A fence not recognised from its bytes (it should not happen on amd64) still is one. */
+      if (st->Ist.MBE.event == Imbe_Fence && s.cur_valid && !s.cur_special)
+        add_fence(&s, MTR_FENCE_MFENCE);
+      addStmtToIRSB(s.out, st);
+      break;
+
+    case Ist_Exit:
+      add_exit_flush(&s, st->Ist.Exit.guard);
+      addStmtToIRSB(s.out, st);
+      break;
+
+    default: /* Put, PutI, AbiHint: no memory */
+      addStmtToIRSB(s.out, st);
+      break;
+    }
+  }
+
+  /* The final jump: whatever is pending has executed. */
+  finish_cur(&s);
+  if (s.run_n)
+    add_call(&s, "mmusim_exec", h_exec,
+             mkIRExprVec_2(mkIRExpr_HWord(s.run_ip), mkIRExpr_HWord(s.run_n)), NULL);
+  return s.out;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Events                                                                                      */
+
+static void mr_start_client_code(ThreadId tid, ULong blocks_dispatched)
+{
+  (void)blocks_dispatched;
+  running_tid = tid;
+}
+
+static void put_syscall(ThreadId tid, UInt nr, const UWord *args, UInt nargs, Long result)
+{
+  for_thread(tid);
+  put_byte(MTR_SYSCALL);
+  put_u(nr);
+  for (UInt k = 0; k < 6; k++)
+    put_u(k < nargs ? args[k] : 0);
+  put_s(result);
+}
+
+static void put_exit(ThreadId tid, Long code)
+{
+  for_thread(tid);
+  put_byte(MTR_EXIT);
+  put_s(code);
+  if (tid < VG_N_THREADS)
+    thread_live[tid] = False;
+}
+
+/* Where a failed execve has to take the file back to (see mr_pre_syscall). */
+static ULong execve_mark = 0;
+static Bool execve_pending = False;
+
+static void mr_pre_syscall(ThreadId tid, UInt nr, UWord *args, UInt nargs)
+{
+  if (!active)
+    return;
+  switch (nr) {
+  case NR_EXIT:
+    put_syscall(tid, nr, args, nargs, 0);
+    put_exit(tid, (Long)(Int)args[0]);
+    break;
+  case NR_EXIT_GROUP:
+    put_syscall(tid, nr, args, nargs, 0);
+    put_exit(tid, (Long)(Int)args[0]);
+    process_exiting = True;
+    break;
+  case NR_EXECVE:
+  case NR_EXECVEAT:
+    /* A successful execve does not return: write its record and END now. The new program is
+     * not recorded (with Valgrind's default --trace-children=no it runs natively; with =yes
+     * a new recorder would start over in the same directory). If the execve fails, the post
+     * handler takes the file back to before these records and writes the real result. */
+    flush_buf();
+    execve_mark = file_bytes;
+    execve_pending = True;
+    put_syscall(tid, nr, args, nargs, 0);
+    end_trace();
+    break;
+  default:
+    break;
+  }
+}
+
+static Bool is_fork_like(UInt nr, const UWord *args, UInt nargs)
+{
+  if (nr == NR_FORK || nr == NR_VFORK)
+    return True;
+  /* Valgrind turns a vfork-like clone (CLONE_VM|CLONE_VFORK, as posix_spawn uses) into a
+   * fork, so every clone without CLONE_THREAD makes a process. */
+  if (nr == NR_CLONE && nargs > 0 && !(args[0] & VKI_CLONE_THREAD))
+    return True;
+  return False;
+}
+
+static void mr_post_syscall(ThreadId tid, UInt nr, UWord *args, UInt nargs, SysRes res)
+{
+  if (nr == NR_EXIT || nr == NR_EXIT_GROUP)
+    return; /* written before they ran */
+  Long result = sr_isError(res) ? -(Long)sr_Err(res) : (Long)sr_Res(res);
+  if (nr == NR_EXECVE || nr == NR_EXECVEAT) {
+    if (!execve_pending)
+      return;
+    /* Still here: the execve failed. Undo its records and END, continue the file. */
+    execve_pending = False;
+    SysRes t = VG_(do_syscall)(__NR_ftruncate, (RegWord)out_fd, (RegWord)execve_mark, 0, 0, 0,
+                               0, 0, 0);
+    (void)t;
+    VG_(lseek)(out_fd, (Off64T)execve_mark, VKI_SEEK_SET);
+    file_bytes = execve_mark;
+    active = True;
+    put_syscall(tid, nr, args, nargs, result);
+    return;
+  }
+  if (!active)
+    return;
+  if (is_fork_like(nr, args, nargs) && !sr_isError(res) && result == 0)
+    return; /* the child's view of its own fork: not needed (its file starts after it) */
+  put_syscall(tid, nr, args, nargs, result);
+  if (is_fork_like(nr, args, nargs) && result > 0) {
+    reserve();
+    put_byte(MTR_FORK);
+    put_u((ULong)result);
+  }
+}
+
+static void mr_pre_thread_ll_create(ThreadId parent, ThreadId child)
+{
+  /* The core announces the first thread too, with no parent: it is the THREAD 1 that
+   * begins the file, not a creation by the program. */
+  if (!active || parent == VG_INVALID_THREADID)
+    return;
+  for_thread(parent);
+  put_byte(MTR_NEWTHREAD);
+  put_u(child);
+  if (child < VG_N_THREADS)
+    thread_live[child] = True;
+}
+
+static void mr_pre_thread_ll_exit(ThreadId tid)
+{
+  /* A thread that ends without its own exit syscall (the exit syscall wrote EXIT already; an
+   * exit_group ends all of them at once). The exit code is not known here. */
+  if (!active || process_exiting || tid >= VG_N_THREADS || !thread_live[tid])
+    return;
+  put_exit(tid, 0);
+}
+
+static void mr_atfork_pre(ThreadId tid)
+{
+  (void)tid;
+  /* Write out what the parent has, so that the child's copy of the buffer holds nothing the
+   * child could write a second time. */
+  flush_buf();
+}
+
+static void mr_atfork_parent(ThreadId tid) { (void)tid; }
+
+static void mr_atfork_child(ThreadId tid)
+{
+  if (!active)
+    return;
+  Int parent = VG_(getppid)();
+  /* The inherited descriptor is the parent's file: close it without writing to it. */
+  VG_(close)(out_fd);
+  out_fd = -1;
+  buf_pos = 0;
+  open_trace(VG_(getpid)(), parent);
+  /* Only the forking thread exists in the child. */
+  for (UInt t = 0; t < VG_N_THREADS; t++)
+    thread_live[t] = False;
+  process_exiting = False;
+  execve_pending = False;
+  running_tid = tid;
+  switch_stream(tid);
+}
+
+static Bool mr_handle_client_request(ThreadId tid, UWord *arg, UWord *ret)
+{
+  if (arg[0] != MTR_CLIENTREQ_REGION_BEGIN && arg[0] != MTR_CLIENTREQ_REGION_END)
+    return False;
+  *ret = 0;
+  if (!active)
+    return True;
+  Bool on = arg[0] == MTR_CLIENTREQ_REGION_BEGIN;
+  for_thread(tid);
+  put_byte(MTR_REGION);
+  put_u(on ? 1 : 0);
+  put_u(on ? arg[1] : 0);
+  put_u(on ? arg[2] : 0);
+  return True;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Start and end                                                                               */
+
+static void write_manifest(Int pid)
+{
+  HChar path[4200];
+  VG_(snprintf)(path, sizeof path, "%s/manifest.txt", out_dir);
+  SysRes r = VG_(open)(path, VKI_O_WRONLY | VKI_O_CREAT | VKI_O_TRUNC, 0644);
+  if (sr_isError(r)) {
+    VG_(umsg)("mmusimrec: cannot create %s: %s\n", path, VG_(sr_as_string)(r));
+    VG_(exit)(2);
+  }
+  Int fd = (Int)sr_Res(r);
+  HChar line[64];
+  VG_(snprintf)(line, sizeof line, "mmusim-trace 1\nroot-pid %d\ncommand ", pid);
+  VG_(write)(fd, line, (Int)VG_(strlen)(line));
+  /* argv joined by ' '; a newline inside an argument would end the line early, so it is
+   * written as a space (the manifest is for people, not for the replay). */
+  Word nargs = VG_(args_for_client) ? VG_(sizeXA)(VG_(args_for_client)) : 0;
+  for (Word k = -1; k < nargs; k++) {
+    const HChar *a =
+        k < 0 ? VG_(args_the_exename) : *(HChar **)VG_(indexXA)(VG_(args_for_client), k);
+    if (!a)
+      a = "";
+    if (k >= 0)
+      VG_(write)(fd, " ", 1);
+    for (const HChar *c = a; *c; c++)
+      VG_(write)(fd, *c == '\n' ? " " : c, 1);
+  }
+  VG_(write)(fd, "\n", 1);
+  VG_(close)(fd);
+}
+
+/* MAP records for the client's mappings when the recording begins. */
+static void write_maps(void)
+{
+  UInt kinds = SkAnonC | SkFileC | SkShmC;
+  /* The call wants a buffer of at least one entry and returns minus the number needed when
+   * it is too small: grow until everything fits. */
+  Int cap = 64, got;
+  Addr *starts;
+  for (;;) {
+    starts = VG_(malloc)("mmusimrec.maps", (SizeT)cap * sizeof(Addr));
+    got = VG_(am_get_segment_starts)(kinds, starts, cap);
+    if (got >= 0)
+      break;
+    VG_(free)(starts);
+    cap = -got + 16;
+  }
+  for (Int k = 0; k < got; k++) {
+    NSegment const *seg = VG_(am_find_nsegment)(starts[k]);
+    if (!seg || !(seg->kind & kinds))
+      continue;
+    UWord prot = (seg->hasR ? MTR_PROT_READ : 0) | (seg->hasW ? MTR_PROT_WRITE : 0) |
+                 (seg->hasX ? MTR_PROT_EXEC : 0);
+    /* Valgrind's segment table does not keep MAP_SHARED for file mappings; at startup (the
+     * program, the loader, the stack) they are all private, and SkShmC is shared memory. */
+    UWord kind = seg->kind == SkAnonC   ? MTR_MAP_ANON
+                 : seg->kind == SkFileC ? MTR_MAP_FILE_PRIVATE
+                                        : MTR_MAP_FILE_SHARED;
+    reserve();
+    put_byte(MTR_MAP);
+    put_u(seg->start);
+    put_u(seg->end - seg->start + 1);
+    put_u(prot);
+    put_u(kind);
+  }
+  VG_(free)(starts);
+}
+
+static void mr_post_clo_init(void)
+{
+  if (!clo_out_dir || !clo_out_dir[0]) {
+    VG_(fmsg)("mmusimrec: --mmusim-out=DIR is required\n");
+    VG_(exit)(2);
+  }
+  if (clo_out_dir[0] == '/') {
+    VG_(snprintf)(out_dir, sizeof out_dir, "%s", clo_out_dir);
+  } else {
+    const HChar *wd = VG_(get_startup_wd)();
+    VG_(snprintf)(out_dir, sizeof out_dir, "%s/%s", wd ? wd : ".", clo_out_dir);
+  }
+  /* Create the directory if it is not there (its parent must exist). */
+  SysRes r = VG_(do_syscall)(__NR_mkdir, (RegWord)out_dir, 0777, 0, 0, 0, 0, 0, 0);
+  if (sr_isError(r) && sr_Err(r) != VKI_EEXIST) {
+    VG_(umsg)("mmusimrec: cannot create the directory %s: %s\n", out_dir,
+              VG_(sr_as_string)(r));
+    VG_(exit)(2);
+  }
+
+  thread_live = VG_(malloc)("mmusimrec.threads", VG_N_THREADS * sizeof(Bool));
+  VG_(memset)(thread_live, 0, VG_N_THREADS * sizeof(Bool));
+
+  Int pid = VG_(getpid)();
+  write_manifest(pid);
+  open_trace(pid, 0);
+  write_maps();
+  running_tid = 1;
+  switch_stream(1);
+}
+
+static void mr_fini(Int exitcode)
+{
+  (void)exitcode;
+  end_trace();
+  if (out_fd >= 0)
+    VG_(close)(out_fd);
+  out_fd = -1;
+  if (VG_(clo_verbosity) > 1)
+    VG_(umsg)("mmusimrec: %llu access records, %llu instructions, %llu trace bytes\n",
+              n_access_records, n_insn_recorded, file_bytes);
+  if (clo_selfcheck) {
+    VG_(umsg)("mmusimrec: selfcheck: %llu instructions executed, %llu recorded: %s\n",
+              n_insn_executed, n_insn_recorded,
+              n_insn_executed == n_insn_recorded ? "ok" : "MISMATCH");
+  }
+}
+
+static Bool mr_process_cmd_line_option(const HChar *arg)
+{
+  if VG_STR_CLO (arg, "--mmusim-out", clo_out_dir) {
+  } else if VG_BOOL_CLO (arg, "--mmusim-selfcheck", clo_selfcheck) {
+  } else
+    return False;
+  return True;
+}
+
+static void mr_print_usage(void)
+{
+  VG_(printf)("    --mmusim-out=DIR          write the recording (manifest.txt, proc-<pid>.mtr)"
+              " to DIR [required]\n"
+              "    --mmusim-selfcheck=no|yes also count instructions directly and check the\n"
+              "                              records account for exactly those [no]\n");
+}
+
+static void mr_print_debug_usage(void) { VG_(printf)("    (none)\n"); }
+
+static void mr_pre_clo_init(void)
+{
+  VG_(details_name)("mmusimrec");
+  VG_(details_version)("1");
+  VG_(details_description)("the mmusim trace recorder");
+  VG_(details_copyright_author)("mmusim authors; GPL-2.0-only");
+  VG_(details_bug_reports_to)("the mmusim project");
+  VG_(details_avg_translation_sizeB)(400);
+
+  VG_(basic_tool_funcs)(mr_post_clo_init, mr_instrument, mr_fini);
+  VG_(needs_command_line_options)(mr_process_cmd_line_option, mr_print_usage,
+                                  mr_print_debug_usage);
+  VG_(needs_client_requests)(mr_handle_client_request);
+  VG_(needs_syscall_wrapper)(mr_pre_syscall, mr_post_syscall);
+  VG_(track_start_client_code)(mr_start_client_code);
+  VG_(track_pre_thread_ll_create)(mr_pre_thread_ll_create);
+  VG_(track_pre_thread_ll_exit)(mr_pre_thread_ll_exit);
+  VG_(atfork)(mr_atfork_pre, mr_atfork_parent, mr_atfork_child);
+}
+
+VG_DETERMINE_INTERFACE_VERSION(mr_pre_clo_init)
