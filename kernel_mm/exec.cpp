@@ -41,13 +41,28 @@
 namespace kmm {
 
 int Kernel::map_exec_image(task_struct* t, ExecMapping kind, uint64_t start, uint64_t len,
-                           uint64_t populated) {
+                           uint64_t populated, int prot_bits) {
   mm_struct* mm = t->mm;
   if (!len || !IS_ALIGNED(start, PAGE_SIZE) || !IS_ALIGNED(len, PAGE_SIZE) ||
       !IS_ALIGNED(populated, PAGE_SIZE) || populated > len || start + len > arch_->task_size())
     return -EINVAL;
   if (vm_area_struct* old = find_vma(mm, start); old && old->vm_start < start + len) return -EEXIST;
 
+  if (kind == ExecMapping::anon) {
+    // What do_mmap() makes of MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED; nothing is charged.
+    const CostAccount cost_before = cost_;
+    const double so_far_before = cycles_so_far_;
+    const bool touch_before = hw_touch_;
+    LockObserver* const obs_before = lock_obs_;
+    hw_touch_ = false;
+    lock_obs_ = nullptr;
+    const int64_t r = sys_mmap(t, start, len, prot_bits, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED);
+    cost_ = cost_before;
+    cycles_so_far_ = so_far_before;
+    hw_touch_ = touch_before;
+    lock_obs_ = obs_before;
+    return r < 0 ? int(r) : 0;
+  }
   vm_flags_t vm_flags = 0;
   switch (kind) {
     case ExecMapping::text:
@@ -61,6 +76,13 @@ int Kernel::map_exec_image(task_struct* t, ExecMapping kind, uint64_t start, uin
     case ExecMapping::vvar:
       vm_flags = VM_READ | VM_MAYREAD | VM_IO | VM_DONTDUMP | VM_PFNMAP | VM_DONTEXPAND | VM_SOFTDIRTY;
       break;
+    case ExecMapping::file:
+      // do_mmap() of a private file mapping (a file opened for reading and writing: every VM_MAY*).
+      vm_flags = calc_vm_prot_bits(prot_bits) | VM_MAYREAD | VM_MAYWRITE | VM_MAYEXEC;
+      // A PROT_NONE reservation (ld.so's before it maps a library's segments) has no pages.
+      if (!(prot_bits & (PROT_READ | PROT_WRITE | PROT_EXEC))) populated = 0;
+      break;
+    case ExecMapping::anon: break;  // (above)
   }
 
   // Not simulated: no cost, no cache traffic, no lock timing (put back at the end).
@@ -102,6 +124,27 @@ int Kernel::map_exec_image(task_struct* t, ExecMapping kind, uint64_t start, uin
   if (err == -ENOMEM) mmusim::fatal("out of simulated physical memory mapping the program image: raise memory.size");
   check_invariants("exec");
   return err;
+}
+
+// A private file mapping for a recorded program (workloads/trace_workload.cpp): mmap_region()'s
+// unmapping of what was there (as sys_mmap() does for MAP_FIXED), then the stand-in for the file:
+// the zero page in every PTE, read-only, so that a write copies it (do_wp_page() -> wp_page_copy(),
+// as for a page-cache page of a private mapping) and a read or fetch finds it present (the page
+// cache would have it, and fault-around would map it: not modelled).
+int64_t Kernel::mmap_file_stand_in(task_struct* t, uint64_t addr, uint64_t len, int prot) {
+  mm_struct* mm = t->mm;
+  charge(Cost::syscall);
+  len = ALIGN(len, PAGE_SIZE);
+  if (!len || !IS_ALIGNED(addr, PAGE_SIZE) || addr < 65536 || addr > arch_->task_size() - len) return -EINVAL;
+  if (vm_area_struct* old = find_vma(mm, addr); old && old->vm_start < addr + len) {
+    mmap_write_lock(mm);
+    const int err = do_vmi_munmap(mm, addr, len, /*unlock=*/false);
+    mmap_write_unlock(mm);
+    if (err) return err;
+  }
+  charge(Cost::vma_op);
+  const int err = map_exec_image(t, ExecMapping::file, addr, len, len, prot);
+  return err ? err : int64_t(addr);
 }
 
 }  // namespace kmm

@@ -195,8 +195,16 @@ class Kernel {
   // fetches and the vDSO's data (exec.cpp): a file's text, the vDSO text, the vvar area, mapped
   // at [start, start + len) with the first `populated` bytes present. Before the simulation
   // starts: nothing is charged or timed. Returns 0 or -errno.
-  enum class ExecMapping : uint8_t { text, vdso, vvar };
-  int map_exec_image(task_struct* t, ExecMapping kind, uint64_t start, uint64_t len, uint64_t populated);
+  // `file`: a private file mapping with `prot` (a recorded program's executable, libraries and
+  // their data), populated like the text; `anon`: private anonymous memory with `prot` (its
+  // stack, bss, heap), nothing present.
+  enum class ExecMapping : uint8_t { text, vdso, vvar, file, anon };
+  int map_exec_image(task_struct* t, ExecMapping kind, uint64_t start, uint64_t len, uint64_t populated,
+                     int prot = 0);
+  // A trace's mmap() of a file, MAP_PRIVATE | MAP_FIXED (there is no page cache yet): what is
+  // mapped there is unmapped, then the range is mapped as map_exec_image(file) maps it, every page
+  // present. Charged as a system call and its munmap; the population is not (exec.cpp).
+  int64_t mmap_file_stand_in(task_struct* t, uint64_t addr, uint64_t len, int prot);
   // The syscalls the workloads use. Return -errno on failure, as the kernel does.
   int64_t sys_mmap(task_struct* t, uint64_t addr, uint64_t len, int prot, int flags);
   int sys_munmap(task_struct* t, uint64_t addr, uint64_t len);

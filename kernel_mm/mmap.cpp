@@ -22,15 +22,6 @@ inline bool IS_ERR_VALUE(uint64_t x) { return x >= uint64_t(-4095); }
 inline uint64_t ERR_VALUE(int err) { return uint64_t(int64_t(err)); }  // -errno as unsigned long
 inline uint64_t PAGE_ALIGN(uint64_t x) { return ALIGN(x, PAGE_SIZE); }
 
-// calc_vm_prot_bits() (include/linux/mman.h)
-vm_flags_t calc_vm_prot_bits(int prot) {
-  vm_flags_t f = 0;
-  if (prot & PROT_READ) f |= VM_READ;
-  if (prot & PROT_WRITE) f |= VM_WRITE;
-  if (prot & PROT_EXEC) f |= VM_EXEC;
-  return f;
-}
-
 // accountable_mapping() (mm/mmap.c:594)
 bool accountable_mapping(vm_flags_t vm_flags) {
   return (vm_flags & (VM_NORESERVE | VM_SHARED | VM_WRITE)) == VM_WRITE;

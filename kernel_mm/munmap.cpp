@@ -43,15 +43,6 @@ inline uint64_t addr_end(uint64_t addr, uint64_t end, uint64_t size) {
   return (boundary - 1 < end - 1) ? boundary : end;
 }
 
-// calc_vm_prot_bits() (include/linux/mman.h), no pkeys / arch bits
-vm_flags_t calc_vm_prot_bits(int prot) {
-  vm_flags_t f = 0;
-  if (prot & PROT_READ) f |= VM_READ;
-  if (prot & PROT_WRITE) f |= VM_WRITE;
-  if (prot & PROT_EXEC) f |= VM_EXEC;
-  return f;
-}
-
 // vma_wants_manual_pte_write_upgrade() (include/linux/mm.h): private writable mappings must
 // check each PTE (COW); shared ones would ask vma_wants_writenotify() (no shared mappings here).
 bool vma_wants_manual_pte_write_upgrade(const vm_area_struct* vma) {

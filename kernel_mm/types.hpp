@@ -162,6 +162,15 @@ inline constexpr int MAP_SHARED = 0x01;
 inline constexpr int MAP_PRIVATE = 0x02;
 inline constexpr int MAP_FIXED = 0x10;
 inline constexpr int MAP_ANONYMOUS = 0x20;
+
+// calc_vm_prot_bits() (include/linux/mman.h), no pkeys / arch bits
+inline vm_flags_t calc_vm_prot_bits(int prot) {
+  vm_flags_t f = 0;
+  if (prot & PROT_READ) f |= VM_READ;
+  if (prot & PROT_WRITE) f |= VM_WRITE;
+  if (prot & PROT_EXEC) f |= VM_EXEC;
+  return f;
+}
 inline constexpr int MADV_DONTNEED = 4;
 inline constexpr int MADV_DONTFORK = 10;
 inline constexpr int MADV_DOFORK = 11;

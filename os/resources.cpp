@@ -14,7 +14,13 @@ void System::check_resources(const Config& cfg) {
   constexpr uint64_t kFrame = kmm::PAGE_SIZE, kSlack = 16ull << 20;  // zero page, LRU batches, stacks
   uint64_t mapped = 0;     // bytes of simulated memory the workload's data needs at most
   std::string what;        // which keys that comes from
-  if (wp_.name == wl::WorkloadName::random_ops) {
+  if (wp_.name == wl::WorkloadName::trace) {
+    // A recording's footprint is known only as it runs (its mappings reserve far more than it
+    // touches): the kernel port stops with "out of simulated physical memory" when memory.size
+    // is too small.
+    mapped = 0;
+    what = "workload.name = trace";
+  } else if (wp_.name == wl::WorkloadName::random_ops) {
     mapped = uint64_t(wp_.processes) * wp_.max_mapped;
     what = fmt::format("workload.processes = {} x workload.max_mapped = {}", wp_.processes,
                        format_size(wp_.max_mapped));
@@ -29,7 +35,10 @@ void System::check_resources(const Config& cfg) {
   // Page tables: a PTE table (one page) per PMD_SIZE, for the parent and a fork child.
   const uint64_t sim_need = mapped + 2 * (mapped / kmm::PTRS_PER_PTE) + kSlack;
   const std::string& origin =
-      cfg.setting(wp_.name == wl::WorkloadName::random_ops ? "workload.max_mapped" : "workload.size").origin;
+      cfg.setting(wp_.name == wl::WorkloadName::random_ops ? "workload.max_mapped"
+                  : wp_.name == wl::WorkloadName::trace    ? "workload.trace"
+                                                            : "workload.size")
+          .origin;
   if (sim_need > kp_.phys_mem)
     fatal("{}: {} needs about {} of simulated physical memory (with page tables and the kernel's "
           "own pages), more than memory.size = {}; raise memory.size or map less",

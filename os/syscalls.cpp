@@ -2,6 +2,7 @@
 #include "os/system.hpp"
 
 #include "base/error.hpp"
+#include "base/log.hpp"
 
 // System-call emulation: each system call of a workload's program enters the kernel port's sys_*
 // function; fork, clone, exit and wait also create, place, wake or retire simulated tasks
@@ -11,18 +12,41 @@ namespace mmusim {
 SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps) {
   SyscallOutcome out;
   kmm::Kernel& k = *kernel_;
+  if (u.sys == wl::Sys::Gate) {
+    // Not a system call: a trace's thread waits until the earlier ordered calls of its process
+    // (its other threads') have run. It costs what the serialising micro-op costs the core.
+    const uint64_t key = t.prog->gate_key();
+    MMUSIM_CHECK(key, "a Gate from a program without a gate");
+    Gate& g = gates_[key];
+    MMUSIM_CHECK(g.passed <= u.addr, "gate {}: call {} is already behind ({} passed)", key, u.addr, g.passed);
+    if (g.passed != u.addr) {
+      MMUSIM_CHECK(!g.waiting.count(u.addr), "gate {}: two tasks wait for call {}", key, u.addr);
+      g.waiting[u.addr] = &t;
+      t.blocked = true;
+      out.blocked = true;
+    } else {
+      t.prog->syscall_return(0);
+    }
+    return out;
+  }
+  const uint64_t gate_key = (u.flags & wl::kUopOrdered) ? t.prog->gate_key() : 0;
   enter_kernel(cpu, now_ps);
   k.enter(t.t, cpu, now_ps);  // the sys_* functions charge Cost::syscall themselves
   switch (u.sys) {
     case wl::Sys::Mmap:
       out.ret = k.sys_mmap(t.t, 0, u.addr, int(u.value), int(u.extra));
       break;
+    case wl::Sys::MmapFixed:
+      out.ret = k.sys_mmap(t.t, u.addr, u.value, int(u.extra), kmm::MAP_PRIVATE | kmm::MAP_ANONYMOUS | kmm::MAP_FIXED);
+      break;
+    case wl::Sys::MmapFile: out.ret = k.mmap_file_stand_in(t.t, u.addr, u.value, int(u.extra)); break;
+    case wl::Sys::Gate: break;  // (above)
     case wl::Sys::Munmap: out.ret = k.sys_munmap(t.t, u.addr, u.value); break;
     case wl::Sys::Mprotect: out.ret = k.sys_mprotect(t.t, u.addr, u.value, int(u.extra)); break;
     case wl::Sys::Madvise: out.ret = k.sys_madvise(t.t, u.addr, u.value, int(u.extra)); break;
     case wl::Sys::Fork: {
       kmm::task_struct* child = k.sys_fork(t.t);
-      sched_.make_runnable(sched_.add(child, workload_->child_program(forks_++), t.cpu));
+      sched_.make_runnable(sched_.add(child, workload_->child_program(forks_++, u.addr), t.cpu));
       out.ret = child->pid;
       break;
     }
@@ -91,8 +115,28 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
     case wl::Sys::Yield:
     case wl::Sys::None: k.charge(kmm::Cost::syscall); break;
   }
-  if (out.ret < 0 && u.sys != wl::Sys::Wait)
-    panic("the workload's {} system call failed with {} (task {})", int(u.sys), out.ret, t.t->pid);
+  if (out.ret < 0 && u.sys != wl::Sys::Wait) {
+    if (!(u.flags & wl::kUopReplayed))
+      panic("the workload's {} system call failed with {} (task {})", int(u.sys), out.ret, t.t->pid);
+    if (!syscalls_refused_.value())
+      log::get("system")->warn("a replayed system call ({}, {:#x}, {:#x}, {:#x}) failed in the kernel "
+                               "port with {} where the recorded one succeeded (trace.syscalls_refused "
+                               "counts them)",
+                               int(u.sys), u.addr, u.value, u.extra, out.ret);
+    syscalls_refused_.inc();
+  }
+  if (gate_key) {
+    // This ordered call has run: the next one of the process may.
+    Gate& g = gates_[gate_key];
+    ++g.passed;
+    if (auto it = g.waiting.find(g.passed); it != g.waiting.end()) {
+      SimTask* w = it->second;
+      g.waiting.erase(it);
+      w->blocked = false;
+      w->prog->syscall_return(0);
+      sched_.make_runnable(w);
+    }
+  }
   out.cycles = leave_kernel();
   if (!out.blocked && !out.exited) t.prog->syscall_return(out.ret);
   return out;

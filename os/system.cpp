@@ -84,6 +84,9 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
       trace_(trace),
       faults_region_(stats.counter("faults.region", "faults whose address lies in the measured region")),
       ctx_switches_(stats.counter("sched.context_switches", "context switches")),
+      syscalls_refused_(stats.counter("trace.syscalls_refused",
+                                      "replayed system calls the kernel port refused (an madvise() "
+                                      "advice it does not have, ...): the recorded call succeeded")),
       fault_latency_(stats.distribution("fault.latency_ns",
                                         "latency of a faulting store, as the benchmark measures it "
                                         "(region faults)",
@@ -99,6 +102,8 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
     fatal("{}: platform.isa = {} is impossible with platform.name = {} (its ISA is {})",
           cfg.setting("platform.isa").origin, pg::isa_name(pp_.isa), cfg.get_string("platform.name"),
           pg::isa_name(pp_.effective_isa()));
+  // A recording runs with the THP knobs as configured (workload.folio is the built-in ones').
+  if (wp_.name == wl::WorkloadName::trace) wp_.thp_from = wl::WorkloadParams::ThpFrom::config;
   if (wp_.thp_from == wl::WorkloadParams::ThpFrom::folio) {
     for (auto& [spec, st] : cfg.effective())
       if (spec->key.rfind("thp.", 0) == 0 && st->origin != "default")
@@ -150,13 +155,22 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
   kmm::task_struct* t = kernel_->create_process(workload_->name());
   // What exec() and the dynamic loader leave mapped: the text the micro-ops' instruction
   // addresses lie in, the vDSO and its data (workloads/image.hpp, kernel_mm/exec.cpp).
-  for (const wl::ImageMapping& m : wl::program_image()) {
+  // A recording brings its own: what its process had mapped when the recording began.
+  for (const wl::ImageMapping& m : workload_->image()) {
     using K = wl::ImageMapping::Kind;
-    const auto kind = m.kind == K::text   ? kmm::Kernel::ExecMapping::text
-                      : m.kind == K::vdso ? kmm::Kernel::ExecMapping::vdso
-                                          : kmm::Kernel::ExecMapping::vvar;
-    if (int err = kernel_->map_exec_image(t, kind, m.start, m.len, m.populated))
+    using E = kmm::Kernel::ExecMapping;
+    const E kind = m.kind == K::text   ? E::text
+                   : m.kind == K::vdso ? E::vdso
+                   : m.kind == K::vvar ? E::vvar
+                   : m.kind == K::file ? E::file
+                                       : E::anon;
+    if (int err = kernel_->map_exec_image(t, kind, m.start, m.len, m.populated, m.prot)) {
+      if (wp_.name == wl::WorkloadName::trace)
+        fatal("workload.trace = {}: the recording's {} at [{:#x}, {:#x}) cannot be mapped on this "
+              "platform (error {}): outside its user address space, or overlapping another",
+              wp_.trace, m.what, m.start, m.start + m.len, err);
       panic("mapping {} at [{:#x}, {:#x}) failed: {}", m.what, m.start, m.start + m.len, err);
+    }
   }
   sched_.make_runnable(sched_.add(t, workload_->main_program(), 0));
 }

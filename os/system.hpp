@@ -140,6 +140,13 @@ class System {
   std::unique_ptr<wl::Workload> workload_;
   Scheduler sched_;
   std::map<uint64_t, std::vector<SimTask*>> barriers_;  // futex barriers: address -> waiters
+  // Gates (Sys::Gate, kUopOrdered): per key, the ordered system calls passed, and who waits for
+  // which count.
+  struct Gate {
+    uint64_t passed = 0;
+    std::map<uint64_t, SimTask*> waiting;
+  };
+  std::map<uint64_t, Gate> gates_;
   std::function<void(int, uint64_t)> sync_;
   std::unique_ptr<class LockTiming> locks_;
   void enter_kernel(int cpu, uint64_t now_ps);
@@ -154,6 +161,7 @@ class System {
 
   Counter& faults_region_;
   Counter& ctx_switches_;
+  Counter& syscalls_refused_;
   Distribution& fault_latency_;
   Distribution* kind_latency_[16] = {};
   std::unique_ptr<wl::FaultLatencyMeter> fault_meter_;

@@ -19,6 +19,7 @@
 #include "base/log.hpp"
 #include "base/schema_json.hpp"
 #include "platforms/platform.hpp"
+#include "platforms/record.hpp"
 
 namespace mmusim {
 namespace po = boost::program_options;
@@ -38,6 +39,9 @@ const char* kUsage =
     "                                    type, default per platform, range or values, unit)\n"
     "  mmusim describe CONFIG... [--set SECTION.KEY=VALUE]...\n"
     "                                    the effective configuration after includes and --set\n"
+    "  mmusim record [--out DIR] [--force] [--valgrind PATH] -- PROGRAM [ARGS...]\n"
+    "                                    run a real program under the recorder (Valgrind); replay\n"
+    "                                    it with --set workload.name=trace --set workload.trace=DIR\n"
     "  mmusim --help | --version\n"
     "\n"
     "--stats - and --trace - write to stdout (the JSON replaces the table).\n"
@@ -288,6 +292,8 @@ int cli_main(int argc, char* argv[], std::ostream& out, std::ostream& err) {
     out << version_string() << "\n";
     return 0;
   }
+  // (Its arguments after the program's name are the program's.)
+  if (cmd == "record") return cmd_record(rest, out, err);
   // `mmusim run --help` and the like: the usage, not an "unrecognised option" error.
   for (const std::string& a : rest)
     if (a == "--help" || a == "-h") {
@@ -321,7 +327,7 @@ int cli_main(int argc, char* argv[], std::ostream& out, std::ostream& err) {
     print_describe(load_config(schema, a, "describe"), out);
     return 0;
   }
-  throw UserError(fmt::format("unknown command '{}'; commands: run, list, describe (see mmusim --help)", cmd));
+  throw UserError(fmt::format("unknown command '{}'; commands: run, record, list, describe (see mmusim --help)", cmd));
 }
 
 }  // namespace mmusim

@@ -32,12 +32,15 @@ struct ImageMapping {
     text,  // a file's text: read + execute, private (the executable, libc.so.6)
     vdso,  // the vDSO text: the special mapping [vdso]
     vvar,  // the vDSO's data: [vvar], read only
+    file,  // a recorded program's private file mapping with `prot` (its pages present)
+    anon,  // a recorded program's anonymous memory with `prot` (nothing present)
   };
   Kind kind;
   uint64_t start;      // page aligned
   uint64_t len;        // bytes, page aligned
   uint64_t populated;  // the first bytes of it present when the program starts (page aligned)
   const char* what;
+  int prot = 0;        // file, anon: PROT_* bits
 };
 
 inline constexpr uint64_t kImagePage = pg::kBasePageSize;

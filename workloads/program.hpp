@@ -30,6 +30,9 @@ class Program {
   virtual uint64_t store_value(const Uop& u) const { return u.value; }
   // Share of the measured pass done, in [0, 1] (for --progress).
   virtual double progress() const { return 0; }
+  // The gate its Sys::Gate and kUopOrdered system calls use (the threads of one traced process
+  // share one); 0: none.
+  virtual uint64_t gate_key() const { return 0; }
 };
 
 // A program built from steps; each step emits micro-ops into a queue when the queue is empty.

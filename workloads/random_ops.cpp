@@ -217,7 +217,7 @@ class RandomOpsWorkload : public Workload {
   std::unique_ptr<Program> main_program() override {
     return std::make_unique<RopsProgram>(sh_, RefProc{}, p_.seed ^ 0x72616e646f6d6f70ull, true, 0);
   }
-  std::unique_ptr<Program> child_program(unsigned) override {
+  std::unique_ptr<Program> child_program(unsigned, uint64_t) override {
     // The fork() that asks for it was the last micro-op its parent generated: the front.
     if (sh_.forked.empty()) panic("random-ops: a fork() without a child program");
     std::unique_ptr<RopsProgram> c = std::move(sh_.forked.front());

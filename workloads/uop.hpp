@@ -19,7 +19,16 @@ enum class UopKind : uint8_t {
 
 // Clone: a thread (arguments: the thread's index, and two words for its program); Barrier: wait
 // until `value` tasks have reached barrier `addr` (a futex-based pthread barrier's effect).
-enum class Sys : uint8_t { None, Mmap, Munmap, Mprotect, Madvise, Fork, Exit, Wait, Yield, Clone, Barrier };
+// Mmap: (len, prot, flags) at an address the kernel chooses. MmapFixed: private anonymous memory
+// at `addr` (MAP_FIXED; `value` len, `extra` prot). MmapFile: a private file mapping at `addr`
+// (`value` len, `extra` prot), its pages present at once (no page cache yet: kernel_mm/exec.cpp).
+// Fork: `addr` a tag the workload gets back in child_program(). Gate: wait until the task's
+// program's gate (Program::gate_key()) has let `addr` ordered system calls through (a trace's
+// threads keep the recorded order of their system calls).
+enum class Sys : uint8_t {
+  None, Mmap, Munmap, Mprotect, Madvise, Fork, Exit, Wait, Yield, Clone, Barrier,
+  MmapFixed, MmapFile, Gate
+};
 enum class Mark : uint8_t { None, RegionBegin, RegionEnd, Progress };
 
 // Flags
@@ -38,6 +47,11 @@ inline constexpr uint16_t kUopCheckValue = 1u << 3;
 // (SDM Vol 1 fast-string operation: full-line writes need no read-for-ownership;
 // docs/x86-memory-path.md §2). The core's caches then take no fill from DRAM for it.
 inline constexpr uint16_t kUopFullLine = 1u << 4;
+// A system call that passes its program's gate when it has executed (Sys::Gate).
+inline constexpr uint16_t kUopOrdered = 1u << 5;
+// A system call replayed from a recording: the kernel port may refuse what the real kernel did
+// (an madvise() advice it does not have): counted in trace.syscalls_refused, not an error.
+inline constexpr uint16_t kUopReplayed = 1u << 6;
 
 // The instruction address of a micro-op that has none (a Marker: a workload event, not an
 // instruction; the hand-made micro-ops of the model tests): the core's front end translates no

@@ -368,7 +368,7 @@ class ForkReuseWorkload : public Workload {
   std::unique_ptr<Program> main_program() override {
     return std::make_unique<ForkReuseProgram>(p_, fork_time_);
   }
-  std::unique_ptr<Program> child_program(unsigned) override { return std::make_unique<ExitProgram>(); }
+  std::unique_ptr<Program> child_program(unsigned, uint64_t) override { return std::make_unique<ExitProgram>(); }
   std::unique_ptr<Program> thread_program(unsigned index, uint64_t base, uint64_t results) override {
     return std::make_unique<ForkReuseProgram>(p_, index, base, results);
   }
@@ -446,12 +446,17 @@ void VdsoParams::visit(Params& p) {
 void WorkloadParams::visit(Params& p) {
   p.enumeration("workload.name", name, WorkloadName::fork_reuse,
                 {{"fork-reuse", WorkloadName::fork_reuse}, {"fork-time", WorkloadName::fork_time},
-                 {"random-ops", WorkloadName::random_ops}},
+                 {"random-ops", WorkloadName::random_ops}, {"trace", WorkloadName::trace}},
                 "fork-reuse: populate, fork, the child exits, the parent waits, then the measured "
                 "pass; fork-time: populate, then the measured region is the fork() itself (V11); "
                 "random-ops: random mmap/munmap/mprotect/madvise/fork/exit/stores/loads over "
                 "several processes, every load checked against a reference model of memory "
-                "(differential testing; workload.ops, workload.processes, workload.max_mapped)");
+                "(differential testing; workload.ops, workload.processes, workload.max_mapped); "
+                "trace: replay a recording of a real program (workload.trace; `mmusim record`); "
+                "its THP knobs are the thp.* keys");
+  p.string("workload.trace", trace, "",
+           "trace: the directory `mmusim record --out DIR` wrote (relative to the working "
+           "directory); docs/trace-format.md");
   p.size("workload.size", size, "256M", kPmd, 64ull << 30,
          "bytes of the measured region (a multiple of 2M)", kPmd);
   p.enumeration("workload.folio", folio, FolioKind::k64K,
@@ -525,6 +530,7 @@ std::unique_ptr<Workload> make_workload(const WorkloadParams& p, Stats* stats) {
     case WorkloadName::fork_reuse: return std::make_unique<ForkReuseWorkload>(p, false);
     case WorkloadName::fork_time: return std::make_unique<ForkReuseWorkload>(p, true);
     case WorkloadName::random_ops: return make_random_ops_workload(p, stats);
+    case WorkloadName::trace: return make_trace_workload(p, stats);
   }
   panic("unknown workload");
 }

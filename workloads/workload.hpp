@@ -11,6 +11,7 @@
 
 #include "base/params.hpp"
 #include "base/stats.hpp"
+#include "workloads/image.hpp"
 #include "workloads/program.hpp"
 
 namespace mmusim::wl {
@@ -19,7 +20,7 @@ enum class FolioKind : uint8_t { k4K, k64K, k1M, k2M_pte, k2M_pmd };
 enum class Pattern : uint8_t {
   seq_byte, seq_byte_clock, seq_byte_lfence, memset, random_byte, read_then_store, stride
 };
-enum class WorkloadName : uint8_t { fork_reuse, fork_time, random_ops };
+enum class WorkloadName : uint8_t { fork_reuse, fork_time, random_ops, trace };
 const char* folio_kind_name(FolioKind k);
 const char* pattern_name(Pattern p);
 unsigned folio_order(FolioKind k);  // 0, 4, 8, 9, 9
@@ -50,6 +51,7 @@ struct WorkloadParams {
   uint64_t max_mapped = 0;         // random-ops: bytes mapped per process at most
   enum class ThpFrom : uint8_t { folio, config } thp_from = ThpFrom::folio;
   enum class Measure : uint8_t { pass, populate } measure = Measure::pass;
+  std::string trace;                // trace: the recording's directory (mmusim record --out)
   VdsoParams vdso;
   void visit(Params& p);
 };
@@ -67,8 +69,10 @@ class Workload {
   virtual std::string name() const = 0;
   virtual ThpSetup thp_setup() const = 0;
   virtual std::unique_ptr<Program> main_program() = 0;
-  // The program a fork() child of `parent_fork_index`-th fork runs.
-  virtual std::unique_ptr<Program> child_program(unsigned fork_index) = 0;
+  // The program the child of the `fork_index`-th fork runs; `tag`: the Fork micro-op's `addr`.
+  virtual std::unique_ptr<Program> child_program(unsigned fork_index, uint64_t tag) = 0;
+  // What the first process has mapped when its program starts (workloads/image.hpp).
+  virtual std::vector<ImageMapping> image() const { return program_image(); }
   // The program of thread `index` (>= 1) that the main program's Clone(index, a, b) creates.
   virtual std::unique_ptr<Program> thread_program(unsigned index, uint64_t a, uint64_t b) {
     return nullptr;
@@ -82,5 +86,7 @@ class Workload {
 // `stats` (optional): where a workload registers its own counters (random-ops: check.*).
 std::unique_ptr<Workload> make_workload(const WorkloadParams& p, Stats* stats = nullptr);
 std::unique_ptr<Workload> make_random_ops_workload(const WorkloadParams& p, Stats* stats);
+// workloads/trace_workload.cpp
+std::unique_ptr<Workload> make_trace_workload(const WorkloadParams& p, Stats* stats);
 
 }  // namespace mmusim::wl

@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The trace workload (workloads/trace_*.cpp) on hand-made recordings (trace_writer.hpp): the reader
+// decodes what was written, the replay recreates processes, threads and mappings in the kernel
+// port and gives the built-in benchmark's faults for the same program, and bad recordings are
+// the user's errors, with the file and the offset.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "platforms/run_mmusim.hpp"
+#include "platforms/trace_writer.hpp"
+#include "workloads/trace_reader.hpp"
+
+using namespace mmusim_test;
+
+namespace {
+
+constexpr uint64_t kText = 0x108000;      // where Valgrind loads a PIE's text
+constexpr uint64_t kStack = 0x1ffeff0000; // (a recorded stack)
+constexpr uint64_t kBuf = 0x4a00000;      // the mmap of the measured buffer (2M aligned)
+constexpr uint64_t kPage = 4096;
+
+// The recording of the fork-reuse benchmark (recorder/tests/forkbench.c) as it would be: map
+// `size` bytes, one store per page, fork (the child exits), wait, the region: one store per page,
+// munmap, exit.
+void write_forkbench(const std::string& dir, uint64_t size, bool threaded_region = false) {
+  TraceWriter p(100, 0);
+  p.map(kText, 0x2000, 5, MTR_MAP_FILE_PRIVATE).map(kStack, 0x10000, 3, MTR_MAP_ANON).thread(1);
+  p.exec(kText + 0x10, 12);
+  p.syscall(9, {0, size, 3, 0x22, uint64_t(-1), 0}, int64_t(kBuf));  // mmap anonymous
+  for (uint64_t a = kBuf; a < kBuf + size; a += kPage) p.store(kText + 0x40, a, 1).exec(kText + 0x44, 2);
+  p.syscall(57, {}, 101).fork(101);  // fork -> child 101
+  p.syscall(61, {101, 0, 0, 0}, 101);  // wait4 -> 101
+  if (threaded_region) {
+    // A second thread makes the region's stores; the main thread joins it (a futex wait that
+    // returns after the thread's exit), then unmaps.
+    p.newthread(2).syscall(56, {0x3d0f00}, 102);
+    p.thread(2).region(true, kBuf, size);
+    for (uint64_t a = kBuf; a < kBuf + size; a += kPage) p.store(kText + 0x80, a, 1).exec(kText + 0x84, 2);
+    p.region(false).exit(0);
+    p.thread(1).syscall(202, {0, 0, 0}, 0);  // futex: the join
+  } else {
+    p.region(true, kBuf, size);
+    for (uint64_t a = kBuf; a < kBuf + size; a += kPage) p.store(kText + 0x80, a, 1).exec(kText + 0x84, 2);
+    p.region(false);
+  }
+  p.syscall(11, {kBuf, size}, 0);  // munmap
+  p.syscall(231, {0}, 0).exit(0).end();
+  p.write(dir + "/proc-100.mtr");
+  TraceWriter c(101, 100);
+  c.thread(1).exec(kText + 0x30, 3).syscall(60, {0}, 0).exit(0).end();
+  c.write(dir + "/proc-101.mtr");
+  write_manifest(dir, 100, "forkbench");
+}
+
+nlohmann::json run_stats(const TempDir& t, const std::string& sets) {
+  const std::string stats = t.path("stats.json");
+  Result r = run_mmusim("run " + std::string(MMUSIM_SOURCE_DIR) + "/configs/default.cfg " + sets +
+                        " --stats " + stats + " --quiet");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  return nlohmann::json::parse(slurp(stats));
+}
+
+}  // namespace
+
+TEST_CASE("trace reader: every record decodes to what was written, deltas and threads included") {
+  TempDir t;
+  TraceWriter w(7, 0);
+  w.map(0x400000, 0x3000, 5, MTR_MAP_FILE_PRIVATE).thread(1);
+  w.exec(0x401000, 5).load(0x401010, 0x7fff0008, 8).store(0x400ff0, 0x7ffe0000, 64);
+  w.atomic(0x401020, 0x601000, 4).fence(0x401024, MTR_FENCE_RDTSCP);
+  w.newthread(2).thread(2).store(0x401100, 0x601040, 2).exit(-3).thread(1);
+  w.syscall(9, {0, 4096, 3, 0x22, uint64_t(-1), 0}, 0x7f0000000000).fork(8).region(true, 0x1000, 0x2000);
+  w.region(false).exit(0).end();
+  w.write(t.path("proc-7.mtr"));
+  auto f = mmusim::wl::TraceFile::open(t.path("proc-7.mtr"));
+  REQUIRE(f->pid() == 7);
+  REQUIRE(f->summary().threads == std::vector<uint32_t>{1, 2});
+  REQUIRE(f->summary().maps.size() == 1);
+  REQUIRE(f->summary().forks == std::vector<uint32_t>{8});
+  REQUIRE(f->summary().instructions == 5 + 5);
+  REQUIRE(f->summary().accesses == 4);
+
+  mmusim::wl::TraceCursor all(f, 0), main(f, 1), second(f, 2);
+  mmusim::wl::TraceRecord r;
+  std::vector<uint8_t> ops;
+  while (all.next(r)) ops.push_back(r.op);
+  REQUIRE(ops == std::vector<uint8_t>{MTR_MAP, MTR_THREAD, MTR_EXEC, MTR_LOAD, MTR_STORE, MTR_ATOMIC, MTR_FENCE,
+                                      MTR_NEWTHREAD, MTR_THREAD, MTR_STORE, MTR_EXIT, MTR_THREAD, MTR_SYSCALL,
+                                      MTR_FORK, MTR_REGION, MTR_REGION, MTR_EXIT});
+  REQUIRE(main.next(r));
+  CHECK((r.op == MTR_EXEC && r.ip == 0x401000 && r.n == 5));
+  REQUIRE(main.next(r));
+  CHECK((r.op == MTR_LOAD && r.ip == 0x401010 && r.addr == 0x7fff0008 && r.n == 8));
+  REQUIRE(main.next(r));
+  CHECK((r.op == MTR_STORE && r.ip == 0x400ff0 && r.addr == 0x7ffe0000 && r.n == 64));
+  REQUIRE(main.next(r));
+  CHECK((r.op == MTR_ATOMIC && r.addr == 0x601000 && r.n == 4));
+  REQUIRE(main.next(r));
+  CHECK((r.op == MTR_FENCE && r.n == MTR_FENCE_RDTSCP));
+  REQUIRE(main.next(r));
+  CHECK((r.op == MTR_NEWTHREAD && r.n == 2 && r.order == 0));
+  REQUIRE(main.next(r));  // thread 2's records are skipped, their deltas kept
+  CHECK((r.op == MTR_SYSCALL && r.n == 9 && r.a[1] == 4096 && r.a[4] == uint64_t(-1) &&
+         r.result == 0x7f0000000000 && r.order == 2));
+  REQUIRE(main.next(r));
+  CHECK((r.op == MTR_FORK && r.n == 8 && r.order == 3));
+  REQUIRE(main.next(r));
+  CHECK((r.op == MTR_REGION && r.n == 1 && r.a[0] == 0x1000 && r.a[1] == 0x2000));
+  REQUIRE(main.next(r));
+  REQUIRE(main.next(r));
+  CHECK((r.op == MTR_EXIT && r.result == 0 && r.order == 4));
+  REQUIRE(!main.next(r));
+  REQUIRE(second.next(r));
+  CHECK((r.op == MTR_STORE && r.tid == 2 && r.ip == 0x401100 && r.addr == 0x601040 && r.n == 2));
+  REQUIRE(second.next(r));
+  CHECK((r.op == MTR_EXIT && r.result == -3 && r.order == 1));
+  REQUIRE(!second.next(r));
+}
+
+TEST_CASE("trace replay: a recorded fork-reuse gives the built-in benchmark's faults on the functional platform") {
+  TempDir t;
+  std::filesystem::create_directories(t.path("rec"));
+  const uint64_t size = 2 << 20;
+  write_forkbench(t.path("rec"), size);
+  const std::string common = "--set platform.name=functional --set kernel.wp_reuse=off ";
+  nlohmann::json tr = run_stats(t, common + "--set thp.enabled=never --set workload.name=trace --set workload.trace=" + t.path("rec"));
+  nlohmann::json bi = run_stats(t, common + "--set workload.size=2M --set workload.folio=4K --set workload.pattern=seq-byte");
+  // The region: one write fault per page of the buffer, each a reuse of the page the child no
+  // longer shares (6.12's do_wp_page() -> wp_can_reuse_anon_folio()).
+  CHECK(tr["faults.region"] == size / kPage);
+  CHECK(tr["faults.region"] == bi["faults.region"]);
+  CHECK(tr["faults.total"] == bi["faults.total"]);
+  CHECK(tr["kernel.do_wp_page"] == bi["kernel.do_wp_page"]);
+  CHECK(tr["kernel.wp_reuse"] == bi["kernel.wp_reuse"]);
+  CHECK(tr["total.trace.accesses"] == 2 * size / kPage);  // populate and pass
+  CHECK(tr["total.trace.syscalls"] == 5 + 1);  // mmap fork wait4 munmap exit_group; the child's exit
+  CHECK(tr["total.trace.syscalls_not_modelled"] == 0);
+}
+
+TEST_CASE("trace replay: the threads of a process keep the recorded order of their system calls") {
+  TempDir t;
+  std::filesystem::create_directories(t.path("rec"));
+  const uint64_t size = 2 << 20;
+  write_forkbench(t.path("rec"), size, /*threaded_region=*/true);
+  // Two cores: the second thread's stores run beside the main thread, which must not unmap the
+  // buffer before the thread has exited (the join's futex is after the thread's exit).
+  nlohmann::json s = run_stats(t, "--set platform.cores=2 --set thp.enabled=never --set workload.name=trace --set workload.trace=" + t.path("rec"));
+  CHECK(s["faults.region"] == size / kPage);
+  CHECK(s["faults.spurious"] == 0);
+  CHECK(s["trace.syscalls_refused"] == 0);
+}
+
+TEST_CASE("trace replay: a truncated, corrupt or newer recording is the user's error, with file and offset") {
+  TempDir t;
+  std::filesystem::create_directories(t.path("rec"));
+  write_forkbench(t.path("rec"), 2 << 20);
+  const std::string run = "run " + std::string(MMUSIM_SOURCE_DIR) +
+                          "/configs/default.cfg --set platform.name=functional --set workload.name=trace "
+                          "--set workload.trace=" + t.path("rec");
+  SECTION("truncated") {
+    TraceWriter c(101, 100);
+    c.thread(1).exec(0x108030, 3).syscall(60, {0}, 0).exit(0).end();
+    c.write(t.path("rec/proc-101.mtr"), 3);
+    Result r = run_mmusim(run);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.out, Catch::Contains("proc-101.mtr: offset") && Catch::Contains("corrupt or truncated"));
+  }
+  SECTION("unknown opcode") {
+    TraceWriter c(101, 100);
+    c.thread(1).raw(0x7e).end();
+    c.write(t.path("rec/proc-101.mtr"));
+    Result r = run_mmusim(run);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.out, Catch::Contains("proc-101.mtr: offset 26: unknown opcode 0x7e"));
+  }
+  SECTION("a newer format") {
+    TraceWriter c(101, 100);
+    std::vector<uint8_t> b = c.thread(1).exit(0).end().bytes();
+    b[8] = 2;
+    std::ofstream(t.path("rec/proc-101.mtr"), std::ios::binary).write(reinterpret_cast<const char*>(b.data()), long(b.size()));
+    Result r = run_mmusim(run);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.out, Catch::Contains("trace format version 2 is newer than this mmusim reads (1)"));
+  }
+  SECTION("no recording there") {
+    Result r = run_mmusim("run " + std::string(MMUSIM_SOURCE_DIR) +
+                          "/configs/default.cfg --set workload.name=trace --set workload.trace=" + t.path("none"));
+    CHECK(r.status == 2);
+    CHECK_THAT(r.out, Catch::Contains("manifest.txt is missing") && Catch::Contains("mmusim record"));
+  }
+  SECTION("two measured regions") {
+    TraceWriter c(101, 100);
+    c.thread(1).region(true).region(false).region(true).region(false).exit(0).end();
+    c.write(t.path("rec/proc-101.mtr"));
+    Result r = run_mmusim(run);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.out, Catch::Contains("a second measured region begins"));
+  }
+}

@@ -1,0 +1,313 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "workloads/trace_reader.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "base/error.hpp"
+#include "recorder/mmusim_trace.h"
+
+namespace mmusim::wl {
+
+namespace {
+
+uint32_t le32(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+
+const char* op_name(uint8_t op) {
+  switch (op) {
+    case MTR_EXEC: return "EXEC";
+    case MTR_LOAD: return "LOAD";
+    case MTR_STORE: return "STORE";
+    case MTR_ATOMIC: return "ATOMIC";
+    case MTR_FENCE: return "FENCE";
+    case MTR_SYSCALL: return "SYSCALL";
+    case MTR_THREAD: return "THREAD";
+    case MTR_NEWTHREAD: return "NEWTHREAD";
+    case MTR_FORK: return "FORK";
+    case MTR_EXIT: return "EXIT";
+    case MTR_REGION: return "REGION";
+    case MTR_MAP: return "MAP";
+    case MTR_END: return "END";
+  }
+  return "?";
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+// TraceFile
+
+std::shared_ptr<const TraceFile> TraceFile::open(const std::string& path) {
+  std::shared_ptr<TraceFile> f(new TraceFile());
+  f->path_ = path;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fatal("{}: cannot open the trace: {}", path, std::strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    fatal("{}: cannot read the trace: {}", path, std::strerror(e));
+  }
+  f->size_ = size_t(st.st_size);
+  if (f->size_ < MTR_HEADER_BYTES) {
+    ::close(fd);
+    fatal("{}: not an mmusim trace: {} bytes, shorter than the {}-byte header", path, f->size_,
+          MTR_HEADER_BYTES);
+  }
+  void* m = mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (m == MAP_FAILED) fatal("{}: cannot map the trace: {}", path, std::strerror(errno));
+  f->data_ = static_cast<const uint8_t*>(m);
+  if (std::memcmp(f->data_, MTR_MAGIC, 8) != 0)
+    fatal("{}: not an mmusim trace (the first 8 bytes are not \"{}\")", path, MTR_MAGIC);
+  const uint32_t version = le32(f->data_ + 8);
+  if (version > MTR_VERSION)
+    fatal("{}: trace format version {} is newer than this mmusim reads ({}): replay it with a "
+          "newer mmusim, or record it again",
+          path, version, MTR_VERSION);
+  if (version != MTR_VERSION) fatal("{}: trace format version {} is not one this mmusim reads ({})", path, version, MTR_VERSION);
+  f->pid_ = le32(f->data_ + 12);
+  f->ppid_ = le32(f->data_ + 16);
+  f->check();
+  return f;
+}
+
+TraceFile::~TraceFile() {
+  if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+// The whole file decoded once: every record well-formed, END last, MAPs before the first THREAD,
+// at most one measured region; what the replay needs to know up front.
+void TraceFile::check() {
+  TraceCursor c(nullptr, 0);
+  c.raw_ = this;
+  c.pos_ = MTR_HEADER_BYTES;
+  TraceRecord r;
+  bool seen_thread = false, region_open = false;
+  std::vector<uint32_t>& th = summary_.threads;
+  while (!c.ended_) {
+    const size_t at = c.pos_;
+    c.decode(r);
+    ++summary_.records;
+    switch (r.op) {
+      case MTR_MAP:
+        if (seen_thread) fatal("{}: offset {}: a MAP record after the first THREAD", path_, at);
+        summary_.maps.push_back(r);
+        break;
+      case MTR_THREAD:
+        seen_thread = true;
+        if (std::find(th.begin(), th.end(), uint32_t(r.n)) == th.end()) th.push_back(uint32_t(r.n));
+        break;
+      case MTR_END: break;
+      default:
+        if (!seen_thread)
+          fatal("{}: offset {}: a {} record before the first THREAD record", path_, at, op_name(r.op));
+        break;
+    }
+    switch (r.op) {
+      case MTR_EXEC: summary_.instructions += r.n; break;
+      case MTR_LOAD:
+      case MTR_STORE:
+      case MTR_ATOMIC:
+      case MTR_FENCE: ++summary_.instructions; summary_.accesses += r.op != MTR_FENCE; break;
+      case MTR_SYSCALL: ++summary_.syscalls; break;
+      case MTR_FORK: summary_.forks.push_back(uint32_t(r.n)); break;
+      case MTR_REGION:
+        if (r.n == 1) {
+          if (region_open || summary_.regions)
+            fatal("{}: offset {}: a second measured region begins; mmusim measures one region per "
+                  "run (mmusim_region_begin() once)",
+                  path_, at);
+          region_open = true;
+          ++summary_.regions;
+        } else {
+          if (!region_open) fatal("{}: offset {}: the measured region ends before it began", path_, at);
+          region_open = false;
+        }
+        break;
+      default: break;
+    }
+  }
+  if (th.empty()) fatal("{}: the trace has no THREAD record", path_);
+  if (region_open) fatal("{}: the measured region begins but never ends (no mmusim_region_end())", path_);
+}
+
+// ------------------------------------------------------------------------------------------------
+// TraceCursor
+
+TraceCursor::TraceCursor(std::shared_ptr<const TraceFile> f, uint32_t tid)
+    : file_(std::move(f)), raw_(file_.get()), want_(tid), pos_(MTR_HEADER_BYTES) {}
+
+void TraceCursor::decode(TraceRecord& r) {
+  const TraceFile& f = *raw_;
+  const uint8_t* d = f.data();
+  const size_t size = f.size();
+  const size_t start = pos_;
+  auto fail = [&](const char* what) {
+    fatal("{}: offset {}: {} (reading byte {}); the trace is corrupt or truncated", f.path(), start,
+          what, pos_);
+  };
+  if (pos_ >= size) fail("the file ends without an END record");
+  auto u = [&]() -> uint64_t {
+    uint64_t v = 0;
+    for (unsigned shift = 0;; shift += 7) {
+      if (pos_ >= size) fail("the file ends inside a number");
+      if (shift > 63) fail("a number longer than 64 bits");
+      const uint8_t b = d[pos_++];
+      v |= uint64_t(b & 0x7f) << shift;
+      if (!(b & 0x80)) return v;
+    }
+  };
+  auto s = [&]() -> int64_t {
+    const uint64_t z = u();
+    return int64_t(z >> 1) ^ -int64_t(z & 1);
+  };
+  r = TraceRecord{};
+  r.op = d[pos_++];
+  switch (r.op) {
+    case MTR_EXEC:
+      ip_ += uint64_t(s());
+      r.n = u();
+      if (r.n == 0) fail("EXEC of 0 instructions");
+      break;
+    case MTR_LOAD:
+    case MTR_STORE:
+    case MTR_ATOMIC:
+      ip_ += uint64_t(s());
+      addr_ += uint64_t(s());
+      r.n = u();
+      if (r.n == 0 || r.n > 64) fail("an access size outside 1..64");
+      break;
+    case MTR_FENCE:
+      ip_ += uint64_t(s());
+      r.n = u();
+      if (r.n == 0 || r.n > MTR_FENCE_MAX) fail("an unknown FENCE kind");
+      break;
+    case MTR_SYSCALL:
+      r.n = u();
+      for (uint64_t& a : r.a) a = u();
+      r.result = s();
+      break;
+    case MTR_THREAD:
+    case MTR_NEWTHREAD:
+      r.n = u();
+      if (r.n == 0 || r.n > 0xffffffffu) fail("a thread number outside 1..2^32-1");
+      if (r.op == MTR_THREAD) cur_tid_ = uint32_t(r.n);
+      break;
+    case MTR_FORK:
+      r.n = u();
+      if (r.n == 0 || r.n > 0xffffffffu) fail("a pid outside 1..2^32-1");
+      break;
+    case MTR_EXIT: r.result = s(); break;
+    case MTR_REGION:
+      r.n = u();
+      r.a[0] = u();
+      r.a[1] = u();
+      if (r.n > 1) fail("REGION with on outside 0..1");
+      break;
+    case MTR_MAP:
+      for (int i = 0; i < 4; ++i) r.a[i] = u();
+      if ((r.a[0] | r.a[1]) & 0xfff) fail("a MAP not page-aligned");
+      if (r.a[2] > 7) fail("a MAP with prot outside 0..7");
+      if (r.a[3] > MTR_MAP_KIND_MAX) fail("a MAP of an unknown kind");
+      break;
+    case MTR_END:
+      ended_ = true;
+      if (pos_ != size) fail("bytes after the END record");
+      break;
+    default: fail(fmt::format("unknown opcode {:#04x}", r.op).c_str());
+  }
+  r.tid = cur_tid_;
+  r.ip = ip_;
+  r.addr = addr_;
+  if (trace_record_ordered(r)) r.order = ordered_++;
+}
+
+bool trace_record_ordered(const TraceRecord& r) {
+  switch (r.op) {
+    case MTR_NEWTHREAD:
+    case MTR_FORK:
+    case MTR_EXIT: return true;
+    case MTR_SYSCALL:
+      return !(r.n == sysno::fork || r.n == sysno::vfork || r.n == sysno::clone || r.n == sysno::clone3 ||
+               r.n == sysno::exit || r.n == sysno::exit_group);
+    default: return false;
+  }
+}
+
+bool TraceCursor::next(TraceRecord& r) {
+  while (!ended_) {
+    decode(r);
+    if (r.op == MTR_END) return false;
+    if (want_ == 0) return true;
+    if (r.op == MTR_THREAD || r.op == MTR_MAP || r.tid != want_) continue;
+    return true;
+  }
+  return false;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Recording
+
+Recording::Recording(const std::string& dir) : dir_(dir) {
+  const std::string path = dir + "/manifest.txt";
+  std::ifstream in(path);
+  if (!in)
+    fatal("workload.trace = {}: no recording there ({} is missing; make one with `mmusim record "
+          "--out {} -- PROGRAM`)",
+          dir, path, dir);
+  std::string line;
+  int lineno = 0;
+  bool have_version = false, have_root = false;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty()) continue;
+    std::istringstream ls(line);
+    std::string key;
+    ls >> key;
+    if (key == "mmusim-trace") {
+      unsigned v = 0;
+      if (!(ls >> v)) fatal("{}:{}: \"mmusim-trace\" needs the format version", path, lineno);
+      if (v > MTR_VERSION)
+        fatal("{}:{}: trace format version {} is newer than this mmusim reads ({})", path, lineno, v,
+              MTR_VERSION);
+      if (v != MTR_VERSION) fatal("{}:{}: trace format version {} is not one this mmusim reads ({})", path, lineno, v, MTR_VERSION);
+      have_version = true;
+    } else if (key == "root-pid") {
+      int64_t p = 0;
+      if (!(ls >> p) || p <= 0) fatal("{}:{}: root-pid needs a positive pid", path, lineno);
+      root_pid_ = uint32_t(p);
+      have_root = true;
+    } else if (key == "command") {
+      std::getline(ls, command_);
+      if (!command_.empty() && command_[0] == ' ') command_.erase(0, 1);
+    } else {
+      fatal("{}:{}: unknown manifest key \"{}\" (allowed: mmusim-trace, root-pid, command)", path,
+            lineno, key);
+    }
+  }
+  if (!have_version) fatal("{}: not an mmusim recording manifest (no \"mmusim-trace\" line)", path);
+  if (!have_root) fatal("{}: no root-pid line", path);
+}
+
+std::shared_ptr<const TraceFile> Recording::process(uint32_t pid) const {
+  auto it = files_.find(pid);
+  if (it != files_.end()) return it->second;
+  const std::string path = fmt::format("{}/proc-{}.mtr", dir_, pid);
+  auto f = TraceFile::open(path);
+  if (f->pid() != pid) fatal("{}: the header says pid {}, the file name {}", path, f->pid(), pid);
+  files_[pid] = f;
+  return f;
+}
+
+}  // namespace mmusim::wl

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// Reading a recording of `mmusim record` (format: recorder/mmusim_trace.h, docs/trace-format.md):
+// the manifest, and per process its .mtr file, checked whole when it is opened (a truncated or
+// corrupt file, or one of a newer format, is the user's error before the simulation starts), then
+// read record by record by one cursor per simulated thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mmusim::wl {
+
+struct TraceRecord {
+  uint8_t op = 0;        // enum mtr_opcode
+  uint32_t tid = 0;      // the thread the record belongs to (0 before the first THREAD)
+  uint64_t ip = 0;       // absolute, after the record's delta
+  uint64_t addr = 0;     // absolute, after the record's delta (LOAD/STORE/ATOMIC)
+  uint64_t n = 0;        // EXEC: instructions; LOAD/STORE/ATOMIC: size; FENCE: kind; THREAD,
+                         // NEWTHREAD: tid; FORK: pid; REGION: on; SYSCALL: number
+  uint64_t a[6] = {};    // SYSCALL: arguments; REGION: start, len; MAP: start, len, prot, kind
+  int64_t result = 0;    // SYSCALL: result; EXIT: code
+  uint64_t order = 0;    // an ordered record (trace_record_ordered()): how many of the file's
+                         // ordered records, of every thread, come before it
+};
+
+// A record the replay turns into one system call that keeps its place among the process's other
+// threads' ones: NEWTHREAD, FORK, EXIT, and SYSCALL but for fork, clone and exit (which are their
+// FORK, NEWTHREAD and EXIT records). Defined by the record alone, so every thread's cursor counts
+// the same ones.
+bool trace_record_ordered(const TraceRecord& r);
+
+// One proc-<pid>.mtr, mapped read-only, checked whole at open().
+class TraceFile {
+ public:
+  static std::shared_ptr<const TraceFile> open(const std::string& path);
+  ~TraceFile();
+  TraceFile(const TraceFile&) = delete;
+  TraceFile& operator=(const TraceFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  uint32_t pid() const { return pid_; }
+  uint32_t parent_pid() const { return ppid_; }
+  // What the check found.
+  struct Summary {
+    std::vector<uint32_t> threads;  // tids in order of first appearance (the first is the main one)
+    std::vector<TraceRecord> maps;  // the MAP records
+    uint64_t records = 0, instructions = 0, accesses = 0, syscalls = 0, regions = 0;
+    std::vector<uint32_t> forks;    // child pids, in order
+  };
+  const Summary& summary() const { return summary_; }
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  TraceFile() = default;
+  void check();
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  uint32_t pid_ = 0, ppid_ = 0;
+  Summary summary_;
+};
+
+// Sequential decoding. With `tid` != 0, next() returns only that thread's records (and none of the
+// THREAD records); the deltas are kept over every record.
+class TraceCursor {
+ public:
+  TraceCursor(std::shared_ptr<const TraceFile> f, uint32_t tid);
+  // The next record; false after END.
+  bool next(TraceRecord& r);
+  // Share of the file read, in [0, 1].
+  double progress() const { return file_->size() ? double(pos_) / double(file_->size()) : 1; }
+
+ private:
+  friend class TraceFile;
+  // Decodes the record at pos_ (any thread's); throws a UserError naming the file and offset.
+  void decode(TraceRecord& r);
+  std::shared_ptr<const TraceFile> file_;
+  const TraceFile* raw_ = nullptr;  // (the check's cursor, before the shared_ptr exists)
+  uint32_t want_ = 0, cur_tid_ = 0;
+  size_t pos_ = 0;
+  uint64_t ip_ = 0, addr_ = 0;
+  uint64_t ordered_ = 0;  // ordered records decoded so far
+  bool ended_ = false;
+};
+
+// A recording directory: manifest.txt and the processes' files.
+class Recording {
+ public:
+  explicit Recording(const std::string& dir);
+  const std::string& dir() const { return dir_; }
+  const std::string& command() const { return command_; }
+  uint32_t root_pid() const { return root_pid_; }
+  // The file of a recorded process; a UserError if it is missing.
+  std::shared_ptr<const TraceFile> process(uint32_t pid) const;
+
+ private:
+  std::string dir_, command_;
+  uint32_t root_pid_ = 0;
+  mutable std::map<uint32_t, std::shared_ptr<const TraceFile>> files_;
+};
+
+// x86-64 system call numbers the replay interprets (arch/x86/entry/syscalls/syscall_64.tbl).
+namespace sysno {
+inline constexpr uint64_t mmap = 9, mprotect = 10, munmap = 11, brk = 12, mremap = 25, madvise = 28,
+                          clone = 56, fork = 57, vfork = 58, execve = 59, exit = 60, wait4 = 61,
+                          exit_group = 231, waitid = 247, clone3 = 435;
+}
+
+}  // namespace mmusim::wl

@@ -1,0 +1,420 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// workload.name = trace: a recording of a real program (`mmusim record`, recorder/) replayed on the
+// simulated machine. Each recorded thread becomes a program of micro-ops:
+//   - a guest instruction without memory access: one ALU micro-op (latency 1, no dependences: the
+//     recording has no register data flow) at the instruction's address;
+//   - a load or store: one micro-op at its address and size, split where it crosses a 4K page (an
+//     x86 split access translates both pages); an atomic read-modify-write: a load, the store that
+//     depends on it, then an LFENCE (a locked instruction orders every later load after it, SDM Vol.
+//     3A §9.2.3.8 (8.2.3.8 before 2023); its store-buffer drain is not modelled);
+//   - LFENCE and RDTSCP: those micro-ops; MFENCE and CPUID: an LFENCE (both wait for every older
+//     instruction; their store-buffer drain and CPUID's own latency are not modelled); SFENCE and
+//     RDTSC: an ALU micro-op (write-back stores are already ordered; RDTSC is not ordered);
+//   - the system calls that change memory as the kernel port's: mmap (anonymous at the recorded
+//     address with MAP_FIXED; of a file, kernel_mm's stand-in with every page present), munmap,
+//     mprotect, madvise, brk (growth mapped as anonymous memory, shrinking unmapped), mremap
+//     (approximated: the old range unmapped and the new one mapped, so its pages fault again);
+//     fork (the child runs its own recording), clone of a thread, exit, wait4/waitid (for the
+//     recorded child's simulated pid), execve (the process ends: the new program is not recorded);
+//     every other system call a kernel entry that changes nothing (Sys::None: its cost).
+//   - the measured region: mmusim_region_begin_range()/_end() (include/mmusim_region.h).
+// The threads of one process run side by side as the platform schedules them; their system calls
+// keep the recorded order (a Gate before each), so that a mapping exists before another thread
+// uses it and a join happens after the thread's exit. Synchronisation through memory alone
+// (spinning on a flag) is not replayed. What is approximated is counted (trace.*).
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "base/pgformat.hpp"
+#include "base/stats.hpp"
+#include "recorder/mmusim_trace.h"
+#include "workloads/trace_reader.hpp"
+#include "workloads/workload.hpp"
+
+namespace mmusim::wl {
+
+namespace {
+
+constexpr uint64_t kPage = pg::kBasePageSize;
+constexpr uint64_t kMapShared = 0x01, kMapAnonymous = 0x20;
+constexpr uint64_t kCloneThread = 0x00010000;
+// The measured region of a recording that names no range: every user address.
+constexpr uint64_t kWholeUserSpace = uint64_t(1) << 47;
+
+uint64_t page_up(uint64_t a) { return (a + kPage - 1) & ~(kPage - 1); }
+bool is_err(int64_t r) { return r < 0 && r >= -4095; }
+
+struct TraceCounters {
+  Counter *instructions, *accesses, *syscalls, *not_modelled, *approximated, *file_maps;
+  explicit TraceCounters(Stats& s)
+      : instructions(&s.counter("trace.instructions", "recorded guest instructions replayed")),
+        accesses(&s.counter("trace.accesses", "recorded loads, stores and atomics replayed")),
+        syscalls(&s.counter("trace.syscalls", "recorded system calls replayed")),
+        not_modelled(&s.counter("trace.syscalls_not_modelled",
+                                "recorded system calls replayed as a kernel entry that changes "
+                                "nothing (their effect is not modelled)")),
+        approximated(&s.counter("trace.approximated",
+                                "recorded operations replayed approximately: mremap as munmap + "
+                                "mmap, shared mappings as private ones, execve as exit")),
+        file_maps(&s.counter("trace.file_mappings",
+                             "file mappings replayed as private memory with every page present")) {}
+};
+
+// What the threads of one recorded process share.
+struct TraceProcess {
+  std::shared_ptr<const TraceFile> file;
+  bool gated = false;        // several threads: their system calls pass a gate in recorded order
+  uint64_t gate_key = 0;
+  uint64_t brk = 0;          // the program break after the last brk() (0: not yet known)
+  std::map<uint32_t, int64_t> sim_pid;  // recorded child pid -> the simulated child's pid
+  unsigned threads_created = 0;
+};
+
+class TraceWorkload;
+
+class TraceProgram : public StepProgram {
+ public:
+  TraceProgram(std::shared_ptr<TraceProcess> proc, uint32_t tid, TraceCounters* ctr)
+      : proc_(std::move(proc)), cur_(proc_->file, tid), tid_(tid), ctr_(ctr) {}
+
+  void syscall_return(int64_t ret) override {
+    StepProgram::syscall_return(ret);
+    if (pending_fork_) {
+      proc_->sim_pid[pending_fork_] = ret;
+      pending_fork_ = 0;
+    }
+  }
+  double progress() const override { return cur_.progress(); }
+  uint64_t gate_key() const override { return proc_->gated ? proc_->gate_key : 0; }
+
+ protected:
+  bool step() override;
+
+ private:
+  void emit_access(UopKind k, uint64_t ip, uint64_t addr, uint64_t size, uint16_t flags = 0);
+  void emit_ordered(const TraceRecord& r);
+  void sys(Sys s, uint64_t a0 = 0, uint64_t a1 = 0, uint64_t a2 = 0);
+  void syscall_record(const TraceRecord& r);
+
+  std::shared_ptr<TraceProcess> proc_;
+  TraceCursor cur_;
+  uint32_t tid_;
+  TraceCounters* ctr_;
+  uint64_t ip_ = kNoIp;
+  uint64_t exec_left_ = 0;         // ALU micro-ops still to emit of an EXEC record
+  bool have_pending_ = false;      // an ordered record whose gate has been asked for
+  TraceRecord pending_;
+  uint32_t pending_fork_ = 0;      // a Fork's recorded child pid, until its result arrives
+  bool exited_ = false;
+};
+
+void TraceProgram::sys(Sys s, uint64_t a0, uint64_t a1, uint64_t a2) {
+  Uop u = syscall_uop(ip_, s, a0, a1, a2);
+  u.flags |= kUopReplayed;
+  if (proc_->gated) u.flags |= kUopOrdered;
+  push(u);
+}
+
+void TraceProgram::emit_access(UopKind k, uint64_t ip, uint64_t addr, uint64_t size, uint16_t flags) {
+  // An access that crosses a page is two: the core translates each part's page.
+  const uint64_t first = std::min(size, kPage - (addr & (kPage - 1)));
+  Uop u = access_uop(k, addr, uint8_t(first), 0, ip);
+  u.flags |= flags;
+  push(u);
+  if (first < size) {
+    Uop v = access_uop(k, addr + first, uint8_t(size - first), 0, ip);
+    v.flags |= flags;
+    push(v);
+  }
+}
+
+void TraceProgram::syscall_record(const TraceRecord& r) {
+  ctr_->syscalls->inc();
+  const uint64_t* a = r.a;
+  const int64_t res = r.result;
+  TraceProcess& p = *proc_;
+  switch (r.n) {
+    case sysno::mmap: {
+      if (is_err(res)) break;
+      const int prot = int(a[2] & 7);
+      if (a[3] & kMapShared) ctr_->approximated->inc();
+      if (a[3] & kMapAnonymous) {
+        sys(Sys::MmapFixed, uint64_t(res), a[1], uint64_t(prot));
+      } else {
+        ctr_->file_maps->inc();
+        sys(Sys::MmapFile, uint64_t(res), a[1], uint64_t(prot));
+      }
+      return;
+    }
+    case sysno::munmap:
+      if (is_err(res)) break;
+      sys(Sys::Munmap, a[0], a[1]);
+      return;
+    case sysno::mprotect:
+      if (is_err(res)) break;
+      sys(Sys::Mprotect, a[0], a[1], a[2] & 7);
+      return;
+    case sysno::madvise:
+      if (is_err(res)) break;
+      sys(Sys::Madvise, a[0], a[1], a[2]);
+      return;
+    case sysno::brk: {
+      const uint64_t now = uint64_t(res), before = p.brk;
+      p.brk = now;
+      if (!before || page_up(now) == page_up(before)) break;  // learnt, or within the same page
+      if (now > before) {
+        sys(Sys::MmapFixed, page_up(before), page_up(now) - page_up(before), 3 /* rw */);
+      } else {
+        sys(Sys::Munmap, page_up(now), page_up(before) - page_up(now));
+      }
+      return;
+    }
+    case sysno::mremap: {
+      // mremap(old, old_len, new_len, flags, new_addr) -> where it is now
+      if (is_err(res)) break;
+      ctr_->approximated->inc();
+      const uint64_t old = a[0], old_len = page_up(a[1]), new_len = page_up(a[2]), at = uint64_t(res);
+      if (at == old && new_len > old_len) {
+        sys(Sys::MmapFixed, old + old_len, new_len - old_len, 3);
+      } else if (at == old && new_len < old_len) {
+        sys(Sys::Munmap, old + new_len, old_len - new_len);
+      } else if (at != old) {
+        // Two system calls for one: the first is unordered (only the last one passes the gate).
+        Uop u = syscall_uop(ip_, Sys::Munmap, old, old_len);
+        u.flags |= kUopReplayed;
+        push(u);
+        sys(Sys::MmapFixed, at, new_len, 3);
+      } else {
+        break;
+      }
+      return;
+    }
+    case sysno::execve:
+      ctr_->approximated->inc();
+      exited_ = true;
+      sys(Sys::Exit, 0);
+      return;
+    case sysno::wait4:
+    case sysno::waitid: {
+      if (res <= 0) break;
+      auto it = p.sim_pid.find(uint32_t(res));
+      if (it == p.sim_pid.end()) break;
+      sys(Sys::Wait, uint64_t(it->second));
+      return;
+    }
+    default: break;
+  }
+  ctr_->not_modelled->inc(r.n == sysno::mmap || r.n == sysno::munmap || r.n == sysno::mprotect ||
+                                  r.n == sysno::madvise || r.n == sysno::brk || r.n == sysno::mremap ||
+                                  r.n == sysno::wait4 || r.n == sysno::waitid
+                              ? 0   // (failed, or changed nothing, when recorded)
+                              : 1);
+  sys(Sys::None);
+}
+
+// The ordered record `r` as its system call (its gate, if any, has opened).
+void TraceProgram::emit_ordered(const TraceRecord& r) {
+  switch (r.op) {
+    case MTR_SYSCALL: syscall_record(r); break;
+    case MTR_NEWTHREAD: {
+      const unsigned index = ++proc_->threads_created;
+      sys(Sys::Clone, index, proc_->file->pid(), r.n);
+      break;
+    }
+    case MTR_FORK:
+      pending_fork_ = uint32_t(r.n);
+      sys(Sys::Fork, r.n);
+      break;
+    case MTR_EXIT:
+      exited_ = true;
+      sys(Sys::Exit, uint64_t(r.result));
+      break;
+    default: panic("trace replay: record {:#x} is not an ordered one", r.op);
+  }
+}
+
+bool TraceProgram::step() {
+  if (have_pending_) {  // the gate has opened
+    have_pending_ = false;
+    emit_ordered(pending_);
+    return true;
+  }
+  if (exec_left_) {
+    const uint64_t n = std::min<uint64_t>(exec_left_, 64);
+    for (uint64_t i = 0; i < n; ++i) {
+      Uop u;
+      u.kind = UopKind::Alu;
+      u.ip = ip_;
+      push(u);
+    }
+    exec_left_ -= n;
+    return true;
+  }
+  if (exited_) return false;
+  // Up to a few dozen micro-ops a step; a system call ends the step (its result comes first).
+  for (unsigned budget = 0; budget < 32; ++budget) {
+    TraceRecord r;
+    if (!cur_.next(r)) {
+      // The thread's records end without its exit: another thread's exit_group() ended it.
+      exited_ = true;
+      Uop u = syscall_uop(ip_, Sys::Exit, 0);
+      u.flags |= kUopReplayed;
+      push(u);
+      return true;
+    }
+    switch (r.op) {
+      case MTR_EXEC:
+        ip_ = r.ip;
+        ctr_->instructions->inc(r.n);
+        exec_left_ = r.n;
+        return step();
+      case MTR_LOAD:
+      case MTR_STORE:
+        ip_ = r.ip;
+        ctr_->instructions->inc();
+        ctr_->accesses->inc();
+        emit_access(r.op == MTR_LOAD ? UopKind::Load : UopKind::Store, r.ip, r.addr, r.n);
+        break;
+      case MTR_ATOMIC: {
+        ip_ = r.ip;
+        ctr_->instructions->inc();
+        ctr_->accesses->inc();
+        emit_access(UopKind::Load, r.ip, r.addr, r.n);
+        emit_access(UopKind::Store, r.ip, r.addr, r.n, kUopDependsOnPrev);
+        Uop f;
+        f.kind = UopKind::Lfence;
+        f.ip = r.ip;
+        push(f);
+        break;
+      }
+      case MTR_FENCE: {
+        ip_ = r.ip;
+        ctr_->instructions->inc();
+        Uop f;
+        f.ip = r.ip;
+        switch (r.n) {
+          case MTR_FENCE_LFENCE:
+          case MTR_FENCE_MFENCE:
+          case MTR_FENCE_CPUID: f.kind = UopKind::Lfence; break;
+          case MTR_FENCE_RDTSCP: f.kind = UopKind::Rdtscp; break;
+          default: f.kind = UopKind::Alu; break;  // SFENCE, RDTSC
+        }
+        push(f);
+        break;
+      }
+      case MTR_REGION: {
+        Uop m;
+        m.kind = UopKind::Marker;
+        m.mark = r.n ? Mark::RegionBegin : Mark::RegionEnd;
+        if (r.n) {
+          m.addr = r.a[1] ? r.a[0] : 0;
+          m.value = r.a[1] ? r.a[1] : kWholeUserSpace;
+        }
+        push(m);
+        return true;  // (what follows is counted after it)
+      }
+      default:
+        if (!trace_record_ordered(r)) {
+          // fork/clone/exit's SYSCALL records (their FORK/NEWTHREAD/EXIT follow), a failed fork
+          ctr_->syscalls->inc();
+          break;
+        }
+        if (proc_->gated) {
+          // Wait for every earlier ordered system call of the process (r.order of them), then
+          // emit this one with what they left (the next step).
+          Uop g = syscall_uop(ip_, Sys::Gate, r.order);
+          push(g);
+          pending_ = r;
+          have_pending_ = true;
+        } else {
+          emit_ordered(r);
+        }
+        return true;
+    }
+  }
+  return true;
+}
+
+class TraceWorkload : public Workload {
+ public:
+  TraceWorkload(const WorkloadParams& p, Stats* stats) : p_(p), rec_(p.trace) {
+    if (!stats) panic("the trace workload needs the statistics");
+    ctr_ = std::make_unique<TraceCounters>(*stats);
+    root_ = rec_.process(rec_.root_pid());
+    if (root_->parent_pid() != 0)
+      fatal("{}: the first process's file names a parent (pid {})", root_->path(), root_->parent_pid());
+    // Every process's file is checked now, before the simulation starts.
+    for (std::vector<uint32_t> todo = root_->summary().forks; !todo.empty();) {
+      auto f = rec_.process(todo.back());
+      todo.pop_back();
+      todo.insert(todo.end(), f->summary().forks.begin(), f->summary().forks.end());
+    }
+    auto lg = log::get("workload");
+    const auto& s = root_->summary();
+    lg->info("trace {}: `{}`, pid {}, {} thread(s), {} instructions, {} accesses, {} syscalls, {} fork(s)",
+             rec_.dir(), rec_.command(), root_->pid(), s.threads.size(), s.instructions, s.accesses,
+             s.syscalls, s.forks.size());
+  }
+  std::string name() const override { return "trace"; }
+  ThpSetup thp_setup() const override { return ThpSetup{}; }  // (workload.thp_setup = config)
+  std::vector<ImageMapping> image() const override {
+    std::vector<ImageMapping> v;
+    for (const TraceRecord& m : root_->summary().maps) {
+      ImageMapping im{};
+      im.start = m.a[0];
+      im.len = m.a[1];
+      im.prot = int(m.a[2]);
+      if (m.a[3] == MTR_MAP_ANON) {
+        im.kind = ImageMapping::Kind::anon;
+        im.populated = 0;
+        im.what = "recorded anonymous mapping";
+      } else {
+        im.kind = ImageMapping::Kind::file;
+        im.populated = m.a[1];
+        im.what = m.a[3] == MTR_MAP_FILE_SHARED ? "recorded shared mapping (replayed private)"
+                                                 : "recorded file mapping";
+      }
+      if (im.len) v.push_back(im);
+    }
+    return v;
+  }
+  std::unique_ptr<Program> main_program() override { return program_of(root_); }
+  std::unique_ptr<Program> child_program(unsigned, uint64_t tag) override {
+    return program_of(rec_.process(uint32_t(tag)));
+  }
+  std::unique_ptr<Program> thread_program(unsigned, uint64_t pid, uint64_t tid) override {
+    auto it = procs_.find(uint32_t(pid));
+    MMUSIM_CHECK(it != procs_.end(), "trace: a thread of process {} that is not running", pid);
+    return std::make_unique<TraceProgram>(it->second, uint32_t(tid), ctr_.get());
+  }
+  uint64_t region_bytes() const override { return 0; }
+
+ private:
+  std::unique_ptr<Program> program_of(std::shared_ptr<const TraceFile> f) {
+    auto proc = std::make_shared<TraceProcess>();
+    proc->file = f;
+    proc->gated = f->summary().threads.size() > 1;
+    proc->gate_key = uint64_t(f->pid()) + 1;  // (nonzero, one per process)
+    procs_[f->pid()] = proc;
+    return std::make_unique<TraceProgram>(proc, f->summary().threads[0], ctr_.get());
+  }
+  WorkloadParams p_;
+  Recording rec_;
+  std::shared_ptr<const TraceFile> root_;
+  std::map<uint32_t, std::shared_ptr<TraceProcess>> procs_;
+  std::unique_ptr<TraceCounters> ctr_;
+};
+
+}  // namespace
+
+std::unique_ptr<Workload> make_trace_workload(const WorkloadParams& p, Stats* stats) {
+  if (p.trace.empty())
+    fatal("workload.name = trace needs workload.trace = DIR (a recording of `mmusim record --out DIR`)");
+  return std::make_unique<TraceWorkload>(p, stats);
+}
+
+}  // namespace mmusim::wl
