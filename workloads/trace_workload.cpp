@@ -22,6 +22,7 @@
 // keep the recorded order (a Gate before each), so that a mapping exists before another thread
 // uses it and a join happens after the thread's exit. Synchronisation through memory alone
 // (spinning on a flag) is not replayed. What is approximated is counted (trace.*).
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -379,6 +380,23 @@ class TraceWorkload : public Workload {
                                                  : "recorded file mapping";
       }
       if (im.len) v.push_back(im);
+    }
+    // The main thread's stack (the highest anonymous mapping) grows down as the program uses it
+    // (VM_GROWSDOWN, expand_stack(); Valgrind's own stack extension under the recorder): it is
+    // mapped down to the stack limit (8 MiB, RLIMIT_STACK's default and Valgrind's
+    // --main-stacksize), or to the mapping below it.
+    constexpr uint64_t kStackLimit = 8ull << 20;
+    ImageMapping* stack = nullptr;
+    for (ImageMapping& m : v)
+      if (m.kind == ImageMapping::Kind::anon && (!stack || m.start > stack->start)) stack = &m;
+    if (stack && stack->len < kStackLimit) {
+      const uint64_t top = stack->start + stack->len;
+      uint64_t floor = top - kStackLimit;
+      for (const ImageMapping& m : v)
+        if (&m != stack && m.start + m.len <= stack->start) floor = std::max(floor, m.start + m.len);
+      stack->start = floor;
+      stack->len = top - floor;
+      stack->what = "recorded main-thread stack (to the stack limit)";
     }
     return v;
   }

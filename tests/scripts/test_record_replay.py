@@ -1,0 +1,102 @@
+"""`mmusim record` then `workload.name = trace`: the fork-reuse benchmark as a real C program
+(recorder/tests/forkbench.c), recorded under the Valgrind tool and replayed, against the built-in
+pattern (same faults on the functional platform, time within 10% on the i7-12700kf) and against
+the real kernel (the program's own getrusage() count over its region with 4K pages).
+
+Skipped, with a message, where valgrind or the recorder is missing.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+SOURCE = os.environ.get("MMUSIM_SOURCE_DIR") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", ".."))
+BINARY = os.environ.get("MMUSIM_BINARY") or os.path.join(SOURCE, "build", "mmusim")
+BUILD = os.path.dirname(BINARY)
+TOOL = os.path.join(BUILD, "recorder", "lib", "mmusimrec-amd64-linux")
+FORKBENCH = os.path.join(BUILD, "recorder", "forkbench")
+DEFAULT = os.path.join(SOURCE, "configs", "default.cfg")
+SIZE = 16 << 20
+PAGES = SIZE // 4096
+
+
+def have_recorder():
+    return shutil.which("valgrind") and os.path.exists(TOOL) and os.path.exists(FORKBENCH)
+
+
+@unittest.skipUnless(have_recorder(), "valgrind or the recorder (build/recorder) is missing")
+class RecordReplay(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="mmusim-rr-")
+        cls.rec = os.path.join(cls.tmp, "rec")
+        r = subprocess.run([BINARY, "record", "--out", cls.rec, "--", FORKBENCH, "--size", "16M"],
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            raise AssertionError("mmusim record failed:\n" + r.stdout + r.stderr)
+        cls.record_out = r.stdout
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def run_mmusim(self, *sets):
+        stats = os.path.join(self.tmp, "stats.json")
+        args = [BINARY, "run", DEFAULT, "--stats", stats, "--quiet"]
+        for s in sets:
+            args += ["--set", s]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=600)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(stats) as f:
+            return json.load(f)
+
+    def trace(self, *sets):
+        return self.run_mmusim("workload.name=trace", "workload.trace=" + self.rec,
+                               "thp.enabled=never", *sets)
+
+    def builtin(self, *sets):
+        return self.run_mmusim("workload.size=16M", "workload.folio=4K", "workload.pattern=seq-byte", *sets)
+
+    def test_recording_is_whole(self):
+        self.assertIn("2 process(es)", self.record_out)
+        with open(os.path.join(self.rec, "manifest.txt")) as f:
+            self.assertTrue(f.readline().startswith("mmusim-trace 1"))
+
+    def test_functional_faults_equal_the_builtin_pattern(self):
+        for reuse in ("off", "pagetable"):
+            with self.subTest(wp_reuse=reuse):
+                common = ("platform.name=functional", "kernel.wp_reuse=" + reuse)
+                t, b = self.trace(*common), self.builtin(*common)
+                for key in ("faults.region", "faults.spurious", "kernel.do_wp_page", "kernel.wp_reuse",
+                            "kernel.wp_copy"):
+                    self.assertEqual(t[key], b[key], key)
+                self.assertEqual(t["faults.region"], PAGES)
+                self.assertEqual(t["trace.syscalls_refused"], 0)
+
+    def test_i7_time_within_ten_percent_of_the_builtin_pattern(self):
+        t, b = self.trace(), self.builtin()
+        self.assertEqual(t["faults.region"], b["faults.region"])
+        ratio = t["region.time_ns"] / b["region.time_ns"]
+        self.assertLess(abs(ratio - 1), 0.10, f"trace {t['region.time_ns']} ns, built-in {b['region.time_ns']} ns")
+
+    def test_native_region_faults_equal_the_functional_platform(self):
+        # The real kernel's count, where its THP policy gives this buffer 4K pages.
+        try:
+            with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+                if "[always]" in f.read():
+                    self.skipTest("the host's THP is 'always': the native buffer may get huge pages")
+        except OSError:
+            pass
+        r = subprocess.run([FORKBENCH, "--size", "16M"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        native = int(r.stdout.split("region_minflt")[1].split()[0])
+        t = self.trace("platform.name=functional", "kernel.wp_reuse=off")
+        self.assertEqual(native, t["faults.region"])
+
+
+if __name__ == "__main__":
+    unittest.main()
