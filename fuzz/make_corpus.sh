@@ -29,3 +29,27 @@ grep -h '^[a-z_0-9.]* *=' "$src"/*.cfg "$src"/*/*.cfg | sed 's/#.*//; s/^[^=]*= 
 for v in 0 -1 4K 2MiB 1.5G 256M 9223372036854775807 18446744073709551616 0x10 010 1e3 715cyc 100ns 1.5us inf nan; do
   printf '%s' "$v" > "$out/values/x_$(printf '%s' "$v" | md5sum | cut -c1-16)"
 done
+# OUT/trace: small recordings (recorder/mmusim_trace.h v1) with every record kind, and a threaded one.
+mkdir -p "$out/trace"
+python3 - "$out/trace" <<'PY'
+import struct, sys
+def u(v):
+    b = bytearray()
+    while True:
+        c = v & 0x7f; v >>= 7
+        b.append(c | (0x80 if v else 0))
+        if not v: return bytes(b)
+def s(v): return u(((v << 1) ^ (v >> 63)) & (2**64 - 1))
+def header(pid, ppid): return b"MMUSIMTR" + struct.pack("<IIII", 1, pid, ppid, 0)
+every = (header(7, 0) + b"\x0c" + u(0x400000) + u(0x3000) + u(5) + u(1) + b"\x07" + u(1)
+         + b"\x01" + s(0x401000) + u(5) + b"\x02" + s(0x10) + s(0x7fff0008) + u(8)
+         + b"\x03" + s(-0x20) + s(-8) + u(64) + b"\x04" + s(4) + s(0x1000) + u(4)
+         + b"\x05" + s(2) + u(6) + b"\x06" + u(9) + b"".join(u(a) for a in (0, 4096, 3, 0x22, 2**64 - 1, 0)) + s(0x7f0000000000)
+         + b"\x09" + u(8) + b"\x0b" + u(1) + u(0x1000) + u(0x2000) + b"\x0b" + u(0) + u(0) + u(0)
+         + b"\x0a" + s(0) + b"\x0d")
+threads = (header(9, 0) + b"\x07" + u(1) + b"\x08" + u(2) + b"\x07" + u(2) + b"\x03" + s(0x401100) + s(0x601040) + u(2)
+           + b"\x0a" + s(-3) + b"\x07" + u(1) + b"\x06" + u(202) + b"".join(u(0) for _ in range(6)) + s(0)
+           + b"\x0a" + s(0) + b"\x0d")
+open(sys.argv[1] + "/every-record.mtr", "wb").write(every)
+open(sys.argv[1] + "/threads.mtr", "wb").write(threads)
+PY
