@@ -267,6 +267,35 @@ static void h_access0(Addr ip, Addr addr, UWord size_op)
   put_access((UChar)(size_op & 0x7F), ip, addr, size_op >> 8);
 }
 
+/* Instructions with guarded accesses (LoadG, StoreG, a dirty helper with a guard: AVX masked
+ * loads and stores, gathers) are recorded by their accesses whose guard held, or, when none
+ * held, as an EXEC of 1 at the instruction's end; gi_done_ip says which it was. */
+static Addr gi_done_ip = 0;
+
+static void h_access_g(Addr ip, Addr addr, UWord size_op, UWord guard)
+{
+  if (UNLIKELY(!active) || !guard)
+    return;
+  if (gi_done_ip != ip) {
+    gi_done_ip = ip;
+    size_op |= FIRST_ACCESS;
+  } else {
+    size_op &= ~(UWord)FIRST_ACCESS;
+  }
+  h_access(0, 0, ip, addr, size_op);
+}
+
+static void h_gi_end(Addr ip)
+{
+  if (UNLIKELY(!active))
+    return;
+  if (gi_done_ip != ip) {
+    for_thread(running_tid);
+    put_exec(ip, 1);
+  }
+  gi_done_ip = 0;
+}
+
 static void h_exec(Addr run_ip, UWord run_n)
 {
   if (UNLIKELY(!active))
@@ -335,12 +364,14 @@ typedef struct {
   IRSB *out;
   Addr run_ip;
   UWord run_n;
+  Addr run_end; /* the address after the run's last instruction */
   Addr cur_ip;
   UInt cur_len;
   Bool cur_valid;   /* an IMark has been seen */
   Bool cur_mem;     /* the current instruction has a memory access: not part of a run */
   Bool cur_special; /* a fence: recorded as FENCE, not counted in a run */
   Bool cur_cas;     /* contains a CAS: its plain loads are the CAS's own read */
+  Bool cur_guarded; /* has a guarded access: recorded through h_access_g / h_gi_end */
 } InstrState;
 
 static void add_call(InstrState *s, const HChar *name, void *fn, IRExpr **args, IRExpr *guard)
@@ -354,10 +385,13 @@ static void add_call(InstrState *s, const HChar *name, void *fn, IRExpr **args, 
 /* The current instruction is done: if it touched no memory it joins the run. */
 static void finish_cur(InstrState *s)
 {
-  if (s->cur_valid && !s->cur_mem && !s->cur_special) {
+  if (s->cur_valid && s->cur_guarded)
+    add_call(s, "mmusim_gi_end", h_gi_end, mkIRExprVec_1(mkIRExpr_HWord(s->cur_ip)), NULL);
+  else if (s->cur_valid && !s->cur_mem && !s->cur_special) {
     if (s->run_n == 0)
       s->run_ip = s->cur_ip;
     s->run_n++;
+    s->run_end = s->cur_ip + s->cur_len;
   }
   s->cur_valid = False;
 }
@@ -366,6 +400,19 @@ static void finish_cur(InstrState *s)
 static void add_access(InstrState *s, UChar op, IRExpr *addr, Int size, IRExpr *guard)
 {
   UWord size_op = ((UWord)size << 8) | op | (s->cur_mem ? 0 : FIRST_ACCESS);
+  if (s->cur_guarded) {
+    /* The guard's value goes to the helper (as a word), which decides at run time. */
+    IRExpr *g = mkIRExpr_HWord(1);
+    if (guard) {
+      IRTemp t = newIRTemp(s->out->tyenv, Ity_I64);
+      addStmtToIRSB(s->out, IRStmt_WrTmp(t, IRExpr_Unop(Iop_1Uto64, guard)));
+      g = IRExpr_RdTmp(t);
+    }
+    add_call(s, "mmusim_access_g", h_access_g,
+             mkIRExprVec_4(mkIRExpr_HWord(s->cur_ip), addr, mkIRExpr_HWord(size_op), g), NULL);
+    s->cur_mem = True;
+    return;
+  }
   if (s->run_n && !guard) {
     add_call(s, "mmusim_access", h_access,
              mkIRExprVec_5(mkIRExpr_HWord(s->run_ip), mkIRExpr_HWord(s->run_n),
@@ -400,6 +447,11 @@ static void add_fence(InstrState *s, UWord kind)
  * current instruction have executed; write them then, and only then. */
 static void add_exit_flush(InstrState *s, IRExpr *guard)
 {
+  if (s->cur_valid && s->cur_guarded) {
+    /* the run was flushed at the instruction's start */
+    add_call(s, "mmusim_gi_end", h_gi_end, mkIRExprVec_1(mkIRExpr_HWord(s->cur_ip)), guard);
+    return;
+  }
   Addr ip = s->run_ip;
   UWord n = s->run_n;
   if (s->cur_valid && !s->cur_mem && !s->cur_special) {
@@ -410,6 +462,15 @@ static void add_exit_flush(InstrState *s, IRExpr *guard)
   if (n)
     add_call(s, "mmusim_exec", h_exec, mkIRExprVec_2(mkIRExpr_HWord(ip), mkIRExpr_HWord(n)),
              guard);
+}
+
+/* A dirty helper's guard, NULL when it always runs. */
+static IRExpr *dirty_guard(const IRDirty *d)
+{
+  IRExpr *g = d->guard;
+  if (g && g->tag == Iex_Const && g->Iex.Const.con->tag == Ico_U1 && g->Iex.Const.con->Ico.U1)
+    return NULL;
+  return g;
 }
 
 static IRSB *mr_instrument(VgCallbackClosure *closure, IRSB *sb_in, const VexGuestLayout *layout,
@@ -440,6 +501,15 @@ static IRSB *mr_instrument(VgCallbackClosure *closure, IRSB *sb_in, const VexGue
     switch (st->tag) {
     case Ist_IMark: {
       finish_cur(&s);
+      /* VEX follows direct jumps (and some conditional branches) within a superblock; a
+       * run ends where the next instruction is not the one after it in memory, so that the
+       * instructions of an EXEC record are always consecutive. */
+      Addr next_ip = (Addr)(st->Ist.IMark.addr + st->Ist.IMark.delta);
+      if (s.run_n && next_ip != s.run_end) {
+        add_call(&s, "mmusim_exec", h_exec,
+                 mkIRExprVec_2(mkIRExpr_HWord(s.run_ip), mkIRExpr_HWord(s.run_n)), NULL);
+        s.run_n = 0;
+      }
       s.cur_valid = True;
       s.cur_mem = False;
       s.cur_special = False;
@@ -448,10 +518,23 @@ static IRSB *mr_instrument(VgCallbackClosure *closure, IRSB *sb_in, const VexGue
       /* Does this instruction contain a CAS? VEX gives a LOCK-prefixed read-modify-write as
        * a plain load of the old value then a CAS; the load is part of the atomic access. */
       s.cur_cas = False;
-      for (Int j = i + 1; j < sb_in->stmts_used && sb_in->stmts[j]->tag != Ist_IMark; j++)
-        if (sb_in->stmts[j]->tag == Ist_CAS)
+      s.cur_guarded = False;
+      for (Int j = i + 1; j < sb_in->stmts_used && sb_in->stmts[j]->tag != Ist_IMark; j++) {
+        IRStmt *sj = sb_in->stmts[j];
+        if (sj->tag == Ist_CAS)
           s.cur_cas = True;
+        if (sj->tag == Ist_LoadG || sj->tag == Ist_StoreG ||
+            (sj->tag == Ist_Dirty && sj->Ist.Dirty.details->mFx != Ifx_None &&
+             dirty_guard(sj->Ist.Dirty.details)))
+          s.cur_guarded = True;
+      }
       addStmtToIRSB(s.out, st);
+      if (s.cur_guarded && s.run_n) {
+        /* its accesses are decided at run time: the run before it goes out now */
+        add_call(&s, "mmusim_exec", h_exec,
+                 mkIRExprVec_2(mkIRExpr_HWord(s.run_ip), mkIRExpr_HWord(s.run_n)), NULL);
+        s.run_n = 0;
+      }
       if (clo_selfcheck) {
         /* n_insn_executed++ in IR: the reference the records are checked against */
         IRTemp t1 = newIRTemp(s.out->tyenv, Ity_I64);
@@ -529,10 +612,7 @@ static IRSB *mr_instrument(VgCallbackClosure *closure, IRSB *sb_in, const VexGue
       IRDirty *d = st->Ist.Dirty.details;
       if (d->mFx != Ifx_None && d->mAddr && d->mSize > 0) {
         /* The helper's own guard decides whether its memory effect happens. */
-        IRExpr *g = d->guard;
-        if (g && g->tag == Iex_Const && g->Iex.Const.con->tag == Ico_U1 &&
-            g->Iex.Const.con->Ico.U1)
-          g = NULL;
+        IRExpr *g = dirty_guard(d);
         if (d->mFx == Ifx_Read || d->mFx == Ifx_Modify)
           add_access(&s, MTR_LOAD, d->mAddr, d->mSize, g);
         if (d->mFx == Ifx_Write || d->mFx == Ifx_Modify)

@@ -22,6 +22,25 @@
  * Order: records are in the order the guest executed them (Valgrind runs one thread at a time);
  * THREAD says which thread the following records belong to. A thread's stream is its records in
  * file order.
+ *
+ * Clarifications (added with the recorder, recorder/mmusim_rec.c; they change no field or
+ * opcode, they say what the recorder writes where the text above leaves room):
+ *  - Thread numbers are reused: Valgrind gives a new thread the number of one that has ended,
+ *    so after a thread's EXIT, a NEWTHREAD may name its tid again; that is a new thread.
+ *  - Instructions are Valgrind's: each iteration of a REP-prefixed string instruction is one
+ *    execution (REP STOSB of n bytes gives n 1-byte STOREs at one ip; glibc's memset and
+ *    memcpy use REP STOSB/MOVSB for large sizes). An access record with ip_delta 0 right after
+ *    another access record is therefore either a further access of the same instruction (the
+ *    STORE after a LOAD, the lanes of a masked store) or the next iteration of a REP
+ *    instruction; the format does not tell them apart.
+ *  - The instructions of one EXEC are at consecutive addresses (the recorder ends a run where
+ *    VEX followed a jump), so giving them all the first one's address is off only within a
+ *    straight line of code.
+ *  - SYSCALL a0..a5 are the six argument registers as they were, whatever the syscall uses.
+ *  - MAP kind: Valgrind does not keep MAP_SHARED for file mappings; the recorder writes
+ *    FILE_PRIVATE for every file mapping and FILE_SHARED for System V shared memory.
+ *  - EXIT of a thread that ended without an exit syscall has code 0; after an exit_group no
+ *    EXIT is written for the other threads (the exit_group's EXIT ends them all).
  */
 #ifndef MMUSIM_TRACE_H
 #define MMUSIM_TRACE_H

@@ -3,6 +3,8 @@
  * threads: a test program for the recorder's thread records. Two pthreads each store one
  * byte per 64 bytes to their own half of a 1 MiB mmap'd buffer; the main thread joins them.
  * Prints "buffer 0x<start> <len>" so the test can check which half each thread wrote.
+ * Both workers wait at a barrier before they finish, so that both exist at once: Valgrind
+ * reuses the number of a thread that has gone, and the test wants threads 1, 2 and 3.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -11,6 +13,7 @@
 #define SIZE (1ul << 20)
 
 static volatile unsigned char *buf;
+static pthread_barrier_t both_running;
 
 static void *worker(void *arg)
 {
@@ -18,6 +21,7 @@ static void *worker(void *arg)
   volatile unsigned char *p = buf + half * (SIZE / 2);
   for (unsigned long off = 0; off < SIZE / 2; off += 64)
     p[off] = (unsigned char)(half + 1);
+  pthread_barrier_wait(&both_running);
   return NULL;
 }
 
@@ -30,6 +34,7 @@ int main(void)
   }
   printf("buffer %p %lu\n", (void *)buf, SIZE);
   fflush(stdout);
+  pthread_barrier_init(&both_running, NULL, 2);
   pthread_t t[2];
   for (unsigned long i = 0; i < 2; i++)
     if (pthread_create(&t[i], NULL, worker, (void *)i)) {
