@@ -775,9 +775,14 @@ static void mr_pre_thread_ll_exit(ThreadId tid)
   put_exit(tid, 0);
 }
 
+/* The forking process's pid, for the child's header. Taken before the fork: in the child,
+ * getppid() is already someone else's if the parent has exited (a daemon's double fork). */
+static Int forking_pid = 0;
+
 static void mr_atfork_pre(ThreadId tid)
 {
   (void)tid;
+  forking_pid = VG_(getpid)();
   /* Write out what the parent has, so that the child's copy of the buffer holds nothing the
    * child could write a second time. */
   flush_buf();
@@ -789,7 +794,7 @@ static void mr_atfork_child(ThreadId tid)
 {
   if (!active)
     return;
-  Int parent = VG_(getppid)();
+  Int parent = forking_pid;
   /* The inherited descriptor is the parent's file: close it without writing to it. */
   VG_(close)(out_fd);
   out_fd = -1;

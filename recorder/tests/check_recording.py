@@ -6,7 +6,8 @@ scripts/mmusim-tracedump (so the dumper is tested along the way).
   check_recording.py TEST --build-dir <build>/recorder --dumper <src>/scripts/mmusim-tracedump
                           --work <dir>
 
-TEST: forkbench, forkbench-patterns, threads, fences, atomics, options, tracedump-errors.
+TEST: forkbench, forkbench-patterns, threads, fences, atomics, exec, options,
+tracedump-errors.
 Exit 0: passed; 1: failed (the reason on stderr); 77: skipped (no valgrind or no tool).
 """
 import argparse
@@ -44,7 +45,7 @@ class Env:
             print(f"SKIP: the tool was not built ({self.libdir}/mmusimrec-amd64-linux)",
                   file=sys.stderr)
             sys.exit(SKIP)
-        if not os.path.exists(os.path.join(self.build, prog)):
+        if not os.path.exists(os.path.join(self.build, prog)):  # (an absolute prog: itself)
             print(f"SKIP: the test program {prog} was not built", file=sys.stderr)
             sys.exit(SKIP)
 
@@ -175,7 +176,8 @@ def test_forkbench(env):
 
 def test_forkbench_patterns(env):
     # memset: the stores cover the region exactly once
-    rec, start, files = record_forkbench(env, "memset", "memset")
+    # (256K: glibc's memset is REP STOSB there, one 1-byte STORE per byte under Valgrind)
+    rec, start, files = record_forkbench(env, "memset", "memset", size=256 << 10)
     parent = next(p for p, (pp, _) in files.items() if pp == 0)
     reg, rstart, rlen = region_lines(files[parent][1])
     covered = bytearray(rlen)
@@ -333,7 +335,21 @@ def test_tracedump_errors(env):
         check(p in err and "offset" in err and msg in err, f"{name}: message {err!r}")
 
 
-TESTS = {"forkbench": test_forkbench, "forkbench-patterns": test_forkbench_patterns,
+def test_exec(env):
+    # sh forks twice: a child whose execve fails (its records are kept, the result is the
+    # error) and a child whose execve succeeds (its file ends with that SYSCALL and END).
+    rec, out, _ = env.record("exec", "/bin/sh", ["-c", "/nonexistent-mmusim-test; /bin/true"])
+    files = env.files(rec)
+    check(len(files) == 3, f"want 3 processes (sh and two children), got {sorted(files)}")
+    kids = [recs for pid, (pp, recs) in files.items() if pp != 0]
+    failed = [r for r in kids if any(re.match(r"t\d+ SYSCALL nr=59 .* result=-2$", l) for l in r)]
+    check(len(failed) == 1 and failed[0][-2] == "t1 EXIT code=127",
+          "no child with a failed execve (ENOENT) that then exits 127")
+    ok = [r for r in kids if re.match(r"t\d+ SYSCALL nr=59 .* result=0$", r[-2])]
+    check(len(ok) == 1, "no child whose file ends with a successful execve, then END")
+
+
+TESTS = {"exec": test_exec, "forkbench": test_forkbench, "forkbench-patterns": test_forkbench_patterns,
          "threads": test_threads, "fences": test_fences, "atomics": test_atomics,
          "options": test_options, "tracedump-errors": test_tracedump_errors}
 
