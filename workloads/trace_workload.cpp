@@ -4,7 +4,10 @@
 //   - a guest instruction without memory access: one ALU micro-op (latency 1, no dependences: the
 //     recording has no register data flow) at the instruction's address;
 //   - a load or store: one micro-op at its address and size, split where it crosses a 4K page (an
-//     x86 split access translates both pages); an atomic read-modify-write: a load, the store that
+//     x86 split access translates both pages); the iterations of a string instruction (REP STOS,
+//     REP MOVS: the same instruction address, the next bytes, nothing between them) as the
+//     fast-string microcode moves them, a whole line at a time within each page (StringRun);
+//     an atomic read-modify-write: a load, the store that
 //     depends on it, then an LFENCE (a locked instruction orders every later load after it, SDM Vol.
 //     3A §9.2.3.8 (8.2.3.8 before 2023); its store-buffer drain is not modelled);
 //   - LFENCE and RDTSCP: those micro-ops; MFENCE and CPUID: an LFENCE (both wait for every older
@@ -101,6 +104,20 @@ class TraceProgram : public StepProgram {
   void sys(Sys s, uint64_t a0 = 0, uint64_t a1 = 0, uint64_t a2 = 0);
   void syscall_record(const TraceRecord& r);
 
+  // A string instruction's iterations (REP STOS/MOVS: VEX runs them one at a time, each an access
+  // record at the same instruction address, nothing between them), gathered within one page.
+  struct StringRun {
+    uint64_t ip = kNoIp;
+    uint64_t start[2] = {}, len[2] = {};  // [0] loads, [1] stores
+    uint64_t count[2] = {};
+    uint8_t size[2] = {};
+    bool active() const { return count[0] || count[1]; }
+  };
+  bool extend_run(UopKind k, const TraceRecord& r);
+  void flush_run();
+  void emit_run_part(UopKind k, uint64_t start, uint64_t len, uint64_t count, uint8_t size);
+  StringRun run_;
+
   std::shared_ptr<TraceProcess> proc_;
   TraceCursor cur_;
   uint32_t tid_;
@@ -131,6 +148,69 @@ void TraceProgram::emit_access(UopKind k, uint64_t ip, uint64_t addr, uint64_t s
     v.flags |= flags;
     push(v);
   }
+}
+
+// Whether `r` continues the run (same instruction, the next bytes, the same page), or starts one.
+bool TraceProgram::extend_run(UopKind k, const TraceRecord& r) {
+  const int i = k == UopKind::Store;
+  const uint64_t page = ~(kPage - 1);
+  if (r.n > 8) return false;
+  if (!run_.active()) {
+    run_.ip = r.ip;
+  } else if (r.ip != run_.ip) {
+    return false;
+  }
+  if (run_.count[i]) {
+    const uint64_t next = run_.start[i] + run_.len[i];
+    if (r.addr != next || r.n != run_.size[i] || (run_.start[i] & page) != ((r.addr + r.n - 1) & page)) return false;
+    run_.len[i] += r.n;
+  } else {
+    if ((r.addr & page) != ((r.addr + r.n - 1) & page)) return false;
+    run_.start[i] = r.addr;
+    run_.len[i] = r.n;
+    run_.size[i] = uint8_t(r.n);
+  }
+  ++run_.count[i];
+  return true;
+}
+
+// One access as it is; a string instruction's bytes as the fast-string microcode moves them
+// (SDM Vol. 1 §7.3.9.3, docs/x86-memory-path.md §2): the unaligned head and tail in pieces of the
+// instruction's element size, every whole 64-byte line in one access, the stores claiming their
+// lines without reading them (kUopFullLine, as the built-in memset pattern's `rep stosb`).
+void TraceProgram::emit_run_part(UopKind k, uint64_t start, uint64_t len, uint64_t count, uint8_t size) {
+  if (count == 1) {
+    emit_access(k, run_.ip, start, len);
+    return;
+  }
+  const uint64_t end = start + len;
+  uint64_t a = start;
+  auto piece = [&](uint64_t upto) {
+    while (a < upto) {
+      const uint64_t n = std::min<uint64_t>(size, upto - a);
+      push(access_uop(k, a, uint8_t(n), 0, run_.ip));
+      a += n;
+    }
+  };
+  const uint64_t first_line = (start + 63) & ~uint64_t(63), last_line = end & ~uint64_t(63);
+  if (first_line >= last_line) {
+    piece(end);
+    return;
+  }
+  piece(first_line);
+  for (; a < last_line; a += 64) {
+    Uop u = access_uop(k, a, 64, 0, run_.ip);
+    if (k == UopKind::Store) u.flags |= kUopFullLine;
+    push(u);
+  }
+  piece(end);
+}
+
+void TraceProgram::flush_run() {
+  if (!run_.active()) return;
+  if (run_.count[0]) emit_run_part(UopKind::Load, run_.start[0], run_.len[0], run_.count[0], run_.size[0]);
+  if (run_.count[1]) emit_run_part(UopKind::Store, run_.start[1], run_.len[1], run_.count[1], run_.size[1]);
+  run_ = StringRun{};
 }
 
 void TraceProgram::syscall_record(const TraceRecord& r) {
@@ -259,7 +339,10 @@ bool TraceProgram::step() {
   // Up to a few dozen micro-ops a step; a system call ends the step (its result comes first).
   for (unsigned budget = 0; budget < 32; ++budget) {
     TraceRecord r;
-    if (!cur_.next(r)) {
+    const bool more = cur_.next(r);
+    // A string instruction's run ends at any other record (its micro-ops come first).
+    if (!more || (r.op != MTR_LOAD && r.op != MTR_STORE)) flush_run();
+    if (!more) {
       // The thread's records end without its exit: another thread's exit_group() ended it.
       exited_ = true;
       Uop u = syscall_uop(ip_, Sys::Exit, 0);
@@ -274,12 +357,16 @@ bool TraceProgram::step() {
         exec_left_ = r.n;
         return step();
       case MTR_LOAD:
-      case MTR_STORE:
+      case MTR_STORE: {
         ip_ = r.ip;
         ctr_->instructions->inc();
         ctr_->accesses->inc();
-        emit_access(r.op == MTR_LOAD ? UopKind::Load : UopKind::Store, r.ip, r.addr, r.n);
+        const UopKind k = r.op == MTR_LOAD ? UopKind::Load : UopKind::Store;
+        if (extend_run(k, r)) break;
+        flush_run();
+        if (!extend_run(k, r)) emit_access(k, r.ip, r.addr, r.n);
         break;
+      }
       case MTR_ATOMIC: {
         ip_ = r.ip;
         ctr_->instructions->inc();
