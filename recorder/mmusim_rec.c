@@ -23,6 +23,13 @@
  *    of instructions recorded is exactly the number executed.
  *  - Valgrind runs one guest thread at a time, so plain globals need no locking; the tool
  *    learns which thread runs from the core's start_client_code event.
+ *  - --mmusim-selfcheck=yes also counts every instruction in IR and compares at the end: the
+ *    tests run with it, so an instrumentation path that loses or doubles instructions fails.
+ *
+ * Not recorded: memory the kernel reads or writes for a syscall (read() into a buffer: only
+ * the SYSCALL record), what Valgrind's core does on the client's behalf (a signal frame pushed
+ * on delivery; the handler's own instructions are recorded), signal delivery as an event, and
+ * the program an execve starts.
  */
 
 #include "pub_tool_basics.h"
