@@ -74,6 +74,13 @@ class TraceCursor {
   bool next(TraceRecord& r);
   // Share of the file read, in [0, 1].
   double progress() const { return file_->size() ? double(pos_) / double(file_->size()) : 1; }
+  // A cursor from here on for thread `tid` (a thread that a NEWTHREAD just read created: Valgrind
+  // reuses a thread's number once it has exited, so its records start here, not at the top).
+  TraceCursor for_thread(uint32_t tid) const {
+    TraceCursor c = *this;
+    c.want_ = tid;
+    return c;
+  }
 
  private:
   friend class TraceFile;

@@ -27,6 +27,7 @@
 // (spinning on a flag) is not replayed. What is approximated is counted (trace.*).
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,7 +54,7 @@ uint64_t page_up(uint64_t a) { return (a + kPage - 1) & ~(kPage - 1); }
 bool is_err(int64_t r) { return r < 0 && r >= -4095; }
 
 struct TraceCounters {
-  Counter *instructions, *accesses, *syscalls, *not_modelled, *approximated, *file_maps;
+  Counter *instructions, *accesses, *syscalls, *not_modelled, *approximated, *file_maps, *skipped;
   explicit TraceCounters(Stats& s)
       : instructions(&s.counter("trace.instructions", "recorded guest instructions replayed")),
         accesses(&s.counter("trace.accesses", "recorded loads, stores and atomics replayed")),
@@ -65,25 +66,40 @@ struct TraceCounters {
                                 "recorded operations replayed approximately: mremap as munmap + "
                                 "mmap, shared mappings as private ones, execve as exit")),
         file_maps(&s.counter("trace.file_mappings",
-                             "file mappings replayed as private memory with every page present")) {}
+                             "file mappings replayed as private memory with every page present")),
+        skipped(&s.counter("trace.fast_forwarded",
+                           "recorded instructions fast-forwarded outside the measured region "
+                           "(workload.fast_forward): not given to the core")) {}
 };
 
 // What the threads of one recorded process share.
 struct TraceProcess {
   std::shared_ptr<const TraceFile> file;
+  // Fast-forward: the pages whose first read (bit 0), first write (bit 1) and first instruction
+  // fetch (bit 2) have reached the core since the process last changed its mappings.
+  std::unordered_map<uint64_t, uint8_t> touched;
+  uint64_t touched_gen = 0;  // changes when `touched` is cleared
   bool gated = false;        // several threads: their system calls pass a gate in recorded order
   uint64_t gate_key = 0;
   uint64_t brk = 0;          // the program break after the last brk() (0: not yet known)
   std::map<uint32_t, int64_t> sim_pid;  // recorded child pid -> the simulated child's pid
+  // Threads a NEWTHREAD created, until the Clone's thread_program() takes them: by the record's
+  // order number, the cursor where the thread's records begin.
+  std::map<uint64_t, TraceCursor> new_threads;
   unsigned threads_created = 0;
 };
 
-class TraceWorkload;
+// What every program of the recording shares: whether it runs in detail now.
+struct TraceRun {
+  bool fast_forward = false;  // workload.fast_forward, and the recording has a region
+  bool in_region = false;     // (as the programs emit the region's markers)
+  bool detail() const { return !fast_forward || in_region; }
+};
 
 class TraceProgram : public StepProgram {
  public:
-  TraceProgram(std::shared_ptr<TraceProcess> proc, uint32_t tid, TraceCounters* ctr)
-      : proc_(std::move(proc)), cur_(proc_->file, tid), tid_(tid), ctr_(ctr) {}
+  TraceProgram(std::shared_ptr<TraceProcess> proc, TraceCursor cur, TraceCounters* ctr, TraceRun* run)
+      : proc_(std::move(proc)), cur_(std::move(cur)), ctr_(ctr), mode_(run) {}
 
   void syscall_return(int64_t ret) override {
     StepProgram::syscall_return(ret);
@@ -120,8 +136,16 @@ class TraceProgram : public StepProgram {
 
   std::shared_ptr<TraceProcess> proc_;
   TraceCursor cur_;
-  uint32_t tid_;
   TraceCounters* ctr_;
+  TraceRun* mode_;
+  // Fast-forward: whether an access is a page's first of its kind, which the kernel must see.
+  enum class Touch : uint8_t { read = 1, write = 2, fetch = 4 };
+  bool first_touch(uint64_t addr, uint64_t size, Touch kind);
+  struct Memo {
+    uint64_t gen = ~uint64_t(0), page = 0;
+    uint8_t bits = 0;
+  };
+  Memo memo_[2];  // [0] data, [1] code
   uint64_t ip_ = kNoIp;
   uint64_t exec_left_ = 0;         // ALU micro-ops still to emit of an EXEC record
   bool have_pending_ = false;      // an ordered record whose gate has been asked for
@@ -131,6 +155,11 @@ class TraceProgram : public StepProgram {
 };
 
 void TraceProgram::sys(Sys s, uint64_t a0, uint64_t a1, uint64_t a2) {
+  // What the process has touched may fault again after a change of its mappings or a fork.
+  if (s != Sys::None && s != Sys::Wait && s != Sys::Clone) {
+    proc_->touched.clear();
+    ++proc_->touched_gen;
+  }
   Uop u = syscall_uop(ip_, s, a0, a1, a2);
   u.flags |= kUopReplayed;
   if (proc_->gated) u.flags |= kUopOrdered;
@@ -148,6 +177,25 @@ void TraceProgram::emit_access(UopKind k, uint64_t ip, uint64_t addr, uint64_t s
     v.flags |= flags;
     push(v);
   }
+}
+
+bool TraceProgram::first_touch(uint64_t addr, uint64_t size, Touch kind) {
+  const uint8_t bit = uint8_t(kind);
+  // (Host speed: the last data page and the last code page asked about, while `touched` holds.)
+  const bool code = kind == Touch::fetch;
+  const uint64_t first_page = addr & ~(kPage - 1);
+  Memo& m = memo_[code];
+  if (m.gen == proc_->touched_gen && m.page == first_page && (m.bits & bit) &&
+      ((addr + size - 1) & ~(kPage - 1)) == first_page)
+    return false;
+  bool first = false;
+  for (uint64_t pg = addr & ~(kPage - 1); pg < addr + size; pg += kPage) {
+    uint8_t& t = proc_->touched[pg];
+    first |= !(t & bit);
+    t |= bit;
+    m = Memo{proc_->touched_gen, pg, t};
+  }
+  return first;
 }
 
 // Whether `r` continues the run (same instruction, the next bytes, the same page), or starts one.
@@ -303,7 +351,8 @@ void TraceProgram::emit_ordered(const TraceRecord& r) {
     case MTR_SYSCALL: syscall_record(r); break;
     case MTR_NEWTHREAD: {
       const unsigned index = ++proc_->threads_created;
-      sys(Sys::Clone, index, proc_->file->pid(), r.n);
+      proc_->new_threads.emplace(r.order, cur_.for_thread(uint32_t(r.n)));
+      sys(Sys::Clone, index, proc_->file->pid(), r.order);
       break;
     }
     case MTR_FORK:
@@ -350,6 +399,40 @@ bool TraceProgram::step() {
       push(u);
       return true;
     }
+    if (!mode_->detail()) {
+      // Fast-forward: only what the kernel must see reaches the core, each page's first read
+      // and first write (and the system calls, regions and thread events, below).
+      switch (r.op) {
+        case MTR_EXEC:
+        case MTR_FENCE:
+        case MTR_LOAD:
+        case MTR_STORE:
+        case MTR_ATOMIC: {
+          ip_ = r.ip;
+          const uint64_t n = r.op == MTR_EXEC ? r.n : 1;
+          ctr_->instructions->inc(n);
+          // The first fetch from a code page (one micro-op there: the front end translates it).
+          const bool fetch = first_touch(r.ip, 1, Touch::fetch);
+          const bool access = r.op != MTR_EXEC && r.op != MTR_FENCE;
+          if (access) ctr_->accesses->inc();
+          const bool write = r.op != MTR_LOAD;
+          if (access && first_touch(r.addr, r.n, write ? Touch::write : Touch::read)) {
+            emit_access(write ? UopKind::Store : UopKind::Load, r.ip, r.addr, r.n);
+            ctr_->skipped->inc(n - 1);
+          } else if (fetch) {
+            Uop u;
+            u.kind = UopKind::Alu;
+            u.ip = r.ip;
+            push(u);
+            ctr_->skipped->inc(n - 1);
+          } else {
+            ctr_->skipped->inc(n);
+          }
+          continue;
+        }
+        default: break;
+      }
+    }
     switch (r.op) {
       case MTR_EXEC:
         ip_ = r.ip;
@@ -395,6 +478,7 @@ bool TraceProgram::step() {
         break;
       }
       case MTR_REGION: {
+        mode_->in_region = r.n != 0;
         Uop m;
         m.kind = UopKind::Marker;
         m.mark = r.n ? Mark::RegionBegin : Mark::RegionEnd;
@@ -436,11 +520,18 @@ class TraceWorkload : public Workload {
     if (root_->parent_pid() != 0)
       fatal("{}: the first process's file names a parent (pid {})", root_->path(), root_->parent_pid());
     // Every process's file is checked now, before the simulation starts.
+    uint64_t regions = root_->summary().regions;
     for (std::vector<uint32_t> todo = root_->summary().forks; !todo.empty();) {
       auto f = rec_.process(todo.back());
       todo.pop_back();
       todo.insert(todo.end(), f->summary().forks.begin(), f->summary().forks.end());
+      regions += f->summary().regions;
     }
+    if (regions > 1)
+      fatal("workload.trace = {}: {} processes each mark a measured region; mmusim measures one per run",
+            rec_.dir(), regions);
+    // Without a region there is nothing to fast-forward to: the whole run is in detail.
+    run_.fast_forward = p.fast_forward && regions == 1;
     auto lg = log::get("workload");
     const auto& s = root_->summary();
     lg->info("trace {}: `{}`, pid {}, {} thread(s), {} instructions, {} accesses, {} syscalls, {} fork(s)",
@@ -491,10 +582,16 @@ class TraceWorkload : public Workload {
   std::unique_ptr<Program> child_program(unsigned, uint64_t tag) override {
     return program_of(rec_.process(uint32_t(tag)));
   }
-  std::unique_ptr<Program> thread_program(unsigned, uint64_t pid, uint64_t tid) override {
+  // `order`: the NEWTHREAD record's order number in its process's file.
+  std::unique_ptr<Program> thread_program(unsigned, uint64_t pid, uint64_t order) override {
     auto it = procs_.find(uint32_t(pid));
     MMUSIM_CHECK(it != procs_.end(), "trace: a thread of process {} that is not running", pid);
-    return std::make_unique<TraceProgram>(it->second, uint32_t(tid), ctr_.get());
+    auto& pending = it->second->new_threads;
+    auto c = pending.find(order);
+    MMUSIM_CHECK(c != pending.end(), "trace: process {} created no thread at record {}", pid, order);
+    TraceCursor cur = c->second;
+    pending.erase(c);
+    return std::make_unique<TraceProgram>(it->second, std::move(cur), ctr_.get(), &run_);
   }
   uint64_t region_bytes() const override { return 0; }
 
@@ -505,13 +602,14 @@ class TraceWorkload : public Workload {
     proc->gated = f->summary().threads.size() > 1;
     proc->gate_key = uint64_t(f->pid()) + 1;  // (nonzero, one per process)
     procs_[f->pid()] = proc;
-    return std::make_unique<TraceProgram>(proc, f->summary().threads[0], ctr_.get());
+    return std::make_unique<TraceProgram>(proc, TraceCursor(f, f->summary().threads[0]), ctr_.get(), &run_);
   }
   WorkloadParams p_;
   Recording rec_;
   std::shared_ptr<const TraceFile> root_;
   std::map<uint32_t, std::shared_ptr<TraceProcess>> procs_;
   std::unique_ptr<TraceCounters> ctr_;
+  TraceRun run_;
 };
 
 }  // namespace

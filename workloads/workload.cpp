@@ -457,6 +457,11 @@ void WorkloadParams::visit(Params& p) {
   p.string("workload.trace", trace, "",
            "trace: the directory `mmusim record --out DIR` wrote (relative to the working "
            "directory); docs/trace-format.md");
+  p.boolean("workload.fast_forward", fast_forward, true,
+            "trace: outside the measured region only each page's first read and first write "
+            "reach the core (the kernel sees every fault and system call in order; the cores do "
+            "not run the rest); false: everything in detail. A recording without a region runs "
+            "in detail");
   p.size("workload.size", size, "256M", kPmd, 64ull << 30,
          "bytes of the measured region (a multiple of 2M)", kPmd);
   p.enumeration("workload.folio", folio, FolioKind::k64K,

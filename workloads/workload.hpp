@@ -52,6 +52,7 @@ struct WorkloadParams {
   enum class ThpFrom : uint8_t { folio, config } thp_from = ThpFrom::folio;
   enum class Measure : uint8_t { pass, populate } measure = Measure::pass;
   std::string trace;                // trace: the recording's directory (mmusim record --out)
+  bool fast_forward = true;         // trace: outside the region, only first touches
   VdsoParams vdso;
   void visit(Params& p);
 };

@@ -152,6 +152,48 @@ TEST_CASE("trace replay: the threads of a process keep the recorded order of the
   CHECK(s["trace.syscalls_refused"] == 0);
 }
 
+TEST_CASE("trace replay: a thread number Valgrind reuses after an exit is a new thread, from its NEWTHREAD on") {
+  TempDir t;
+  std::filesystem::create_directories(t.path("rec"));
+  TraceWriter p(100, 0);
+  p.map(kText, 0x2000, 5, MTR_MAP_FILE_PRIVATE).thread(1);
+  p.syscall(9, {0, 64 * kPage, 3, 0x22, uint64_t(-1), 0}, int64_t(kBuf));
+  p.region(true, kBuf, 64 * kPage);
+  for (int round = 0; round < 2; ++round) {
+    p.newthread(2).syscall(56, {0x3d0f00}, 102 + round).thread(2);
+    for (uint64_t i = 0; i < 16; ++i) p.store(kText + 0x80, kBuf + (round * 32 + i) * kPage, 1).exec(kText + 0x84, 1);
+    p.exit(0).thread(1).syscall(202, {0, 0, 0}, 0);  // the join
+  }
+  p.region(false).syscall(231, {0}, 0).exit(0).end();
+  p.write(t.path("rec/proc-100.mtr"));
+  write_manifest(t.path("rec"), 100);
+  for (const char* cores : {"1", "2"}) {
+    nlohmann::json s = run_stats(t, std::string("--set platform.cores=") + cores +
+                                        " --set thp.enabled=never --set workload.name=trace --set workload.trace=" +
+                                        t.path("rec"));
+    INFO("cores " << cores);
+    CHECK(s["faults.region"] == 32);  // each thread's 16 pages once
+    CHECK(s["total.trace.accesses"] == 32);
+  }
+}
+
+TEST_CASE("trace replay: fast-forward outside the region leaves the kernel's work as in full detail") {
+  TempDir t;
+  std::filesystem::create_directories(t.path("rec"));
+  write_forkbench(t.path("rec"), 2 << 20);
+  const std::string base = "--set thp.enabled=never --set workload.name=trace --set workload.trace=" + t.path("rec");
+  nlohmann::json ff = run_stats(t, base);
+  nlohmann::json all = run_stats(t, base + " --set workload.fast_forward=false");
+  for (const char* k : {"faults.region", "faults.total", "total.faults.total", "total.kernel.do_anonymous_page",
+                        "kernel.do_wp_page", "kernel.wp_reuse", "total.kernel.wp_reuse"})
+    CHECK(ff[k] == all[k]);
+  // The region's time: the caches and TLBs it starts with differ (fast-forward warms fewer lines).
+  CHECK(double(ff["region.time_ns"]) == Approx(double(all["region.time_ns"])).epsilon(0.01));
+  CHECK(ff["total.trace.fast_forwarded"] > 0);
+  CHECK(all["total.trace.fast_forwarded"] == 0);
+  CHECK(ff["total.core.uops"] < all["total.core.uops"]);
+}
+
 TEST_CASE("trace replay: a truncated, corrupt or newer recording is the user's error, with file and offset") {
   TempDir t;
   std::filesystem::create_directories(t.path("rec"));
