@@ -7,7 +7,17 @@
  * A recording is a directory:
  *   manifest.txt         text; written by the first process when the recording begins:
  *                          "mmusim-trace 1\n" "root-pid <pid>\n" "command <argv joined by ' '>\n"
+ *                        and "detail all\n" or "detail region\n" (see below; no line: all)
  *   proc-<pid>.mtr       one per recorded process (the first, and every fork() child)
+ *
+ * Detail: with "detail region" (the recorder's --mmusim-detail=region), outside the measured
+ * region only what the kernel must see is recorded: every SYSCALL, THREAD, NEWTHREAD, FORK, EXIT,
+ * REGION, MAP and END; of the memory accesses only each page's first read, first write (a STORE
+ * or ATOMIC) and first instruction fetch (an EXEC of 1 instruction at an address in the page) since
+ * the process last changed its mappings: a successful or failed mmap, munmap, mprotect, madvise,
+ * brk or mremap, a fork (in both processes) clears what the process has touched. Threads of a
+ * process share it. REP records are written as their pages' first touches too. Inside the region
+ * (and with "detail all") everything is recorded.
  *
  * A .mtr file is a 24-byte header, then records.
  *   header: magic "MMUSIMTR" (8 bytes), then little-endian u32: version (1), pid, parent pid
@@ -89,6 +99,20 @@ enum mtr_opcode {
   MTR_MAP = 0x0c,
   /* no fields: the process's recording ended normally. A file without END is truncated. */
   MTR_END = 0x0d,
+  /* s ip_delta, u kind (enum mtr_rep), s addr_delta, s src_delta, u count, u size: `count` (>= 1)
+   * iterations of the REP-prefixed string instruction at ip, each moving `size` (1, 2, 4 or 8)
+   * bytes, at ascending addresses: STOS stores [addr, addr + count * size); MOVS also loads
+   * [src, src + count * size), src = addr + src_delta (src_delta 0 for STOS). The running `addr`
+   * becomes the destination's start. One record for what VEX runs as `count` executions of the
+   * instruction (it counts as `count` instructions); the recorder may also write the iterations
+   * as LOAD/STORE records (a descending run, DF = 1, always is). */
+  MTR_REP = 0x0e,
+};
+
+enum mtr_rep {
+  MTR_REP_STOS = 1,
+  MTR_REP_MOVS = 2,
+  MTR_REP_MAX = 2,
 };
 
 enum mtr_fence {
