@@ -39,7 +39,7 @@ const char* kUsage =
     "                                    type, default per platform, range or values, unit)\n"
     "  mmusim describe CONFIG... [--set SECTION.KEY=VALUE]...\n"
     "                                    the effective configuration after includes and --set\n"
-    "  mmusim record [--out DIR] [--force] [--valgrind PATH] -- PROGRAM [ARGS...]\n"
+    "  mmusim record [--out DIR] [--force] [--detail all|region] [--valgrind PATH] -- PROGRAM [ARGS...]\n"
     "                                    run a real program under the recorder (Valgrind); replay\n"
     "                                    it with --set workload.name=trace --set workload.trace=DIR\n"
     "  mmusim --help | --version\n"

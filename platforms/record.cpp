@@ -24,8 +24,10 @@ namespace mmusim {
 namespace {
 
 const char* kRecordUsage =
-    "usage: mmusim record [--out DIR] [--force] [--valgrind PATH] [--] PROGRAM [ARGS...]\n"
+    "usage: mmusim record [--out DIR] [--force] [--detail all|region] [--valgrind PATH] [--] PROGRAM [ARGS...]\n"
     "  --out DIR        where the recording goes (default: mmusim-recording); created if absent\n"
+    "  --detail region  outside the measured region record only what the kernel must see (each\n"
+    "                   page's first read, write and fetch, every system call): far smaller\n"
     "  --force          replace a recording already in DIR\n"
     "  --valgrind PATH  the valgrind to run (default: valgrind on PATH)\n"
     "The program runs under Valgrind with mmusim's recorder; replay it with\n"
@@ -73,7 +75,7 @@ std::string find_tool_dir() {
 }  // namespace
 
 int cmd_record(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string dir = "mmusim-recording", valgrind = "valgrind";
+  std::string dir = "mmusim-recording", valgrind = "valgrind", detail = "all";
   bool force = false;
   size_t i = 0;
   for (; i < args.size(); ++i) {
@@ -95,15 +97,19 @@ int cmd_record(const std::vector<std::string>& args, std::ostream& out, std::ost
     else if (a == "--valgrind") valgrind = value("--valgrind");
     else if (a.rfind("--valgrind=", 0) == 0) valgrind = a.substr(11);
     else if (a == "--force") force = true;
+    else if (a == "--detail") detail = value("--detail");
+    else if (a.rfind("--detail=", 0) == 0) detail = a.substr(9);
     else if (a.rfind("--", 0) == 0)
       throw UserError(fmt::format("mmusim record: unknown option '{}' (allowed: --out, --force, "
-                                  "--valgrind; the program's own options go after --)",
+                                  "--detail, --valgrind; the program's own options go after --)",
                                   a));
     else break;
   }
   if (i >= args.size()) throw UserError(fmt::format("mmusim record: no program to record\n{}", kRecordUsage));
   std::vector<std::string> prog(args.begin() + long(i), args.end());
   if (dir.empty()) throw UserError("mmusim record: --out needs a directory");
+  if (detail != "all" && detail != "region")
+    throw UserError(fmt::format("mmusim record: --detail '{}': allowed: all, region", detail));
 
   const std::string tool = find_tool_dir();
   // The output directory: new, empty, or (with --force) an old recording replaced.
@@ -134,6 +140,7 @@ int cmd_record(const std::vector<std::string>& args, std::ostream& out, std::ost
   }
 
   std::vector<std::string> argv = {valgrind, "--tool=mmusimrec", "--quiet", "--mmusim-out=" + dir};
+  if (detail != "all") argv.push_back("--mmusim-detail=" + detail);
   argv.insert(argv.end(), prog.begin(), prog.end());
   std::vector<char*> cargv;
   for (std::string& s : argv) cargv.push_back(s.data());

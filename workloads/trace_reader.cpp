@@ -38,6 +38,7 @@ const char* op_name(uint8_t op) {
     case MTR_REGION: return "REGION";
     case MTR_MAP: return "MAP";
     case MTR_END: return "END";
+    case MTR_REP: return "REP";
   }
   return "?";
 }
@@ -121,6 +122,10 @@ void TraceFile::check() {
       case MTR_ATOMIC:
       case MTR_FENCE: ++summary_.instructions; summary_.accesses += r.op != MTR_FENCE; break;
       case MTR_SYSCALL: ++summary_.syscalls; break;
+      case MTR_REP:
+        summary_.instructions += r.a[1];
+        summary_.accesses += r.a[1] * (r.n == MTR_REP_MOVS ? 2 : 1);
+        break;
       case MTR_FORK: summary_.forks.push_back(uint32_t(r.n)); break;
       case MTR_REGION:
         if (r.n == 1) {
@@ -221,6 +226,21 @@ void TraceCursor::decode(TraceRecord& r) {
       if (r.a[2] > 7) fail("a MAP with prot outside 0..7");
       if (r.a[3] > MTR_MAP_KIND_MAX) fail("a MAP of an unknown kind");
       break;
+    case MTR_REP: {
+      ip_ += uint64_t(s());
+      r.n = u();
+      if (r.n == 0 || r.n > MTR_REP_MAX) fail("an unknown REP kind");
+      addr_ += uint64_t(s());
+      const int64_t src = s();
+      r.a[0] = addr_ + uint64_t(src);
+      r.a[1] = u();
+      r.a[2] = u();
+      if (r.a[1] == 0) fail("a REP of 0 iterations");
+      if (r.a[2] != 1 && r.a[2] != 2 && r.a[2] != 4 && r.a[2] != 8) fail("a REP element size not 1, 2, 4 or 8");
+      if (r.a[1] > (uint64_t(1) << 40) / r.a[2]) fail("a REP of more than 2^40 bytes");
+      if (r.n == MTR_REP_STOS && src != 0) fail("a REP STOS with a source");
+      break;
+    }
     case MTR_END:
       ended_ = true;
       if (pos_ != size) fail("bytes after the END record");
@@ -288,11 +308,17 @@ Recording::Recording(const std::string& dir) : dir_(dir) {
       if (!(ls >> p) || p <= 0) fatal("{}:{}: root-pid needs a positive pid", path, lineno);
       root_pid_ = uint32_t(p);
       have_root = true;
+    } else if (key == "detail") {
+      std::string d;
+      ls >> d;
+      if (d != "all" && d != "region")
+        fatal("{}:{}: detail \"{}\": allowed: all, region", path, lineno, d);
+      detail_region_ = d == "region";
     } else if (key == "command") {
       std::getline(ls, command_);
       if (!command_.empty() && command_[0] == ' ') command_.erase(0, 1);
     } else {
-      fatal("{}:{}: unknown manifest key \"{}\" (allowed: mmusim-trace, root-pid, command)", path,
+      fatal("{}:{}: unknown manifest key \"{}\" (allowed: mmusim-trace, root-pid, command, detail)", path,
             lineno, key);
     }
   }

@@ -19,8 +19,9 @@ struct TraceRecord {
   uint64_t ip = 0;       // absolute, after the record's delta
   uint64_t addr = 0;     // absolute, after the record's delta (LOAD/STORE/ATOMIC)
   uint64_t n = 0;        // EXEC: instructions; LOAD/STORE/ATOMIC: size; FENCE: kind; THREAD,
-                         // NEWTHREAD: tid; FORK: pid; REGION: on; SYSCALL: number
-  uint64_t a[6] = {};    // SYSCALL: arguments; REGION: start, len; MAP: start, len, prot, kind
+                         // NEWTHREAD: tid; FORK: pid; REGION: on; SYSCALL: number; REP: kind
+  uint64_t a[6] = {};    // SYSCALL: arguments; REGION: start, len; MAP: start, len, prot, kind;
+                         // REP: source, count, element size (`addr` the destination)
   int64_t result = 0;    // SYSCALL: result; EXIT: code
   uint64_t order = 0;    // an ordered record (trace_record_ordered()): how many of the file's
                          // ordered records, of every thread, come before it
@@ -102,12 +103,15 @@ class Recording {
   const std::string& dir() const { return dir_; }
   const std::string& command() const { return command_; }
   uint32_t root_pid() const { return root_pid_; }
+  // "detail region": outside the region only first touches were recorded (mmusim_trace.h).
+  bool detail_region() const { return detail_region_; }
   // The file of a recorded process; a UserError if it is missing.
   std::shared_ptr<const TraceFile> process(uint32_t pid) const;
 
  private:
   std::string dir_, command_;
   uint32_t root_pid_ = 0;
+  bool detail_region_ = false;
   mutable std::map<uint32_t, std::shared_ptr<const TraceFile>> files_;
 };
 

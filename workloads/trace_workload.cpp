@@ -131,7 +131,15 @@ class TraceProgram : public StepProgram {
   };
   bool extend_run(UopKind k, const TraceRecord& r);
   void flush_run();
-  void emit_run_part(UopKind k, uint64_t start, uint64_t len, uint64_t count, uint8_t size);
+  void emit_run_part(UopKind k, uint64_t ip, uint64_t start, uint64_t len, uint64_t count, uint8_t size);
+  // A REP record's iterations, a page of them a step (rep_.left bytes still to move).
+  struct Rep {
+    uint64_t ip = 0, dst = 0, src = 0, left = 0;
+    uint8_t size = 1;
+    bool movs = false;
+  };
+  Rep rep_;
+  void rep_step();
   StringRun run_;
 
   std::shared_ptr<TraceProcess> proc_;
@@ -226,9 +234,10 @@ bool TraceProgram::extend_run(UopKind k, const TraceRecord& r) {
 // (SDM Vol. 1 §7.3.9.3, docs/x86-memory-path.md §2): the unaligned head and tail in pieces of the
 // instruction's element size, every whole 64-byte line in one access, the stores claiming their
 // lines without reading them (kUopFullLine, as the built-in memset pattern's `rep stosb`).
-void TraceProgram::emit_run_part(UopKind k, uint64_t start, uint64_t len, uint64_t count, uint8_t size) {
+void TraceProgram::emit_run_part(UopKind k, uint64_t ip, uint64_t start, uint64_t len, uint64_t count,
+                                 uint8_t size) {
   if (count == 1) {
-    emit_access(k, run_.ip, start, len);
+    emit_access(k, ip, start, len);
     return;
   }
   const uint64_t end = start + len;
@@ -236,7 +245,7 @@ void TraceProgram::emit_run_part(UopKind k, uint64_t start, uint64_t len, uint64
   auto piece = [&](uint64_t upto) {
     while (a < upto) {
       const uint64_t n = std::min<uint64_t>(size, upto - a);
-      push(access_uop(k, a, uint8_t(n), 0, run_.ip));
+      push(access_uop(k, a, uint8_t(n), 0, ip));
       a += n;
     }
   };
@@ -247,7 +256,7 @@ void TraceProgram::emit_run_part(UopKind k, uint64_t start, uint64_t len, uint64
   }
   piece(first_line);
   for (; a < last_line; a += 64) {
-    Uop u = access_uop(k, a, 64, 0, run_.ip);
+    Uop u = access_uop(k, a, 64, 0, ip);
     if (k == UopKind::Store) u.flags |= kUopFullLine;
     push(u);
   }
@@ -256,9 +265,29 @@ void TraceProgram::emit_run_part(UopKind k, uint64_t start, uint64_t len, uint64
 
 void TraceProgram::flush_run() {
   if (!run_.active()) return;
-  if (run_.count[0]) emit_run_part(UopKind::Load, run_.start[0], run_.len[0], run_.count[0], run_.size[0]);
-  if (run_.count[1]) emit_run_part(UopKind::Store, run_.start[1], run_.len[1], run_.count[1], run_.size[1]);
+  if (run_.count[0]) emit_run_part(UopKind::Load, run_.ip, run_.start[0], run_.len[0], run_.count[0], run_.size[0]);
+  if (run_.count[1]) emit_run_part(UopKind::Store, run_.ip, run_.start[1], run_.len[1], run_.count[1], run_.size[1]);
   run_ = StringRun{};
+}
+
+// The next piece of a REP record: up to the next page boundary of the destination and the
+// source, the loads (MOVS) then the stores, as the fast-string microcode moves them; in
+// fast-forward only the first touches of those pages.
+void TraceProgram::rep_step() {
+  Rep& p = rep_;
+  uint64_t n = std::min(p.left, kPage - (p.dst & (kPage - 1)));
+  if (p.movs) n = std::min(n, kPage - (p.src & (kPage - 1)));
+  if (!mode_->detail()) {
+    if (p.movs && first_touch(p.src, 1, Touch::read)) push(access_uop(UopKind::Load, p.src, p.size, 0, p.ip));
+    if (first_touch(p.dst, 1, Touch::write)) push(access_uop(UopKind::Store, p.dst, p.size, 0, p.ip));
+  } else {
+    const uint64_t count = n / p.size ? n / p.size : 1;
+    if (p.movs) emit_run_part(UopKind::Load, p.ip, p.src, n, count, p.size);
+    emit_run_part(UopKind::Store, p.ip, p.dst, n, count, p.size);
+  }
+  p.dst += n;
+  p.src += n;
+  p.left -= n;
 }
 
 void TraceProgram::syscall_record(const TraceRecord& r) {
@@ -368,6 +397,10 @@ void TraceProgram::emit_ordered(const TraceRecord& r) {
 }
 
 bool TraceProgram::step() {
+  if (rep_.left) {
+    rep_step();
+    return true;
+  }
   if (have_pending_) {  // the gate has opened
     have_pending_ = false;
     emit_ordered(pending_);
@@ -397,6 +430,25 @@ bool TraceProgram::step() {
       Uop u = syscall_uop(ip_, Sys::Exit, 0);
       u.flags |= kUopReplayed;
       push(u);
+      return true;
+    }
+    if (r.op == MTR_REP) {
+      ip_ = r.ip;
+      ctr_->instructions->inc(r.a[1]);
+      ctr_->accesses->inc(r.a[1]);
+      if (mode_->detail()) {
+        if (r.n == MTR_REP_MOVS) ctr_->accesses->inc(r.a[1]);
+      } else {
+        ctr_->skipped->inc(r.a[1]);
+      }
+      if (first_touch(r.ip, 1, Touch::fetch) && !mode_->detail()) {
+        Uop u;
+        u.kind = UopKind::Alu;
+        u.ip = r.ip;
+        push(u);
+      }
+      rep_ = Rep{r.ip, r.addr, r.a[0], r.a[1] * r.a[2], uint8_t(r.a[2]), r.n == MTR_REP_MOVS};
+      rep_step();
       return true;
     }
     if (!mode_->detail()) {
@@ -530,6 +582,11 @@ class TraceWorkload : public Workload {
     if (regions > 1)
       fatal("workload.trace = {}: {} processes each mark a measured region; mmusim measures one per run",
             rec_.dir(), regions);
+    if (rec_.detail_region() && !p.fast_forward)
+      fatal("workload.fast_forward = false is impossible with workload.trace = {}: it was recorded "
+            "with --detail region (only first touches outside the measured region); record it with "
+            "--detail all",
+            rec_.dir());
     // Without a region there is nothing to fast-forward to: the whole run is in detail.
     run_.fast_forward = p.fast_forward && regions == 1;
     auto lg = log::get("workload");

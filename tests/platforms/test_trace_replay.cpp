@@ -194,6 +194,28 @@ TEST_CASE("trace replay: fast-forward outside the region leaves the kernel's wor
   CHECK(ff["total.core.uops"] < all["total.core.uops"]);
 }
 
+TEST_CASE("trace replay: a REP STOS/MOVS record moves whole lines within each page, its ends in elements") {
+  TempDir t;
+  std::filesystem::create_directories(t.path("rec"));
+  TraceWriter p(100, 0);
+  p.map(kText, 0x2000, 5, MTR_MAP_FILE_PRIVATE).thread(1);
+  p.syscall(9, {0, 16 * kPage, 3, 0x22, uint64_t(-1), 0}, int64_t(kBuf));
+  p.region(true, kBuf, 16 * kPage);
+  // rep stosb over 8 pages from +3 (8 * 4096 - 3 bytes), then rep movsq of 4 pages into the rest.
+  p.raw(MTR_REP).s(int64_t(kText + 0x90)).u(MTR_REP_STOS).s(int64_t(kBuf + 3)).s(0).u(8 * kPage - 3).u(1);
+  p.raw(MTR_REP).s(8).u(MTR_REP_MOVS).s(int64_t(8 * kPage - 3)).s(-int64_t(8 * kPage)).u(4 * kPage / 8).u(8);
+  p.region(false).syscall(231, {0}, 0).exit(0).end();
+  p.write(t.path("rec/proc-100.mtr"));
+  write_manifest(t.path("rec"), 100);
+  nlohmann::json s = run_stats(t, "--set platform.name=functional --set thp.enabled=never --set workload.name=trace "
+                                  "--set workload.trace=" + t.path("rec"));
+  CHECK(s["faults.region"] == 8 + 4);  // every page stored to once (the loads find them present)
+  CHECK(s["total.trace.accesses"] == (8 * kPage - 3) + 2 * (4 * kPage / 8));
+  // stos: 61 single bytes up to the first line, 8 * 64 - 1 whole lines; movs: 4 * 64 lines each way
+  // (and the region's end marker)
+  CHECK(s["core.uops"] == 61 + (8 * 64 - 1) + 2 * 4 * 64 + 1);
+}
+
 TEST_CASE("trace replay: a truncated, corrupt or newer recording is the user's error, with file and offset") {
   TempDir t;
   std::filesystem::create_directories(t.path("rec"));
