@@ -30,6 +30,7 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
     return out;
   }
   const uint64_t gate_key = (u.flags & wl::kUopOrdered) ? t.prog->gate_key() : 0;
+  double extra_cycles = 0;
   enter_kernel(cpu, now_ps);
   k.enter(t.t, cpu, now_ps);  // the sys_* functions charge Cost::syscall themselves
   switch (u.sys) {
@@ -112,8 +113,13 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
       }
       break;
     }
-    case wl::Sys::Yield:
-    case wl::Sys::None: k.charge(kmm::Cost::syscall); break;
+    case wl::Sys::Yield: k.charge(kmm::Cost::syscall); break;
+    case wl::Sys::None:
+      k.charge(kmm::Cost::syscall);
+      // A recorded system call the port does not model: its class's time (workload.syscall_time).
+      if (u.addr >= 1 && u.addr <= wp_.syscall_time.size())
+        extra_cycles = wp_.syscall_time[u.addr - 1].cycles(pp_.clock_ghz);
+      break;
   }
   if (out.ret < 0 && u.sys != wl::Sys::Wait) {
     if (!(u.flags & wl::kUopReplayed))
@@ -137,7 +143,7 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
       sched_.make_runnable(w);
     }
   }
-  out.cycles = leave_kernel();
+  out.cycles = leave_kernel() + extra_cycles;
   if (!out.blocked && !out.exited) t.prog->syscall_return(out.ret);
   return out;
 }

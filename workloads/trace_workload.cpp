@@ -26,6 +26,7 @@
 // uses it and a join happens after the thread's exit. Synchronisation through memory alone
 // (spinning on a flag) is not replayed. What is approximated is counted (trace.*).
 #include <algorithm>
+#include <array>
 #include <map>
 #include <unordered_map>
 #include <memory>
@@ -53,8 +54,12 @@ constexpr uint64_t kWholeUserSpace = uint64_t(1) << 47;
 uint64_t page_up(uint64_t a) { return (a + kPage - 1) & ~(kPage - 1); }
 bool is_err(int64_t r) { return r < 0 && r >= -4095; }
 
+// Sys::None's argument: 1 + the SyscallClass whose workload.syscall_time it takes, or 0: none.
+constexpr uint64_t kNoClass = 0;
+
 struct TraceCounters {
   Counter *instructions, *accesses, *syscalls, *not_modelled, *approximated, *file_maps, *skipped;
+  std::array<Counter*, 5> by_class{};
   explicit TraceCounters(Stats& s)
       : instructions(&s.counter("trace.instructions", "recorded guest instructions replayed")),
         accesses(&s.counter("trace.accesses", "recorded loads, stores and atomics replayed")),
@@ -69,7 +74,13 @@ struct TraceCounters {
                              "file mappings replayed as private memory with every page present")),
         skipped(&s.counter("trace.fast_forwarded",
                            "recorded instructions fast-forwarded outside the measured region "
-                           "(workload.fast_forward): not given to the core")) {}
+                           "(workload.fast_forward): not given to the core")) {
+    for (size_t c = 0; c < by_class.size(); ++c)
+      by_class[c] = &s.counter(std::string("trace.syscalls.") + kSyscallClassNames[c],
+                               std::string("recorded system calls of class ") + kSyscallClassNames[c] +
+                                   " (not modelled; each takes workload.syscall_time." +
+                                   kSyscallClassNames[c] + ")");
+  }
 };
 
 // What the threads of one recorded process share.
@@ -366,12 +377,17 @@ void TraceProgram::syscall_record(const TraceRecord& r) {
     }
     default: break;
   }
-  ctr_->not_modelled->inc(r.n == sysno::mmap || r.n == sysno::munmap || r.n == sysno::mprotect ||
-                                  r.n == sysno::madvise || r.n == sysno::brk || r.n == sysno::mremap ||
-                                  r.n == sysno::wait4 || r.n == sysno::waitid
-                              ? 0   // (failed, or changed nothing, when recorded)
-                              : 1);
-  sys(Sys::None);
+  const bool memory = r.n == sysno::mmap || r.n == sysno::munmap || r.n == sysno::mprotect ||
+                      r.n == sysno::madvise || r.n == sysno::brk || r.n == sysno::mremap ||
+                      r.n == sysno::wait4 || r.n == sysno::waitid;
+  if (memory) {  // (failed, or changed nothing, when recorded): entry and exit only
+    sys(Sys::None, kNoClass);
+    return;
+  }
+  ctr_->not_modelled->inc();
+  const SyscallClass c = syscall_class(r.n);
+  ctr_->by_class[size_t(c)]->inc();
+  sys(Sys::None, uint64_t(c) + 1);
 }
 
 // The ordered record `r` as its system call (its gate, if any, has opened).

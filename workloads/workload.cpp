@@ -457,6 +457,19 @@ void WorkloadParams::visit(Params& p) {
   p.string("workload.trace", trace, "",
            "trace: the directory `mmusim record --out DIR` wrote (relative to the working "
            "directory); docs/trace-format.md");
+  {
+    static const char* what[] = {
+        "read/write and their vector and positioned forms, sendfile, splice",
+        "sockets: socket, bind, listen, accept, connect, send*/recv*, shutdown, *sockopt",
+        "waiting: futex, epoll_wait, poll, select, nanosleep and their variants",
+        "files and descriptors: open, close, stat, lseek, fcntl, ioctl, dup, pipe, getdents",
+        "every other one the port does not model"};
+    for (size_t c = 0; c < syscall_time.size(); ++c)
+      p.duration(std::string("workload.syscall_time.") + kSyscallClassNames[c], syscall_time[c], "0ns",
+                 std::string("trace: kernel time of a recorded system call of this class (") + what[c] +
+                     "), beyond cost.syscall's entry and exit; the port does not model what they do. [U]: "
+                     "0 unless set, e.g. from `perf trace -s` of the program");
+  }
   p.boolean("workload.fast_forward", fast_forward, true,
             "trace: outside the measured region only each page's first read and first write "
             "reach the core (the kernel sees every fault and system call in order; the cores do "
@@ -522,6 +535,29 @@ void WorkloadParams::visit(Params& p) {
   p.integer("sim.seed", seed, 1, 0, int64_t(1) << 62,
             "seed of every random choice (random-byte order); --seed sets it");
   vdso.visit(p);
+}
+
+// x86-64 numbers (arch/x86/entry/syscalls/syscall_64.tbl).
+SyscallClass syscall_class(uint64_t nr) {
+  switch (nr) {
+    case 0: case 1: case 17: case 18: case 19: case 20: case 40: case 275: case 276: case 295: case 296:
+    case 326: case 327: case 328:
+      return SyscallClass::io;  // read write pread64 pwrite64 readv writev sendfile splice tee
+                                // preadv pwritev copy_file_range preadv2 pwritev2
+    case 41: case 42: case 43: case 44: case 45: case 46: case 47: case 48: case 49: case 50: case 51:
+    case 52: case 53: case 54: case 55: case 288: case 299: case 307:
+      return SyscallClass::net;  // socket connect accept sendto recvfrom sendmsg recvmsg shutdown
+                                 // bind listen getsockname getpeername socketpair setsockopt
+                                 // getsockopt accept4 recvmmsg sendmmsg
+    case 7: case 23: case 35: case 202: case 232: case 230: case 270: case 271: case 281: case 441:
+      return SyscallClass::wait;  // poll select nanosleep futex epoll_wait clock_nanosleep pselect6
+                                  // ppoll epoll_pwait epoll_pwait2
+    case 2: case 3: case 4: case 5: case 6: case 8: case 16: case 22: case 32: case 33: case 72: case 78:
+    case 217: case 257: case 262: case 292: case 293: case 332:
+      return SyscallClass::file;  // open close stat fstat lstat lseek ioctl pipe dup dup2 fcntl
+                                  // getdents getdents64 openat newfstatat dup3 pipe2 statx
+    default: return SyscallClass::other;
+  }
 }
 
 std::unique_ptr<Workload> make_workload(const WorkloadParams& p, Stats* stats) {

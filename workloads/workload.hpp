@@ -21,6 +21,10 @@ enum class Pattern : uint8_t {
   seq_byte, seq_byte_clock, seq_byte_lfence, memset, random_byte, read_then_store, stride
 };
 enum class WorkloadName : uint8_t { fork_reuse, fork_time, random_ops, trace };
+// The classes of the system calls a recording makes that the kernel port does not model.
+enum class SyscallClass : uint8_t { io, net, wait, file, other };
+inline constexpr const char* kSyscallClassNames[] = {"io", "net", "wait", "file", "other"};
+SyscallClass syscall_class(uint64_t x86_64_nr);
 const char* folio_kind_name(FolioKind k);
 const char* pattern_name(Pattern p);
 unsigned folio_order(FolioKind k);  // 0, 4, 8, 9, 9
@@ -53,6 +57,9 @@ struct WorkloadParams {
   enum class Measure : uint8_t { pass, populate } measure = Measure::pass;
   std::string trace;                // trace: the recording's directory (mmusim record --out)
   bool fast_forward = true;         // trace: outside the region, only first touches
+  // trace: the kernel time of a system call the port does not model, by class, beyond
+  // cost.syscall's entry and exit (index: SyscallClass).
+  std::array<Duration, 5> syscall_time{};
   VdsoParams vdso;
   void visit(Params& p);
 };

@@ -216,6 +216,24 @@ TEST_CASE("trace replay: a REP STOS/MOVS record moves whole lines within each pa
   CHECK(s["core.uops"] == 61 + (8 * 64 - 1) + 2 * 4 * 64 + 1);
 }
 
+TEST_CASE("trace replay: a system call the port does not model takes its class's workload.syscall_time") {
+  TempDir t;
+  std::filesystem::create_directories(t.path("rec"));
+  TraceWriter p(100, 0);
+  p.map(kText, 0x2000, 5, MTR_MAP_FILE_PRIVATE).thread(1).exec(kText, 4);
+  for (int i = 0; i < 3; ++i) p.syscall(1, {1, 0x1000, 10}, 10).exec(kText + 8, 2);  // write()
+  p.syscall(202, {0, 0, 0}, 0);                                                      // futex()
+  p.syscall(231, {0}, 0).exit(0).end();
+  p.write(t.path("rec/proc-100.mtr"));
+  write_manifest(t.path("rec"), 100);
+  const std::string base = "--set workload.name=trace --set workload.trace=" + t.path("rec");
+  nlohmann::json none = run_stats(t, base);
+  nlohmann::json io = run_stats(t, base + " --set workload.syscall_time.io=1us --set workload.syscall_time.wait=5us");
+  CHECK(io["trace.syscalls.io"] == 3);
+  CHECK(io["trace.syscalls.wait"] == 1);
+  CHECK(double(io["sim.simulated_ns"]) - double(none["sim.simulated_ns"]) == Approx(3 * 1000 + 5000).margin(1));
+}
+
 TEST_CASE("trace replay: a truncated, corrupt or newer recording is the user's error, with file and offset") {
   TempDir t;
   std::filesystem::create_directories(t.path("rec"));
