@@ -265,9 +265,36 @@ bool trace_record_ordered(const TraceRecord& r) {
   }
 }
 
+// The common records of a file check() has read whole: no bound or value to check again.
+// Returns false for the others (decode() reads them).
+inline bool TraceCursor::decode_checked(TraceRecord& r) {
+  const uint8_t* d = raw_->data() + pos_;
+  const uint8_t op = d[0];
+  if (op < MTR_EXEC || op > MTR_ATOMIC) return false;
+  const uint8_t* p = d + 1;
+  auto u = [&p]() {
+    uint64_t v = *p & 0x7f;
+    for (unsigned shift = 7; *p++ & 0x80; shift += 7) v |= uint64_t(*p & 0x7f) << shift;
+    return v;
+  };
+  auto s = [&u]() {
+    const uint64_t z = u();
+    return uint64_t(int64_t(z >> 1) ^ -int64_t(z & 1));
+  };
+  ip_ += s();
+  if (op != MTR_EXEC) addr_ += s();
+  r.n = u();
+  r.op = op;
+  r.tid = cur_tid_;
+  r.ip = ip_;
+  r.addr = addr_;
+  pos_ = size_t(p - raw_->data());
+  return true;
+}
+
 bool TraceCursor::next(TraceRecord& r) {
   while (!ended_) {
-    decode(r);
+    if (!file_ || !decode_checked(r)) decode(r);
     if (r.op == MTR_END) return false;
     if (want_ == 0) return true;
     if (r.op == MTR_THREAD || r.op == MTR_MAP || r.tid != want_) continue;

@@ -87,6 +87,7 @@ class TraceCursor {
   friend class TraceFile;
   // Decodes the record at pos_ (any thread's); throws a UserError naming the file and offset.
   void decode(TraceRecord& r);
+  bool decode_checked(TraceRecord& r);
   std::shared_ptr<const TraceFile> file_;
   const TraceFile* raw_ = nullptr;  // (the check's cursor, before the shared_ptr exists)
   uint32_t want_ = 0, cur_tid_ = 0;
