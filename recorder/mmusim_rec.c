@@ -67,12 +67,19 @@ extern Int VG_(safe_fd)(Int oldfd);
 #define NR_EXECVE 59
 #define NR_EXIT 60
 #define NR_EXIT_GROUP 231
+#define NR_MMAP 9
+#define NR_MPROTECT 10
+#define NR_MUNMAP 11
+#define NR_BRK 12
+#define NR_MREMAP 25
+#define NR_MADVISE 28
 #define NR_EXECVEAT 322
 
 /* ------------------------------------------------------------------------------------------ */
 /* Options and process-wide state                                                              */
 
 static const HChar *clo_out_dir = NULL; /* as given */
+static const HChar *clo_detail_str = "all"; /* --mmusim-detail */
 static HChar out_dir[4096];             /* made absolute: the program may chdir() later */
 
 /* The output of this process. The buffer is static (a tool has no malloc worth using on the
@@ -107,6 +114,31 @@ static Bool clo_selfcheck = False;
 
 /* Bit of size_op (below) saying "the first access of its instruction". */
 #define FIRST_ACCESS 0x80u
+
+/* --mmusim-detail=region: outside the measured region only first touches are recorded. */
+static Bool clo_detail_region = False;
+/* --mmusim-rep=no: record REP iterations one access each, as before REP records (for
+ * comparisons: the tests check that a REP record stands for exactly those accesses). */
+static Bool clo_rep = True;
+static Bool in_region = False; /* this process is between its REGION on and off */
+
+/* What the helpers do, decided once per change instead of per call: nothing (no file open),
+ * record everything, or record only first touches (region mode, outside the region). */
+#define MODE_OFF 0u
+#define MODE_FULL 1u
+#define MODE_OUTSIDE 2u
+static UInt rec_mode = MODE_OFF;
+
+/* The self-check in region mode compares only the instructions inside the region: outside it
+ * the records deliberately stand for far fewer instructions than ran. */
+static ULong sc_exec_mark = 0, sc_rec_mark = 0; /* the counters when the region began */
+static ULong sc_exec_in = 0, sc_rec_in = 0;     /* summed over the finished regions */
+
+/* A run of memory-free instructions as the instrumented code hands it to a helper, one word:
+ * the low 32 bits are the number of instructions, the high 32 bits the offset of the last one's
+ * address from the first's (region mode needs the pages of both). 0: no run. */
+#define RUN_N(w) ((UWord)(UInt)(w))
+#define RUN_LAST(ip, w) ((ip) + ((w) >> 32))
 
 /* ------------------------------------------------------------------------------------------ */
 /* Output                                                                                      */
@@ -151,9 +183,54 @@ static inline void put_u(ULong v)
 
 static inline void put_s(Long v) { put_u(((ULong)v << 1) ^ (ULong)(v >> 63)); }
 
+/* A REP STOS/MOVS being coalesced: VEX runs one iteration per execution of the instruction,
+ * so the helper of each iteration extends this run while the iterations continue at ascending
+ * contiguous addresses with nothing else recorded in between; the run is written as one REP
+ * record (or, if it has one iteration, as the LOAD/STORE it was) just before any other record
+ * is written and before the buffer goes out for a fork, an execve or the end. rep_n == 0: none.
+ * The run belongs to stream_tid (it is only started after for_thread). */
+static UWord rep_n = 0;
+static Addr rep_ip, rep_dst, rep_src;       /* the instruction, the first iteration's addresses */
+static Addr rep_next_dst, rep_next_src;     /* where the next iteration must access to extend */
+static UWord rep_size, rep_kind, rep_max_n; /* element size, enum mtr_rep, cap on rep_n */
+/* The cap keeps one record's bytes (count * size) within 2^32. */
+#define REP_MAX_BYTES (1ull << 32)
+
+static void put_access(UChar op, Addr ip, Addr addr, UWord size);
+
+static void rep_write(void)
+{
+  reserve();
+  if (rep_n == 1) {
+    if (rep_kind == MTR_REP_MOVS)
+      put_access(MTR_LOAD, rep_ip, rep_src, rep_size);
+    put_access(MTR_STORE, rep_ip, rep_dst, rep_size);
+  } else {
+    put_byte(MTR_REP);
+    put_s((Long)(rep_ip - last_ip));
+    put_u(rep_kind);
+    put_s((Long)(rep_dst - last_addr));
+    put_s(rep_kind == MTR_REP_MOVS ? (Long)(rep_src - rep_dst) : 0);
+    put_u(rep_n);
+    put_u(rep_size);
+    last_ip = rep_ip;
+    last_addr = rep_dst;
+    n_access_records++;
+  }
+  rep_n = 0;
+}
+
+/* Write the pending REP run, if any: before anything else goes into the file. */
+static inline void settle(void)
+{
+  if (UNLIKELY(rep_n))
+    rep_write();
+}
+
 /* Make `tid` the thread of the following records, writing THREAD if it changes. */
 static void switch_stream(ThreadId tid)
 {
+  settle();
   reserve();
   put_byte(MTR_THREAD);
   put_u(tid);
@@ -162,8 +239,10 @@ static void switch_stream(ThreadId tid)
     thread_live[tid] = True;
 }
 
+/* Every record goes through here (or through settle() itself) first. */
 static inline void for_thread(ThreadId tid)
 {
+  settle();
   if (UNLIKELY(tid != stream_tid))
     switch_stream(tid);
   reserve();
@@ -171,6 +250,7 @@ static inline void for_thread(ThreadId tid)
 
 static inline void put_exec(Addr ip, UWord n)
 {
+  n = RUN_N(n);
   n_insn_recorded += n;
   put_byte(MTR_EXEC);
   put_s((Long)(ip - last_ip));
@@ -178,7 +258,7 @@ static inline void put_exec(Addr ip, UWord n)
   last_ip = ip;
 }
 
-static inline void put_access(UChar op, Addr ip, Addr addr, UWord size)
+static void put_access(UChar op, Addr ip, Addr addr, UWord size)
 {
   put_byte(op);
   put_s((Long)(ip - last_ip));
@@ -187,6 +267,11 @@ static inline void put_access(UChar op, Addr ip, Addr addr, UWord size)
   last_ip = ip;
   last_addr = addr;
   n_access_records++;
+}
+
+static void set_mode(void)
+{
+  rec_mode = !active ? MODE_OFF : (!clo_detail_region || in_region) ? MODE_FULL : MODE_OUTSIDE;
 }
 
 /* Open proc-<pid>.mtr and write its header. */
@@ -211,7 +296,9 @@ static void open_trace(Int pid, Int ppid)
   last_ip = 0;
   last_addr = 0;
   stream_tid = 0;
+  rep_n = 0;
   active = True;
+  set_mode();
 
   UInt words[4] = {MTR_VERSION, (UInt)pid, (UInt)ppid, 0};
   VG_(memcpy)(buf, MTR_MAGIC, 8);
@@ -225,26 +312,212 @@ static void end_trace(void)
 {
   if (!active)
     return;
+  settle();
   reserve();
   put_byte(MTR_END);
   flush_buf();
   active = False;
+  set_mode();
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Region mode: the pages the process has touched                                              */
+
+/* Kinds of touch, as bits of an entry. */
+#define T_READ 0u
+#define T_WRITE 1u
+#define T_FETCH 2u
+#define PAGE_SHIFT 12
+
+/* An open-addressing hash table of 4 KiB page numbers, linear probing, in the tool's own
+ * memory. Clearing it (at every mmap, munmap, ... and fork) must be cheap even when it holds a
+ * few hundred thousand pages, so entries carry the generation they were made in and a clear
+ * only advances the generation: an entry of an older generation is an empty slot. That is
+ * sound with linear probing because within a generation slots only ever go from empty to
+ * used, so a lookup may stop at the first empty slot as usual. */
+typedef struct {
+  UWord page;
+  UInt gen;
+  UInt bits; /* 1 << T_READ | 1 << T_WRITE | 1 << T_FETCH */
+} TouchEnt;
+static TouchEnt *tt = NULL;
+static UInt tt_shift = 0; /* 64 - log2(capacity) */
+static UWord tt_cap = 0, tt_used = 0;
+static UInt tt_gen = 1;
+
+/* In front of the table, per kind, a small direct-mapped cache of pages known to be touched in
+ * this generation: the common outside-region access is to such a page and costs one load and
+ * compare. ~0 is no page (page numbers are below 2^52). */
+#define TC_SLOTS 64u
+static UWord tc[3][TC_SLOTS];
+
+static void tc_clear(void)
+{
+  for (UInt k = 0; k < 3; k++)
+    for (UInt j = 0; j < TC_SLOTS; j++)
+      tc[k][j] = ~(UWord)0;
+}
+
+static inline Bool tc_hit(UInt k, UWord page) { return tc[k][page % TC_SLOTS] == page; }
+
+static inline UWord tt_hash(UWord page) { return (UWord)((page * 0x9E3779B97F4A7C15ull) >> tt_shift); }
+
+static void tt_alloc(UWord cap)
+{
+  tt_cap = cap;
+  tt_shift = 64;
+  for (UWord c = cap; c > 1; c >>= 1)
+    tt_shift--;
+  tt = VG_(calloc)("mmusimrec.touched", cap, sizeof(TouchEnt));
+}
+
+static void tt_init(void)
+{
+  tt_alloc(1u << 16);
+  tt_used = 0;
+  tt_gen = 1;
+  tc_clear();
+}
+
+/* Forget every touch: the process changed its mappings, or forked. */
+static void tt_clear(void)
+{
+  if (!tt)
+    return;
+  tt_used = 0;
+  if (++tt_gen == 0) { /* after 2^32 clears: really empty it, once */
+    VG_(memset)(tt, 0, tt_cap * sizeof(TouchEnt));
+    tt_gen = 1;
+  }
+  tc_clear();
+}
+
+static void tt_grow(void)
+{
+  TouchEnt *old = tt;
+  UWord old_cap = tt_cap;
+  tt_alloc(old_cap * 2);
+  for (UWord j = 0; j < old_cap; j++) {
+    if (old[j].gen != tt_gen)
+      continue;
+    UWord h = tt_hash(old[j].page);
+    while (tt[h].gen == tt_gen)
+      h = (h + 1) & (tt_cap - 1);
+    tt[h] = old[j];
+  }
+  VG_(free)(old);
+}
+
+/* Mark `page` touched by kind k; True if it was not before (a first touch). */
+static Bool tt_touch(UWord page, UInt k)
+{
+  UInt bit = 1u << k;
+  tc[k][page % TC_SLOTS] = page;
+  for (UWord h = tt_hash(page);; h = (h + 1) & (tt_cap - 1)) {
+    TouchEnt *e = &tt[h];
+    if (e->gen != tt_gen) {
+      e->page = page;
+      e->gen = tt_gen;
+      e->bits = bit;
+      if (++tt_used * 2 > tt_cap)
+        tt_grow();
+      return True;
+    }
+    if (e->page == page) {
+      if (e->bits & bit)
+        return False;
+      e->bits |= bit;
+      return True;
+    }
+  }
+}
+
+/* Whether [addr, addr + size) (size 1..64: one or two pages) is a first touch of kind k of
+ * either of its pages; marks both. */
+static inline Bool touch_range(Addr addr, UWord size, UInt k)
+{
+  UWord p0 = addr >> PAGE_SHIFT, p1 = (addr + size - 1) >> PAGE_SHIFT;
+  if (LIKELY(p0 == p1 && tc_hit(k, p0)))
+    return False;
+  Bool first = tt_touch(p0, k);
+  if (p1 != p0)
+    first |= tt_touch(p1, k);
+  return first;
+}
+
+/* The instruction at ip is fetched: an EXEC of 1 there if that is its page's first fetch. */
+static inline void out_fetch(Addr ip)
+{
+  UWord p = ip >> PAGE_SHIFT;
+  if (LIKELY(tc_hit(T_FETCH, p)) || !tt_touch(p, T_FETCH))
+    return;
+  for_thread(running_tid);
+  put_exec(ip, 1);
+}
+
+/* A run of memory-free instructions outside the region: its instructions lie in at most two
+ * pages (a superblock is far shorter than a page), those of the first and the last one. */
+static inline void out_run(Addr run_ip, UWord run)
+{
+  if (!run)
+    return;
+  out_fetch(run_ip);
+  Addr last = RUN_LAST(run_ip, run);
+  if ((last >> PAGE_SHIFT) != (run_ip >> PAGE_SHIFT))
+    out_fetch(last);
+}
+
+/* One access (size 1..64) outside the region. If it is a first read or write of its page(s)
+ * its record is written (it is the instruction's fetch too); otherwise, if it is its
+ * instruction's first access and the instruction's page has not been fetched from yet, an
+ * EXEC of 1. An ATOMIC counts as a write and is written as the ATOMIC it is. */
+static inline void out_access(UChar op, Addr ip, Addr addr, UWord size, Bool first_of_insn)
+{
+  Bool data = touch_range(addr, size, op == MTR_LOAD ? T_READ : T_WRITE);
+  if (first_of_insn) {
+    UWord p = ip >> PAGE_SHIFT;
+    Bool fetch = !tc_hit(T_FETCH, p) && tt_touch(p, T_FETCH);
+    if (!data && fetch) {
+      for_thread(running_tid);
+      put_exec(ip, 1);
+    }
+  }
+  if (data) {
+    for_thread(running_tid);
+    put_access(op, ip, addr, size);
+  }
+}
+
+static void out_access_big(UChar op, Addr ip, Addr addr, UWord size, Bool first_of_insn)
+{
+  while (size > 64) {
+    out_access(op, ip, addr, 64, first_of_insn);
+    first_of_insn = False;
+    addr += 64;
+    size -= 64;
+  }
+  out_access(op, ip, addr, size, first_of_insn);
 }
 
 /* ------------------------------------------------------------------------------------------ */
 /* Helpers called from the instrumented code. On amd64 every argument travels in a register,  */
-/* so five arguments cost no more than one.                                                    */
+/* so five arguments cost no more than one. `run` is a run word (RUN_N, RUN_LAST).             */
 
 /* size_op: (size << 8) | opcode */
-static void h_access(Addr run_ip, UWord run_n, Addr ip, Addr addr, UWord size_op)
+static void h_access(Addr run_ip, UWord run, Addr ip, Addr addr, UWord size_op)
 {
-  if (UNLIKELY(!active))
-    return;
-  for_thread(running_tid);
-  if (run_n)
-    put_exec(run_ip, run_n);
   UChar op = (UChar)(size_op & 0x7F);
   UWord size = size_op >> 8;
+  if (UNLIKELY(rec_mode != MODE_FULL)) {
+    if (rec_mode == MODE_OFF)
+      return;
+    out_run(run_ip, run);
+    out_access_big(op, ip, addr, size, (size_op & FIRST_ACCESS) != 0);
+    return;
+  }
+  for_thread(running_tid);
+  if (run)
+    put_exec(run_ip, run);
   if (size_op & FIRST_ACCESS)
     n_insn_recorded++;
   /* The format allows 1..64 bytes an access: split larger ones (dirty helpers' FXSAVE, XSAVE
@@ -262,8 +535,16 @@ static void h_access(Addr run_ip, UWord run_n, Addr ip, Addr addr, UWord size_op
  * instruction or of a run of memory instructions): three arguments. */
 static void h_access0(Addr ip, Addr addr, UWord size_op)
 {
-  if (UNLIKELY(!active))
+  if (UNLIKELY(rec_mode != MODE_FULL)) {
+    if (rec_mode == MODE_OFF)
+      return;
+    UWord size = size_op >> 8;
+    if (LIKELY(size <= 64))
+      out_access((UChar)(size_op & 0x7F), ip, addr, size, (size_op & FIRST_ACCESS) != 0);
+    else
+      out_access_big((UChar)(size_op & 0x7F), ip, addr, size, (size_op & FIRST_ACCESS) != 0);
     return;
+  }
   if (UNLIKELY((size_op >> 8) > 64)) {
     h_access(0, 0, ip, addr, size_op);
     return;
@@ -274,6 +555,47 @@ static void h_access0(Addr ip, Addr addr, UWord size_op)
   put_access((UChar)(size_op & 0x7F), ip, addr, size_op >> 8);
 }
 
+/* One iteration of a REP STOS (src 0) or REP MOVS at ip; kind_size: (size << 8) | kind. */
+static void h_rep(Addr run_ip, UWord run, Addr ip, Addr dst, Addr src, UWord kind_size)
+{
+  UWord kind = kind_size & 0xFF, size = kind_size >> 8;
+  if (UNLIKELY(rec_mode != MODE_FULL)) {
+    /* Outside the region only its pages' first touches: the iterations as single accesses
+     * through the touched table (which makes all but a page's first one cost nothing). */
+    if (rec_mode == MODE_OFF)
+      return;
+    out_run(run_ip, run);
+    if (kind == MTR_REP_MOVS)
+      out_access(MTR_LOAD, ip, src, size, True);
+    out_access(MTR_STORE, ip, dst, size, kind != MTR_REP_MOVS);
+    return;
+  }
+  n_insn_recorded++;
+  /* The common case: the next iteration of the pending run. (A pending run means nothing has
+   * been recorded since its last iteration; running_tid tells whether the thread is the
+   * same.) */
+  if (LIKELY(rep_n && !run && ip == rep_ip && dst == rep_next_dst && src == rep_next_src &&
+             running_tid == stream_tid && rep_n < rep_max_n)) {
+    rep_n++;
+    rep_next_dst += size;
+    if (kind == MTR_REP_MOVS)
+      rep_next_src += size;
+    return;
+  }
+  for_thread(running_tid); /* writes the run this one does not continue */
+  if (run)
+    put_exec(run_ip, run);
+  rep_ip = ip;
+  rep_dst = dst;
+  rep_src = src;
+  rep_next_dst = dst + size;
+  rep_next_src = kind == MTR_REP_MOVS ? src + size : src;
+  rep_size = size;
+  rep_kind = kind;
+  rep_max_n = (UWord)(REP_MAX_BYTES / size);
+  rep_n = 1;
+}
+
 /* Instructions with guarded accesses (LoadG, StoreG, a dirty helper with a guard: AVX masked
  * loads and stores, gathers) are recorded by their accesses whose guard held, or, when none
  * held, as an EXEC of 1 at the instruction's end; gi_done_ip says which it was. */
@@ -281,7 +603,7 @@ static Addr gi_done_ip = 0;
 
 static void h_access_g(Addr ip, Addr addr, UWord size_op, UWord guard)
 {
-  if (UNLIKELY(!active) || !guard)
+  if (UNLIKELY(rec_mode == MODE_OFF) || !guard)
     return;
   if (gi_done_ip != ip) {
     gi_done_ip = ip;
@@ -294,30 +616,43 @@ static void h_access_g(Addr ip, Addr addr, UWord size_op, UWord guard)
 
 static void h_gi_end(Addr ip)
 {
-  if (UNLIKELY(!active))
+  if (UNLIKELY(rec_mode == MODE_OFF))
     return;
   if (gi_done_ip != ip) {
-    for_thread(running_tid);
-    put_exec(ip, 1);
+    if (rec_mode == MODE_OUTSIDE) {
+      out_fetch(ip);
+    } else {
+      for_thread(running_tid);
+      put_exec(ip, 1);
+    }
   }
   gi_done_ip = 0;
 }
 
-static void h_exec(Addr run_ip, UWord run_n)
+static void h_exec(Addr run_ip, UWord run)
 {
-  if (UNLIKELY(!active))
+  if (UNLIKELY(rec_mode != MODE_FULL)) {
+    if (rec_mode == MODE_OUTSIDE)
+      out_run(run_ip, run);
     return;
+  }
   for_thread(running_tid);
-  put_exec(run_ip, run_n);
+  put_exec(run_ip, run);
 }
 
-static void h_fence(Addr run_ip, UWord run_n, Addr ip, UWord kind)
+static void h_fence(Addr run_ip, UWord run, Addr ip, UWord kind)
 {
-  if (UNLIKELY(!active))
+  if (UNLIKELY(rec_mode != MODE_FULL)) {
+    /* outside the region a fence is only an instruction fetch */
+    if (rec_mode == MODE_OFF)
+      return;
+    out_run(run_ip, run);
+    out_fetch(ip);
     return;
+  }
   for_thread(running_tid);
-  if (run_n)
-    put_exec(run_ip, run_n);
+  if (run)
+    put_exec(run_ip, run);
   n_insn_recorded++;
   put_byte(MTR_FENCE);
   put_s((Long)(ip - last_ip));
@@ -365,13 +700,52 @@ static UWord fence_kind_at(Addr ip, UInt len)
   return 0;
 }
 
+/* Whether the instruction at `ip` is REP STOS or REP MOVS: (element size << 8) | enum mtr_rep,
+ * 0 if not. Read from its bytes at translation time, as fence_kind_at: F3, possibly other
+ * legacy prefixes (0x66 makes the word forms 2 bytes) and a REX just before the opcode (REX.W
+ * makes them 8), then AA/AB (STOS) or A4/A5 (MOVS). */
+static UWord rep_kind_at(Addr ip, UInt len)
+{
+  const UChar *p = (const UChar *)ip;
+  Bool rep = False, opsize = False, rex_w = False;
+  UInt i = 0;
+  for (; i < len && i < 15; i++) {
+    UChar b = p[i];
+    if (b >= 0x40 && b <= 0x4F) {
+      rex_w = (b & 0x08) != 0;
+      continue;
+    }
+    if (b == 0xF3)
+      rep = True;
+    else if (b == 0xF2)
+      return 0; /* REPNE: not what we coalesce (VEX may treat it differently) */
+    else if (b == 0x66)
+      opsize = True;
+    else if (!(b == 0x67 || b == 0x2E || b == 0x3E || b == 0x26 || b == 0x36 || b == 0x64 ||
+               b == 0x65))
+      break;
+    rex_w = False; /* a REX counts only right before the opcode */
+  }
+  if (!rep || i >= len)
+    return 0;
+  UWord wide = rex_w ? 8 : opsize ? 2 : 4;
+  switch (p[i]) {
+  case 0xAA: return (1u << 8) | MTR_REP_STOS;
+  case 0xAB: return (wide << 8) | MTR_REP_STOS;
+  case 0xA4: return (1u << 8) | MTR_REP_MOVS;
+  case 0xA5: return (wide << 8) | MTR_REP_MOVS;
+  default: return 0;
+  }
+}
+
 /* The instrumenter's view of the superblock so far: the run of finished memory-free
  * instructions not yet handed to a helper, and the instruction being translated. */
 typedef struct {
   IRSB *out;
   Addr run_ip;
   UWord run_n;
-  Addr run_end; /* the address after the run's last instruction */
+  Addr run_end;  /* the address after the run's last instruction */
+  Addr run_last; /* the address of the run's last instruction */
   Addr cur_ip;
   UInt cur_len;
   Bool cur_valid;   /* an IMark has been seen */
@@ -379,7 +753,20 @@ typedef struct {
   Bool cur_special; /* a fence: recorded as FENCE, not counted in a run */
   Bool cur_cas;     /* contains a CAS: its plain loads are the CAS's own read */
   Bool cur_guarded; /* has a guarded access: recorded through h_access_g / h_gi_end */
+  UWord cur_rep;    /* a REP STOS/MOVS recorded through h_rep: (size << 8) | kind; else 0 */
+  IRExpr *rep_src;  /* its MOVS load's address (an atom: still valid at the store) */
 } InstrState;
+
+/* The run word (RUN_N, RUN_LAST) of n instructions from `ip` to `last`. */
+static IRExpr *run_word(Addr ip, UWord n, Addr last)
+{
+  return mkIRExpr_HWord(n ? (HWord)(n | ((ULong)(last - ip) << 32)) : 0);
+}
+
+static IRExpr *run_arg(const InstrState *s)
+{
+  return run_word(s->run_ip, s->run_n, s->run_last);
+}
 
 static void add_call(InstrState *s, const HChar *name, void *fn, IRExpr **args, IRExpr *guard)
 {
@@ -399,6 +786,7 @@ static void finish_cur(InstrState *s)
       s->run_ip = s->cur_ip;
     s->run_n++;
     s->run_end = s->cur_ip + s->cur_len;
+    s->run_last = s->cur_ip;
   }
   s->cur_valid = False;
 }
@@ -406,6 +794,23 @@ static void finish_cur(InstrState *s)
 /* A memory access of the current instruction, recorded when `guard` (may be NULL) holds. */
 static void add_access(InstrState *s, UChar op, IRExpr *addr, Int size, IRExpr *guard)
 {
+  if (s->cur_rep) {
+    /* A REP STOS/MOVS iteration (its shape checked at the IMark): the MOVS load's address
+     * waits for the store, which makes one call with both. */
+    if (op == MTR_LOAD) {
+      s->rep_src = addr;
+      return;
+    }
+    IRExpr *src = (s->cur_rep & 0xFF) == MTR_REP_MOVS ? s->rep_src : mkIRExpr_HWord(0);
+    IRDirty *d = unsafeIRDirty_0_N(
+        0, "mmusim_rep", VG_(fnptr_to_fnentry)(h_rep),
+        mkIRExprVec_6(mkIRExpr_HWord(s->run_ip), run_arg(s), mkIRExpr_HWord(s->cur_ip), addr,
+                      src, mkIRExpr_HWord(s->cur_rep)));
+    addStmtToIRSB(s->out, IRStmt_Dirty(d));
+    s->run_n = 0;
+    s->cur_mem = True;
+    return;
+  }
   UWord size_op = ((UWord)size << 8) | op | (s->cur_mem ? 0 : FIRST_ACCESS);
   if (s->cur_guarded) {
     /* The guard's value goes to the helper (as a word), which decides at run time. */
@@ -422,7 +827,7 @@ static void add_access(InstrState *s, UChar op, IRExpr *addr, Int size, IRExpr *
   }
   if (s->run_n && !guard) {
     add_call(s, "mmusim_access", h_access,
-             mkIRExprVec_5(mkIRExpr_HWord(s->run_ip), mkIRExpr_HWord(s->run_n),
+             mkIRExprVec_5(mkIRExpr_HWord(s->run_ip), run_arg(s),
                            mkIRExpr_HWord(s->cur_ip), addr, mkIRExpr_HWord(size_op)),
              NULL);
     s->run_n = 0;
@@ -431,7 +836,7 @@ static void add_access(InstrState *s, UChar op, IRExpr *addr, Int size, IRExpr *
      * not the guard holds), so it is flushed unconditionally first. */
     if (s->run_n) {
       add_call(s, "mmusim_exec", h_exec,
-               mkIRExprVec_2(mkIRExpr_HWord(s->run_ip), mkIRExpr_HWord(s->run_n)), NULL);
+               mkIRExprVec_2(mkIRExpr_HWord(s->run_ip), run_arg(s)), NULL);
       s->run_n = 0;
     }
     add_call(s, "mmusim_access0", h_access0,
@@ -443,7 +848,7 @@ static void add_access(InstrState *s, UChar op, IRExpr *addr, Int size, IRExpr *
 static void add_fence(InstrState *s, UWord kind)
 {
   add_call(s, "mmusim_fence", h_fence,
-           mkIRExprVec_4(mkIRExpr_HWord(s->run_ip), mkIRExpr_HWord(s->run_n),
+           mkIRExprVec_4(mkIRExpr_HWord(s->run_ip), run_arg(s),
                          mkIRExpr_HWord(s->cur_ip), mkIRExpr_HWord(kind)),
            NULL);
   s->run_n = 0;
@@ -459,15 +864,16 @@ static void add_exit_flush(InstrState *s, IRExpr *guard)
     add_call(s, "mmusim_gi_end", h_gi_end, mkIRExprVec_1(mkIRExpr_HWord(s->cur_ip)), guard);
     return;
   }
-  Addr ip = s->run_ip;
+  Addr ip = s->run_ip, last = s->run_last;
   UWord n = s->run_n;
   if (s->cur_valid && !s->cur_mem && !s->cur_special) {
     if (n == 0)
       ip = s->cur_ip;
     n++;
+    last = s->cur_ip;
   }
   if (n)
-    add_call(s, "mmusim_exec", h_exec, mkIRExprVec_2(mkIRExpr_HWord(ip), mkIRExpr_HWord(n)),
+    add_call(s, "mmusim_exec", h_exec, mkIRExprVec_2(mkIRExpr_HWord(ip), run_word(ip, n, last)),
              guard);
 }
 
@@ -514,7 +920,7 @@ static IRSB *mr_instrument(VgCallbackClosure *closure, IRSB *sb_in, const VexGue
       Addr next_ip = (Addr)(st->Ist.IMark.addr + st->Ist.IMark.delta);
       if (s.run_n && next_ip != s.run_end) {
         add_call(&s, "mmusim_exec", h_exec,
-                 mkIRExprVec_2(mkIRExpr_HWord(s.run_ip), mkIRExpr_HWord(s.run_n)), NULL);
+                 mkIRExprVec_2(mkIRExpr_HWord(s.run_ip), run_arg(&s)), NULL);
         s.run_n = 0;
       }
       s.cur_valid = True;
@@ -526,6 +932,12 @@ static IRSB *mr_instrument(VgCallbackClosure *closure, IRSB *sb_in, const VexGue
        * a plain load of the old value then a CAS; the load is part of the atomic access. */
       s.cur_cas = False;
       s.cur_guarded = False;
+      s.cur_rep = clo_rep ? rep_kind_at(s.cur_ip, s.cur_len) : 0;
+      s.rep_src = NULL;
+      /* For a REP instruction, VEX's IR must be what coalescing assumes: one store of the
+       * element size (and for MOVS one load of it before it), no other memory access. */
+      Int n_loads = 0, n_stores = 0, n_other = 0;
+      Bool load_first = False;
       for (Int j = i + 1; j < sb_in->stmts_used && sb_in->stmts[j]->tag != Ist_IMark; j++) {
         IRStmt *sj = sb_in->stmts[j];
         if (sj->tag == Ist_CAS)
@@ -534,12 +946,37 @@ static IRSB *mr_instrument(VgCallbackClosure *closure, IRSB *sb_in, const VexGue
             (sj->tag == Ist_Dirty && sj->Ist.Dirty.details->mFx != Ifx_None &&
              dirty_guard(sj->Ist.Dirty.details)))
           s.cur_guarded = True;
+        if (!s.cur_rep)
+          continue;
+        UWord esize = s.cur_rep >> 8;
+        if (sj->tag == Ist_WrTmp && sj->Ist.WrTmp.data->tag == Iex_Load) {
+          n_loads++;
+          if (n_stores == 0)
+            load_first = True;
+          if ((UWord)sizeofIRType(sj->Ist.WrTmp.data->Iex.Load.ty) != esize)
+            n_other++;
+        } else if (sj->tag == Ist_Store) {
+          n_stores++;
+          if ((UWord)sizeofIRType(typeOfIRExpr(sb_in->tyenv, sj->Ist.Store.data)) != esize)
+            n_other++;
+        } else if (sj->tag == Ist_CAS || sj->tag == Ist_LLSC || sj->tag == Ist_LoadG ||
+                   sj->tag == Ist_StoreG ||
+                   (sj->tag == Ist_Dirty && sj->Ist.Dirty.details->mFx != Ifx_None)) {
+          n_other++;
+        }
+      }
+      if (s.cur_rep) {
+        Bool movs = (s.cur_rep & 0xFF) == MTR_REP_MOVS;
+        Bool ok = n_other == 0 && n_stores == 1 &&
+                  (movs ? (n_loads == 1 && load_first) : n_loads == 0);
+        if (!ok)
+          s.cur_rep = 0; /* recorded as plain accesses: correct, only not coalesced */
       }
       addStmtToIRSB(s.out, st);
       if (s.cur_guarded && s.run_n) {
         /* its accesses are decided at run time: the run before it goes out now */
         add_call(&s, "mmusim_exec", h_exec,
-                 mkIRExprVec_2(mkIRExpr_HWord(s.run_ip), mkIRExpr_HWord(s.run_n)), NULL);
+                 mkIRExprVec_2(mkIRExpr_HWord(s.run_ip), run_arg(&s)), NULL);
         s.run_n = 0;
       }
       if (clo_selfcheck) {
@@ -651,7 +1088,7 @@ static IRSB *mr_instrument(VgCallbackClosure *closure, IRSB *sb_in, const VexGue
   finish_cur(&s);
   if (s.run_n)
     add_call(&s, "mmusim_exec", h_exec,
-             mkIRExprVec_2(mkIRExpr_HWord(s.run_ip), mkIRExpr_HWord(s.run_n)), NULL);
+             mkIRExprVec_2(mkIRExpr_HWord(s.run_ip), run_arg(&s)), NULL);
   return s.out;
 }
 
@@ -707,6 +1144,7 @@ static void mr_pre_syscall(ThreadId tid, UInt nr, UWord *args, UInt nargs)
      * not recorded (with Valgrind's default --trace-children=no it runs natively; with =yes
      * a new recorder would start over in the same directory). If the execve fails, the post
      * handler takes the file back to before these records and writes the real result. */
+    settle();
     flush_buf();
     execve_mark = file_bytes;
     execve_pending = True;
@@ -745,6 +1183,7 @@ static void mr_post_syscall(ThreadId tid, UInt nr, UWord *args, UInt nargs, SysR
     VG_(lseek)(out_fd, (Off64T)execve_mark, VKI_SEEK_SET);
     file_bytes = execve_mark;
     active = True;
+    set_mode();
     put_syscall(tid, nr, args, nargs, result);
     return;
   }
@@ -753,6 +1192,11 @@ static void mr_post_syscall(ThreadId tid, UInt nr, UWord *args, UInt nargs, SysR
   if (is_fork_like(nr, args, nargs) && !sr_isError(res) && result == 0)
     return; /* the child's view of its own fork: not needed (its file starts after it) */
   put_syscall(tid, nr, args, nargs, result);
+  /* Region mode: a change of the mappings (or an attempt: the header says successful or
+   * not) may make any page fault again, so every page's next touch is a first one again. */
+  if (nr == NR_MMAP || nr == NR_MUNMAP || nr == NR_MPROTECT || nr == NR_MADVISE ||
+      nr == NR_BRK || nr == NR_MREMAP)
+    tt_clear();
   if (is_fork_like(nr, args, nargs) && result > 0) {
     reserve();
     put_byte(MTR_FORK);
@@ -792,7 +1236,11 @@ static void mr_atfork_pre(ThreadId tid)
   forking_pid = VG_(getpid)();
   /* Write out what the parent has, so that the child's copy of the buffer holds nothing the
    * child could write a second time. */
+  settle();
   flush_buf();
+  /* A fork makes the parent's pages copy-on-write and gives the child none of its own yet:
+   * in both, every page's next touch is a first one (the child inherits the cleared table). */
+  tt_clear();
 }
 
 static void mr_atfork_parent(ThreadId tid) { (void)tid; }
@@ -812,6 +1260,9 @@ static void mr_atfork_child(ThreadId tid)
     thread_live[t] = False;
   process_exiting = False;
   execve_pending = False;
+  /* The region is the process's own: the child is outside it until its own REGION begin. */
+  in_region = False;
+  set_mode();
   running_tid = tid;
   switch_stream(tid);
 }
@@ -829,6 +1280,15 @@ static Bool mr_handle_client_request(ThreadId tid, UWord *arg, UWord *ret)
   put_u(on ? 1 : 0);
   put_u(on ? arg[1] : 0);
   put_u(on ? arg[2] : 0);
+  if (on && !in_region) {
+    sc_exec_mark = n_insn_executed;
+    sc_rec_mark = n_insn_recorded;
+  } else if (!on && in_region) {
+    sc_exec_in += n_insn_executed - sc_exec_mark;
+    sc_rec_in += n_insn_recorded - sc_rec_mark;
+  }
+  in_region = on;
+  set_mode();
   return True;
 }
 
@@ -862,6 +1322,8 @@ static void write_manifest(Int pid)
       VG_(write)(fd, *c == '\n' ? " " : c, 1);
   }
   VG_(write)(fd, "\n", 1);
+  const HChar *detail = clo_detail_region ? "detail region\n" : "detail all\n";
+  VG_(write)(fd, detail, (Int)VG_(strlen)(detail));
   VG_(close)(fd);
 }
 
@@ -922,6 +1384,16 @@ static void mr_post_clo_init(void)
     VG_(exit)(2);
   }
 
+  if (clo_detail_str && VG_(strcmp)(clo_detail_str, "all") == 0) {
+    clo_detail_region = False;
+  } else if (clo_detail_str && VG_(strcmp)(clo_detail_str, "region") == 0) {
+    clo_detail_region = True;
+    tt_init();
+  } else {
+    VG_(fmsg)("mmusimrec: --mmusim-detail must be all or region, not '%s'\n", clo_detail_str);
+    VG_(exit)(2);
+  }
+
   thread_live = VG_(malloc)("mmusimrec.threads", VG_N_THREADS * sizeof(Bool));
   VG_(memset)(thread_live, 0, VG_N_THREADS * sizeof(Bool));
 
@@ -943,10 +1415,19 @@ static void mr_fini(Int exitcode)
   if (VG_(clo_verbosity) > 1)
     VG_(umsg)("mmusimrec: %llu access records, %llu instructions, %llu trace bytes\n",
               n_access_records, n_insn_recorded, file_bytes);
-  if (clo_selfcheck) {
+  if (clo_selfcheck && !clo_detail_region) {
     VG_(umsg)("mmusimrec: selfcheck: %llu instructions executed, %llu recorded: %s\n",
               n_insn_executed, n_insn_recorded,
               n_insn_executed == n_insn_recorded ? "ok" : "MISMATCH");
+  } else if (clo_selfcheck) {
+    /* Region mode: only inside the region do the records stand for every instruction. */
+    if (in_region) {
+      sc_exec_in += n_insn_executed - sc_exec_mark;
+      sc_rec_in += n_insn_recorded - sc_rec_mark;
+    }
+    VG_(umsg)("mmusimrec: selfcheck: %llu instructions executed, %llu recorded: %s"
+              " (inside the region only)\n",
+              sc_exec_in, sc_rec_in, sc_exec_in == sc_rec_in ? "ok" : "MISMATCH");
   }
 }
 
@@ -954,6 +1435,8 @@ static Bool mr_process_cmd_line_option(const HChar *arg)
 {
   if VG_STR_CLO (arg, "--mmusim-out", clo_out_dir) {
   } else if VG_BOOL_CLO (arg, "--mmusim-selfcheck", clo_selfcheck) {
+  } else if VG_STR_CLO (arg, "--mmusim-detail", clo_detail_str) {
+  } else if VG_BOOL_CLO (arg, "--mmusim-rep", clo_rep) {
   } else
     return False;
   return True;
@@ -964,7 +1447,12 @@ static void mr_print_usage(void)
   VG_(printf)("    --mmusim-out=DIR          write the recording (manifest.txt, proc-<pid>.mtr)"
               " to DIR [required]\n"
               "    --mmusim-selfcheck=no|yes also count instructions directly and check the\n"
-              "                              records account for exactly those [no]\n");
+              "                              records account for exactly those [no]\n"
+              "    --mmusim-detail=all|region  record everything, or outside the measured region\n"
+              "                              only each page's first read, write and fetch (and\n"
+              "                              every syscall and thread event) [all]\n"
+              "    --mmusim-rep=yes|no       a REP STOS/MOVS as REP records, or as one access\n"
+              "                              record per iteration [yes]\n");
 }
 
 static void mr_print_debug_usage(void) { VG_(printf)("    (none)\n"); }

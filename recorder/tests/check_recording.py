@@ -7,7 +7,7 @@ scripts/mmusim-tracedump (so the dumper is tested along the way).
                           --work <dir>
 
 TEST: forkbench, forkbench-patterns, threads, fences, atomics, exec, options,
-tracedump-errors.
+tracedump-errors, strings, memset-size, detail-region, firsttouch.
 Exit 0: passed; 1: failed (the reason on stderr); 77: skipped (no valgrind or no tool).
 """
 import argparse
@@ -174,19 +174,57 @@ def test_forkbench(env):
     check(rc == 0 and "instructions:" in summ, f"--summary failed: {err}")
 
 
+REP = re.compile(r"t(\d+) REP kind=(stos|movs) ip=0x([0-9a-f]+) addr=0x([0-9a-f]+) "
+                 r"src=0x([0-9a-f]+) count=(\d+) size=(\d+)$")
+
+
+def reps(lines):
+    """(tid, kind, ip, addr, src, count, size) of the REP records."""
+    for line in lines:
+        m = REP.match(line)
+        if m:
+            yield (int(m.group(1)), m.group(2), int(m.group(3), 16), int(m.group(4), 16),
+                   int(m.group(5), 16), int(m.group(6)), int(m.group(7)))
+
+
+def expand_reps(lines):
+    """The lines with each REP record replaced by the LOAD/STORE records of its iterations
+    (what the recorder writes with --mmusim-rep=no)."""
+    out = []
+    for line in lines:
+        m = REP.match(line)
+        if not m:
+            out.append(line)
+            continue
+        t, kind, ip = m.group(1), m.group(2), int(m.group(3), 16)
+        addr, src, count, size = (int(m.group(4), 16), int(m.group(5), 16), int(m.group(6)),
+                                  int(m.group(7)))
+        for k in range(count):
+            if kind == "movs":
+                out.append(f"t{t} LOAD ip=0x{ip:x} addr=0x{src + k * size:x} size={size}")
+            out.append(f"t{t} STORE ip=0x{ip:x} addr=0x{addr + k * size:x} size={size}")
+    return out
+
+
 def test_forkbench_patterns(env):
-    # memset: the stores cover the region exactly once
-    # (256K: glibc's memset is REP STOSB there, one 1-byte STORE per byte under Valgrind)
+    # memset: the stores cover the region exactly once (256K: glibc's memset is REP STOSB
+    # there, also under Valgrind's CPU: one REP record of the whole region, not 256K STOREs)
     rec, start, files = record_forkbench(env, "memset", "memset", size=256 << 10)
     parent = next(p for p, (pp, _) in files.items() if pp == 0)
     reg, rstart, rlen = region_lines(files[parent][1])
     covered = bytearray(rlen)
-    for _, op, _, addr, size in accesses(reg):
-        if op == "STORE" and start <= addr < start + rlen:
+    pieces = [(addr, size) for _, op, _, addr, size in accesses(reg) if op == "STORE"]
+    rep_recs = list(reps(reg))
+    check(rep_recs, "no REP record in the region of a 256K memset")
+    pieces += [(addr, count * size) for _, _, _, addr, _, count, size in rep_recs]
+    for addr, size in pieces:
+        if start <= addr < start + rlen:
             check(addr + size <= start + rlen, "a memset store runs past the region")
             for b in range(addr - start, addr - start + size):
                 covered[b] += 1
     check(all(c == 1 for c in covered), "memset's stores do not cover the region exactly once")
+    big = [r for r in rep_recs if r[1] == "stos" and r[5] * r[6] >= rlen // 2]
+    check(big, f"no REP STOS covering most of the region: {rep_recs}")
     # read-then-store: per 64K group, 16 loads (one a page) then 16 stores
     rec, start, files = record_forkbench(env, "read-then-store", "read-then-store")
     parent = next(p for p, (pp, _) in files.items() if pp == 0)
@@ -197,6 +235,189 @@ def test_forkbench_patterns(env):
         pages = [start + (g * 16 + p) * 4096 for p in range(16)]
         want += [("LOAD", a) for a in pages] + [("STORE", a) for a in pages]
     check(acc == want, "read-then-store accesses are not 16 loads then 16 stores per 64K")
+
+
+def test_strings(env):
+    # REP STOS/MOVS of every element size, a descending MOVSB, a zero-count STOSB: REP records
+    # stand for exactly the accesses they replace (compared with --mmusim-rep=no)
+    rec, out, rec_err = env.record("strings", "strings")
+    a, _ = printed(out, "a")
+    b, _ = printed(out, "b")
+    n = 64 * 1024
+    lines = next(iter(env.files(rec).values()))[1]
+    reg, _, _ = region_lines(lines)
+    got = [(k, addr, src, count, size) for _, k, _, addr, src, count, size in reps(reg)]
+    want = [("stos", a, a, n, 1), ("stos", b, b, n // 8, 8), ("movs", a, b, n, 1),
+            ("movs", b, a, n // 8, 8), ("movs", a, b, 10, 2), ("stos", b, b, 16, 4)]
+    check(got == want, f"REP records {[(k, hex(x), hex(y), c, z) for k, x, y, c, z in got]}, want "
+                       f"{[(k, hex(x), hex(y), c, z) for k, x, y, c, z in want]}")
+    # the descending copy: 100 LOAD/STORE pairs, from the top down
+    down = [(op, addr) for _, op, _, addr, size in accesses(reg)
+            if size == 1 and (a + n - 100 <= addr < a + n or b + n - 100 <= addr < b + n)]
+    wd = []
+    for k in range(100):
+        wd += [("LOAD", b + n - 1 - k), ("STORE", a + n - 1 - k)]
+    check(down == wd, "the descending rep movsb is not 100 LOAD/STORE pairs from the top down")
+    rec2, _, _ = env.record("strings-norep", "strings", extra=["--mmusim-rep=no"])
+    lines2 = next(iter(env.files(rec2).values()))[1]
+    reg2, _, _ = region_lines(lines2)
+    check(not list(reps(lines2)), "REP records with --mmusim-rep=no")
+    exp = expand_reps(reg)
+    check(exp == reg2, "the region's REP records do not expand to the --mmusim-rep=no records"
+                       f" ({len(exp)} vs {len(reg2)} lines)")
+    # --summary counts a REP record as `count` instructions: all but the descending copy's
+    # iterations, which as LOAD/STORE records at one ip it cannot tell apart (counted as 1)
+    rc, summ, err = env.dump(rec, "--summary")
+    ins = re.search(r"^instructions: (\d+)$", summ, re.M)
+    check(rc == 0 and ins, f"--summary failed: {err}")
+    executed = int(re.search(r"selfcheck: (\d+) instructions executed", rec_err).group(1))
+    check(int(ins.group(1)) == executed - 99,
+          f"--summary counts {ins.group(1)} instructions, {executed} executed (want 99 fewer)")
+
+
+def test_memset_size(env):
+    # a 16 MiB memset: the trace with REP records is at least 50 times smaller than without
+    sizes = {}
+    for name, extra in (("rep", []), ("norep", ["--mmusim-rep=no"])):
+        rec, out, _ = env.record(f"memset16M-{name}", "forkbench",
+                                 ["--size", "16M", "--pattern", "memset"], extra=extra)
+        sizes[name] = sum(os.path.getsize(os.path.join(rec, f)) for f in os.listdir(rec)
+                          if f.endswith(".mtr"))
+    check(sizes["norep"] >= 50 * sizes["rep"],
+          f"16M memset: {sizes['rep']} bytes with REP, {sizes['norep']} without: not 50x")
+    print(f"16M memset: {sizes['rep']} bytes with REP records, {sizes['norep']} without")
+
+
+REC = re.compile(r"t\d+ (EXEC|LOAD|STORE|ATOMIC|FENCE|REP|SYSCALL|FORK|REGION) (.*)$")
+MAPPING_SYSCALLS = {9, 10, 11, 12, 25, 28}  # mmap mprotect munmap brk mremap madvise
+
+
+def check_first_touches(lines, what):
+    """Region mode: outside the region every access record is a first read or write of one
+    of its pages, every EXEC a first fetch of 1 instruction, no FENCE or REP; the touched
+    pages forgotten at a mapping syscall or fork (the file starts with none)."""
+    touched = {"r": set(), "w": set(), "x": set()}
+    inside = False
+    for line in lines:
+        m = REC.match(line)
+        if not m:
+            continue
+        op, rest = m.groups()
+        f = dict(kv.split("=", 1) for kv in rest.split() if "=" in kv)
+        if op == "REGION":
+            inside = f["on"] == "1"
+            continue
+        if op == "SYSCALL":
+            if int(f["nr"]) in MAPPING_SYSCALLS:
+                touched = {"r": set(), "w": set(), "x": set()}
+            continue
+        if op == "FORK":
+            touched = {"r": set(), "w": set(), "x": set()}
+            continue
+        if inside:
+            continue
+        check(op not in ("FENCE", "REP"), f"{what}: {op} outside the region: {line}")
+        ip = int(f["ip"], 16)
+        if op == "EXEC":
+            check(f["n"] == "1", f"{what}: an EXEC of more than 1 outside the region: {line}")
+            check(ip >> 12 not in touched["x"], f"{what}: a second fetch from a page: {line}")
+            touched["x"].add(ip >> 12)
+            continue
+        addr, size = int(f["addr"], 16), int(f["size"])
+        kind = "r" if op == "LOAD" else "w"
+        pages = set(range(addr >> 12, ((addr + size - 1) >> 12) + 1))
+        check(pages - touched[kind], f"{what}: not a first {kind} of its page: {line}")
+        touched[kind] |= pages
+        touched["x"].add(ip >> 12)
+
+
+def opcode_counts(lines):
+    c = {}
+    for line in lines:
+        m = REC.match(line) or re.match(r"(THREAD|END|MAP|NEWTHREAD|EXIT) ", line)
+        if m:
+            c[m.group(1)] = c.get(m.group(1), 0) + 1
+    return c
+
+
+def test_detail_region(env):
+    size = 16 << 20
+    recs = {}
+    for detail in ("all", "region"):
+        rec, out, err = env.record(f"detail-{detail}", "forkbench",
+                                   ["--size", "16M", "--pattern", "seq-byte"],
+                                   extra=[f"--mmusim-detail={detail}"])
+        if detail == "region":
+            check("(inside the region only)" in err, "region mode: the selfcheck is not the region's")
+        start, _ = printed(out, "region")
+        with open(os.path.join(rec, "manifest.txt")) as f:
+            man = f.read().splitlines()
+        check(len(man) == 4 and man[3] == f"detail {detail}", f"manifest: {man}")
+        recs[detail] = (rec, env.files(rec))
+    files_all, files_reg = recs["all"][1], recs["region"][1]
+    parent = next(p for p, (pp, _) in files_reg.items() if pp == 0)
+    pall = next(p for p, (pp, _) in files_all.items() if pp == 0)
+    plines = files_reg[parent][1]
+    for pid, (_, lines) in files_reg.items():
+        check_first_touches(lines, f"proc-{pid}")
+    # inside the region: the same records as with detail all
+    reg_r, start, _ = region_lines(plines)
+    reg_a, start_a, _ = region_lines(files_all[pall][1])
+    check(opcode_counts(reg_r) == opcode_counts(reg_a),
+          f"inside the region: {opcode_counts(reg_r)} (region) vs {opcode_counts(reg_a)} (all)")
+    # outside: the populate loop's one store per page, the rest a bounded number of touches
+    begin = next(i for i, l in enumerate(plines) if " REGION on=1 " in l)
+    end = next(i for i, l in enumerate(plines) if " REGION on=0 " in l)
+    outside = plines[:begin] + plines[end + 1:]
+    st = [a for a in accesses(outside) if a[1] == "STORE" and start <= a[3] < start + size]
+    check(len(st) == size // 4096, f"{len(st)} stores to the buffer outside the region, want 4096")
+    check(sorted(a[3] >> 12 for a in st) == [(start >> 12) + k for k in range(size // 4096)],
+          "the outside stores to the buffer are not one per page")
+    others = [l for l in outside if REC.match(l) and not l.startswith("t1 SYSCALL")]
+    check(len(others) - len(st) < 3000, f"{len(others) - len(st)} other records outside")
+    full_out = len(files_all[pall][1]) - len(reg_a)
+    print(f"outside the region: {len(outside)} lines (detail all: {full_out}); inside: {len(reg_r)}")
+
+
+def test_firsttouch(env):
+    rec, out, _ = env.record("firsttouch", "firsttouch", extra=["--mmusim-detail=region"])
+    b1, n1 = printed(out, "b1")
+    b2, n2 = printed(out, "b2")
+    b3, n3 = printed(out, "b3")
+    files = env.files(rec)
+    check(len(files) == 2, f"want 2 processes, got {sorted(files)}")
+    parent = next(p for p, (pp, _) in files.items() if pp == 0)
+    child = next(p for p in files if p != parent)
+    plines, clines = files[parent][1], files[child][1]
+    for pid, (_, lines) in files.items():
+        check_first_touches(lines, f"proc-{pid}")
+
+    def offsets(lines, op, base, pages):
+        c = {}
+        for _, o, _, addr, size in accesses(lines):
+            if o == op and base <= addr < base + pages * 4096:
+                c.setdefault(addr & 4095, []).append(addr >> 12)
+        return {off: len(v) for off, v in c.items()}, c
+
+    loads, _ = offsets(plines, "LOAD", b1, n1)
+    check(loads == {8: n1}, f"b1 loads by offset {loads}: want one a page at 8 (phase A)")
+    stores, per = offsets(plines, "STORE", b1, n1)
+    want = {16: n1, 40: n1, 48: n1, 56: n1, 64: n1, 72: n1}
+    check(stores == want, f"parent's b1 stores by offset {stores}, want {want}")
+    for off in want:
+        check(sorted(per[off]) == [(b1 >> 12) + k for k in range(n1)], f"offset {off}: not one a page")
+    cst, _ = offsets(clines, "STORE", b1, n1)
+    check(cst == {32: n1}, f"child's b1 stores by offset {cst}: want one a page at 32")
+    # C and D (rep stosb, rep movsq outside the region): one touch a page, at its start
+    s2 = [(addr, size) for _, o, _, addr, size in accesses(plines) if o == "STORE" and b2 <= addr < b2 + n2 * 4096]
+    l2 = [(addr, size) for _, o, _, addr, size in accesses(plines) if o == "LOAD" and b2 <= addr < b2 + n2 * 4096]
+    s3 = [(addr, size) for _, o, _, addr, size in accesses(plines) if o == "STORE" and b3 <= addr < b3 + n3 * 4096]
+    check(s2[:n2] == [(b2 + k * 4096, 1) for k in range(n2)], f"rep stosb's first touches: {s2[:n2]}")
+    check(l2 == [(b2 + k * 4096, 8) for k in range(n2)], f"rep movsq's first reads: {l2}")
+    check(s3 == [(b3 + k * 4096, 8) for k in range(n3)], f"rep movsq's first writes: {s3}")
+    # H: after the failed madvise one store to b2, the one across its first two pages
+    check(s2[n2:] == [(b2 + 4092, 8)], f"b2 stores after the clears: {s2[n2:]}, want one at +4092")
+    check(not list(reps(plines)), "REP records in the parent (its only REP ran outside the region)")
 
 
 def test_threads(env):
@@ -294,6 +515,10 @@ def sleb(v):
 def test_tracedump_errors(env):
     d = env.fresh("tracedump")
     os.makedirs(d)
+    def rep(ipd, kind, addrd, srcd, count, size):
+        return (bytes([0x0E]) + sleb(ipd) + uleb(kind) + sleb(addrd) + sleb(srcd) + uleb(count) +
+                uleb(size))
+
     hdr = b"MMUSIMTR" + struct.pack("<4I", 1, 42, 0, 0)
     body = (bytes([0x0C]) + uleb(0x400000) + uleb(8192) + uleb(5) + uleb(1) +   # MAP
             bytes([0x07]) + uleb(1) +                                           # THREAD 1
@@ -302,7 +527,9 @@ def test_tracedump_errors(env):
             bytes([0x03]) + sleb(0) + sleb(-8) + uleb(8) +                      # STORE
             bytes([0x01]) + sleb(-0x10) + uleb(1) +                             # EXEC back
             bytes([0x05]) + sleb(2) + uleb(2) +                                 # FENCE mfence
-            bytes([0x06]) + uleb(1) + b"".join(uleb(x) for x in (1, 2, 3, 0, 0, 0)) + sleb(-9))
+            bytes([0x06]) + uleb(1) + b"".join(uleb(x) for x in (1, 2, 3, 0, 0, 0)) + sleb(-9) +
+            rep(0x10, 2, 0x1000, -0x800, 100, 8) +                              # REP movs
+            bytes([0x03]) + sleb(0) + sleb(8) + uleb(1))                        # STORE after it
     good = hdr + body + bytes([0x0D])
 
     def write(name, data):
@@ -311,14 +538,20 @@ def test_tracedump_errors(env):
             f.write(data)
         return p
 
-    rc, out, err = env.dump(write("good.mtr", good))
+    p_good = write("good.mtr", good)
+    rc, out, err = env.dump(p_good)
     check(rc == 0, f"dumper rejects a good file: {err}")
     want = ["MAP start=0x400000 len=8192 prot=r-x kind=file-private", "THREAD tid=1",
             "t1 EXEC ip=0x401000 n=3", "t1 LOAD ip=0x401004 addr=0x7ff000 size=8",
             "t1 STORE ip=0x401004 addr=0x7feff8 size=8", "t1 EXEC ip=0x400ff4 n=1",
             "t1 FENCE ip=0x400ff6 kind=mfence",
-            "t1 SYSCALL nr=1 args=0x1 0x2 0x3 0x0 0x0 0x0 result=-9", "END"]
+            "t1 SYSCALL nr=1 args=0x1 0x2 0x3 0x0 0x0 0x0 result=-9",
+            "t1 REP kind=movs ip=0x401006 addr=0x7ffff8 src=0x7ff7f8 count=100 size=8",
+            "t1 STORE ip=0x401006 addr=0x800000 size=1", "END"]
     check(out.splitlines()[1:] == want, f"decoded:\n{out}\nwant:\n" + "\n".join(want))
+    # instructions: EXEC 3 + LOAD/STORE 1 + EXEC 1 + FENCE 1 + REP 100 + the STORE after it 1
+    rc, out, err = env.dump(p_good, "--summary")
+    check(rc == 0 and "instructions: 107\n" in out, f"--summary of the good file: {out} {err}")
     bad = {
         "magic.mtr": (b"MMUSIMTX" + good[8:], "bad magic"),
         "version.mtr": (b"MMUSIMTR" + struct.pack("<I", 2) + good[12:], "version 2"),
@@ -327,6 +560,10 @@ def test_tracedump_errors(env):
         "opcode.mtr": (hdr + body + bytes([0x7F, 0x0D]), "unknown opcode 0x7f"),
         "noend.mtr": (hdr + body, "no END"),
         "afterend.mtr": (good + bytes([0x07, 0x01]), "after END"),
+        "repkind.mtr": (hdr + body + rep(0, 3, 0, 0, 1, 1) + bytes([0x0D]), "REP kind 3"),
+        "repcount.mtr": (hdr + body + rep(0, 1, 0, 0, 0, 1) + bytes([0x0D]), "count = 0"),
+        "repsize.mtr": (hdr + body + rep(0, 1, 0, 0, 5, 3) + bytes([0x0D]), "REP size 3"),
+        "reptrunc.mtr": (hdr + body + rep(0, 1, 0, 0, 5, 8)[:-1], "truncated LEB128"),
     }
     for name, (data, msg) in bad.items():
         p = write(name, data)
@@ -349,7 +586,9 @@ def test_exec(env):
     check(len(ok) == 1, "no child whose file ends with a successful execve, then END")
 
 
-TESTS = {"exec": test_exec, "forkbench": test_forkbench, "forkbench-patterns": test_forkbench_patterns,
+TESTS = {"strings": test_strings, "memset-size": test_memset_size,
+         "detail-region": test_detail_region, "firsttouch": test_firsttouch,
+         "exec": test_exec, "forkbench": test_forkbench, "forkbench-patterns": test_forkbench_patterns,
          "threads": test_threads, "fences": test_fences, "atomics": test_atomics,
          "options": test_options, "tracedump-errors": test_tracedump_errors}
 
