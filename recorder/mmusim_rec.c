@@ -25,6 +25,16 @@
  *    learns which thread runs from the core's start_client_code event.
  *  - --mmusim-selfcheck=yes also counts every instruction in IR and compares at the end: the
  *    tests run with it, so an instrumentation path that loses or doubles instructions fails.
+ *    With --mmusim-detail=region it compares the instructions inside the region only.
+ *  - REP STOS/MOVS: VEX runs one iteration per execution of the instruction (and one more
+ *    that finds RCX = 0 and leaves, recorded as an EXEC of 1). The instrumenter recognises the
+ *    instruction from its bytes and gives each iteration one call with both addresses; the
+ *    helper extends a pending run while the iterations ascend contiguously and writes it as one
+ *    REP record when anything else is about to be recorded (settle()).
+ *  - --mmusim-detail=region: outside the measured region the helpers consult a table of the
+ *    pages touched per kind (read, write, fetch) and write only first touches; the table is
+ *    forgotten at every mapping syscall and fork. The mode is one global (rec_mode) so that the
+ *    full-detail path costs a single compare more than before.
  *
  * Not recorded: memory the kernel reads or writes for a syscall (read() into a buffer: only
  * the SYSCALL record), what Valgrind's core does on the client's behalf (a signal frame pushed

@@ -26,8 +26,9 @@
  *           bit = more); s: signed, zigzag-mapped ((v << 1) ^ (v >> 63)), then as u.
  *
  * Deltas: each file keeps two running values, both 0 at its start: `ip`, the guest instruction
- * address of the last EXEC/LOAD/STORE/ATOMIC/FENCE record, and `addr`, the address of the last
- * LOAD/STORE/ATOMIC. A record's ip_delta and addr_delta are relative to them and update them.
+ * address of the last EXEC/LOAD/STORE/ATOMIC/FENCE/REP record, and `addr`, the address of the
+ * last LOAD/STORE/ATOMIC (or the destination of the last REP). A record's ip_delta and
+ * addr_delta are relative to them and update them.
  *
  * Order: records are in the order the guest executed them (Valgrind runs one thread at a time);
  * THREAD says which thread the following records belong to. A thread's stream is its records in
@@ -38,11 +39,18 @@
  *  - Thread numbers are reused: Valgrind gives a new thread the number of one that has ended,
  *    so after a thread's EXIT, a NEWTHREAD may name its tid again; that is a new thread.
  *  - Instructions are Valgrind's: each iteration of a REP-prefixed string instruction is one
- *    execution (REP STOSB of n bytes gives n 1-byte STOREs at one ip; glibc's memset and
- *    memcpy use REP STOSB/MOVSB for large sizes). An access record with ip_delta 0 right after
- *    another access record is therefore either a further access of the same instruction (the
- *    STORE after a LOAD, the lanes of a masked store) or the next iteration of a REP
- *    instruction; the format does not tell them apart.
+ *    execution (glibc's memset and memcpy use REP STOSB/MOVSB for large sizes). The recorder
+ *    writes a run of ascending iterations of REP STOS/MOVS as one REP record, followed by an
+ *    EXEC of 1 at the same ip when the run ended normally (VEX's last execution, which finds
+ *    RCX = 0). A descending run (DF = 1), a run of one iteration, other REP instructions (CMPS,
+ *    SCAS, LODS) and recordings with --mmusim-rep=no stay one access record per iteration: an
+ *    access record with ip_delta 0 right after another access record is therefore either a
+ *    further access of the same instruction (the STORE after a LOAD, the lanes of a masked
+ *    store) or the next iteration of such an instruction; the format does not tell them apart.
+ *  - detail region: outside the region the recorder writes a first write of an ATOMIC as the
+ *    ATOMIC record, the first touches of a REP's pages as LOAD/STORE records of its element
+ *    size (the first address it accesses in each page), and judges instruction fetches by the
+ *    instructions' start addresses.
  *  - The instructions of one EXEC are at consecutive addresses (the recorder ends a run where
  *    VEX followed a jump), so giving them all the first one's address is off only within a
  *    straight line of code.

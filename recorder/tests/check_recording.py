@@ -563,6 +563,7 @@ def test_tracedump_errors(env):
         "repkind.mtr": (hdr + body + rep(0, 3, 0, 0, 1, 1) + bytes([0x0D]), "REP kind 3"),
         "repcount.mtr": (hdr + body + rep(0, 1, 0, 0, 0, 1) + bytes([0x0D]), "count = 0"),
         "repsize.mtr": (hdr + body + rep(0, 1, 0, 0, 5, 3) + bytes([0x0D]), "REP size 3"),
+        "repsrc.mtr": (hdr + body + rep(0, 1, 0, 8, 5, 1) + bytes([0x0D]), "REP STOS with src_delta 8"),
         "reptrunc.mtr": (hdr + body + rep(0, 1, 0, 0, 5, 8)[:-1], "truncated LEB128"),
     }
     for name, (data, msg) in bad.items():
