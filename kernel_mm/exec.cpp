@@ -100,6 +100,8 @@ int Kernel::map_exec_image(task_struct* t, ExecMapping kind, uint64_t start, uin
   vma->vm_pgoff = start >> PAGE_SHIFT;  // (a file offset in the real kernel; unused here)
   vma->vm_flags = vm_flags;
   vm_area_struct* v = vma_insert(mm, std::move(vma));
+  static const char* kind_names[] = {"text", "vdso", "vvar", "file", "anon"};
+  trace_mmap(t, start, len, vm_flags, kind_names[unsigned(kind)]);
 
   int err = 0;
   const pgprot_t prot = arch_->vm_get_page_prot(v->vm_flags);  // vma->vm_page_prot

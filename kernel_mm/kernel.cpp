@@ -477,6 +477,14 @@ FaultReturn Kernel::handle_user_fault(task_struct* t, uint64_t addr, uint64_t sy
 // ------------------------------------------------------------------------------------------------
 // Tracing
 
+void Kernel::trace_mmap(task_struct* t, uint64_t start, uint64_t len, vm_flags_t flags, const char* kind) {
+  if (!trace_ || !trace_->on()) return;
+  const char prot[4] = {flags & VM_READ ? 'r' : '-', flags & VM_WRITE ? 'w' : '-', flags & VM_EXEC ? 'x' : '-', 0};
+  trace_->event(now_ps_, cpu_, mmusim::TraceTask{std::string_view(t->comm), t->pid}, "mmap",
+                {mmusim::TraceField::hex("start", start), mmusim::TraceField::hex("len", len),
+                 mmusim::TraceField::str("prot", prot), mmusim::TraceField::str("kind", kind)});
+}
+
 void Kernel::trace_event(const char* name, std::initializer_list<mmusim::TraceField> fields) {
   if (!trace_ || !trace_->on()) return;
   mmusim::TraceTask t{current_ ? std::string_view(current_->comm) : std::string_view("kernel"),

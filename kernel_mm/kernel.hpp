@@ -623,6 +623,9 @@ class Kernel {
 
   // Trace helper for kernel events (contpte_convert, fork, exit).
   void trace_event(const char* name, std::initializer_list<mmusim::TraceField> fields);
+  // The `mmap` event: a VMA `t`'s process created (sys_mmap, the program image): start, len,
+  // prot ("rwx" with '-'), kind (anon, file, text, vdso, vvar).
+  void trace_mmap(task_struct* t, uint64_t start, uint64_t len, vm_flags_t flags, const char* kind);
 
   FaultRecord& fault_record() { return last_fault_; }
 

@@ -244,6 +244,7 @@ int64_t Kernel::sys_mmap(task_struct* t, uint64_t addr, uint64_t len, int prot, 
   v->vm_flags |= VM_SOFTDIRTY;
 
   mmap_write_unlock(mm);
+  trace_mmap(t, addr, len, vm_flags, "anon");
   check_invariants("mmap");
   return int64_t(addr);
 }

@@ -155,6 +155,50 @@ class TraceDiffTest(unittest.TestCase):
         self.assertEqual(self.diff(a, b).returncode, 1)
         self.assertEqual(self.diff(a, b, "--ignore-field", "pa").returncode, 0)
 
+    # The real kernel's fault trace (perf script -F comm,pid,ip,addr --show-mmap-events) beside an
+    # mmusim trace: mappings at other addresses, one merged with its neighbour by the real kernel.
+    PERF = ("            bench  4242 PERF_RECORD_MMAP2 4242/4242: [0x55aa00000000(0x1000) @ 0 fe:00 1 2]: r-xp /usr/bin/bench\n"
+            "            bench  4242 PERF_RECORD_MMAP2 4242/4242: [0x7f1000000000(0x103000) @ 0 00:00 0 0]: rw-p //anon\n"
+            "            bench  4242     55aa00000010     55aa00000010\n"
+            "            bench  4242     7f1000000000     55aa00000020\n"
+            "            bench  4242     7f1000001008     55aa00000020\n"
+            "            bench  4242     7f1000002000     55aa00000020\n"
+            "            bench  4242     7f1000102000     55aa00000024\n")
+
+    def mmusim_side(self, pages):
+        lines = [ev(0, "mmap", "start=0x108000 len=0x1000 prot=r-x kind=file", task="trace-1"),
+                 ev(10, "mmap", "start=0x4a00000 len=0x100000 prot=rw- kind=anon", task="trace-1"),
+                 ev(20, "page_fault_user", "address=0x108010 ip=0x108010 error_code=0x14", task="trace-1")]
+        for i, pg in enumerate(pages):
+            lines.append(ev(30 + i, "page_fault_user", f"address={0x4a00000 + pg * 4096:#x} ip=0x108020 error_code=0x6",
+                            task="trace-1"))
+        return HEADER + "".join(lines)
+
+    def test_perf_fault_trace_beside_mmusim_by_mapping(self):
+        a = self.write("perf.txt", self.PERF)
+        b = self.write("b.txt", self.mmusim_side([0, 1, 2]))
+        p = self.diff(a, b)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)  # the merged neighbour's page
+        self.assertIn("A: " + a + " (perf script)", p.stdout)
+        self.assertIn("anon rw- 0x103000 bytes (//anon) ~ B 0x100000 bytes: faults A 4, B 3", p.stdout)
+        self.assertIn("page offsets only in A (1): [258]", p.stdout)
+        self.assertIn("  file r-x 0x1000 bytes (/usr/bin/bench): faults A 1, B 1", p.stdout)
+        c = self.write("c.txt", self.mmusim_side([0, 1, 2, 258 - 256 + 256]))
+        # (B's buffer is only 0x100000: page 258 is outside it, in no mapping)
+        p = self.diff(a, c)
+        self.assertIn("faults of B in no mapping it recorded: 1", p.stdout)
+
+    def test_perf_fault_trace_equal(self):
+        perf = self.PERF.replace("            bench  4242     7f1000102000     55aa00000024\n", "")
+        p = self.diff(self.write("perf.txt", perf), self.write("b.txt", self.mmusim_side([0, 1, 2])))
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("the faults agree mapping by mapping", p.stdout)
+
+    def test_perf_fault_trace_garbage_exit_2(self):
+        p = self.diff(self.write("perf.txt", self.PERF + "this is not perf\n"), self.write("b.txt", self.mmusim_side([0])))
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("perf.txt:8", p.stderr)
+
     def test_truncated_line_exit_2_naming_the_line(self):
         a = self.write("a.txt", base_trace())
         text = base_trace()
