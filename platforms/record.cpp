@@ -24,10 +24,14 @@ namespace mmusim {
 namespace {
 
 const char* kRecordUsage =
-    "usage: mmusim record [--out DIR] [--force] [--detail all|region] [--valgrind PATH] [--] PROGRAM [ARGS...]\n"
+    "usage: mmusim record [--out DIR] [--force] [--detail all|region] [--region-control FILE]\n"
+    "                     [--valgrind PATH] [--] PROGRAM [ARGS...]\n"
     "  --out DIR        where the recording goes (default: mmusim-recording); created if absent\n"
     "  --detail region  outside the measured region record only what the kernel must see (each\n"
     "                   page's first read, write and fetch, every system call): far smaller\n"
+    "  --region-control FILE\n"
+    "                   the measured region of a program that cannot be changed: it begins in the\n"
+    "                   first process when FILE appears and ends when FILE is removed\n"
     "  --force          replace a recording already in DIR\n"
     "  --valgrind PATH  the valgrind to run (default: valgrind on PATH)\n"
     "The program runs under Valgrind with mmusim's recorder; replay it with\n"
@@ -75,7 +79,7 @@ std::string find_tool_dir() {
 }  // namespace
 
 int cmd_record(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string dir = "mmusim-recording", valgrind = "valgrind", detail = "all";
+  std::string dir = "mmusim-recording", valgrind = "valgrind", detail = "all", control;
   bool force = false;
   size_t i = 0;
   for (; i < args.size(); ++i) {
@@ -97,11 +101,13 @@ int cmd_record(const std::vector<std::string>& args, std::ostream& out, std::ost
     else if (a == "--valgrind") valgrind = value("--valgrind");
     else if (a.rfind("--valgrind=", 0) == 0) valgrind = a.substr(11);
     else if (a == "--force") force = true;
+    else if (a == "--region-control") control = value("--region-control");
+    else if (a.rfind("--region-control=", 0) == 0) control = a.substr(17);
     else if (a == "--detail") detail = value("--detail");
     else if (a.rfind("--detail=", 0) == 0) detail = a.substr(9);
     else if (a.rfind("--", 0) == 0)
       throw UserError(fmt::format("mmusim record: unknown option '{}' (allowed: --out, --force, "
-                                  "--detail, --valgrind; the program's own options go after --)",
+                                  "--detail, --region-control, --valgrind; the program's own options go after --)",
                                   a));
     else break;
   }
@@ -141,6 +147,12 @@ int cmd_record(const std::vector<std::string>& args, std::ostream& out, std::ost
 
   std::vector<std::string> argv = {valgrind, "--tool=mmusimrec", "--quiet", "--mmusim-out=" + dir};
   if (detail != "all") argv.push_back("--mmusim-detail=" + detail);
+  if (!control.empty()) {
+    // (absolute: the program may change its directory)
+    char cwd[PATH_MAX];
+    if (control[0] != '/' && getcwd(cwd, sizeof cwd)) control = std::string(cwd) + "/" + control;
+    argv.push_back("--mmusim-region-control=" + control);
+  }
   argv.insert(argv.end(), prog.begin(), prog.end());
   std::vector<char*> cargv;
   for (std::string& s : argv) cargv.push_back(s.data());
