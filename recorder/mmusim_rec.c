@@ -6,7 +6,8 @@
  * did it, as a trace in the format of mmusim_trace.h (that header is the contract; this file
  * only produces it): the guest instructions (as EXEC runs), every memory access (LOAD, STORE,
  * ATOMIC), fences and serialising instructions (FENCE), system calls, threads, forks and the
- * measured region of mmusim_region.h.
+ * measured region of mmusim_region.h (or, for a program that cannot be changed, of a control
+ * file: --mmusim-region-control=PATH, see ctl_poll()).
  *
  * Usage: VALGRIND_LIB=<build>/recorder/lib valgrind --tool=mmusimrec --mmusim-out=DIR prog args
  *
@@ -131,6 +132,21 @@ static Bool clo_detail_region = False;
  * comparisons: the tests check that a REP record stands for exactly those accesses). */
 static Bool clo_rep = True;
 static Bool in_region = False; /* this process is between its REGION on and off */
+static Bool region_ended = False; /* this process has written a REGION off (one region a run) */
+
+/* --mmusim-region-control=PATH: the region of a program that cannot be changed (Redis) begins
+ * when PATH appears and ends when it is removed. Only the first process watches it (a fork child
+ * is a different program phase: the BGSAVE child is not what is measured). The check is a stat()
+ * at the root process's system calls, at most once a millisecond (the clock read it costs is a
+ * raw clock_gettime, far cheaper than the client syscall under Valgrind that it rides on), so it
+ * costs at most 1000 stats a second whatever the syscall rate, and the region begins at the first
+ * syscall at least 1 ms after the previous check that finds the file. */
+static const HChar *clo_region_control = NULL;
+static HChar ctl_path[4096];
+static Bool ctl_watch = False;  /* this is the root process and it still watches the file */
+static Bool ctl_seen = False;   /* the file has been seen: its removal ends the region */
+static Bool ctl_checked = False;
+static UInt ctl_last_ms = 0;
 
 /* What the helpers do, decided once per change instead of per call: nothing (no file open),
  * record everything, or record only first touches (region mode, outside the region). */
@@ -1111,6 +1127,9 @@ static void mr_start_client_code(ThreadId tid, ULong blocks_dispatched)
   running_tid = tid;
 }
 
+static void ctl_poll(ThreadId tid);  /* the control file (below, with the region's requests) */
+static void ctl_close(ThreadId tid);
+
 static void put_syscall(ThreadId tid, UInt nr, const UWord *args, UInt nargs, Long result)
 {
   for_thread(tid);
@@ -1140,10 +1159,20 @@ static void mr_pre_syscall(ThreadId tid, UInt nr, UWord *args, UInt nargs)
     return;
   switch (nr) {
   case NR_EXIT:
+    if (ctl_watch) {
+      /* The last live thread's exit ends the process like an exit_group. */
+      UInt live = 0;
+      for (UInt t = 0; t < VG_N_THREADS; t++)
+        live += thread_live[t] ? 1 : 0;
+      if (live <= 1)
+        ctl_close(tid);
+    }
     put_syscall(tid, nr, args, nargs, 0);
     put_exit(tid, (Long)(Int)args[0]);
     break;
   case NR_EXIT_GROUP:
+    if (ctl_watch)
+      ctl_close(tid);
     put_syscall(tid, nr, args, nargs, 0);
     put_exit(tid, (Long)(Int)args[0]);
     process_exiting = True;
@@ -1158,6 +1187,15 @@ static void mr_pre_syscall(ThreadId tid, UInt nr, UWord *args, UInt nargs)
     flush_buf();
     execve_mark = file_bytes;
     execve_pending = True;
+    /* An open control-file region ends before the program does; only the bytes, not the
+     * state: if the execve fails they are taken back and the region goes on. */
+    if (ctl_watch && ctl_seen && in_region && !region_ended) {
+      for_thread(tid);
+      put_byte(MTR_REGION);
+      put_u(0);
+      put_u(0);
+      put_u(0);
+    }
     put_syscall(tid, nr, args, nargs, 0);
     end_trace();
     break;
@@ -1212,6 +1250,8 @@ static void mr_post_syscall(ThreadId tid, UInt nr, UWord *args, UInt nargs, SysR
     put_byte(MTR_FORK);
     put_u((ULong)result);
   }
+  if (ctl_watch)
+    ctl_poll(tid);
 }
 
 static void mr_pre_thread_ll_create(ThreadId parent, ThreadId child)
@@ -1272,9 +1312,33 @@ static void mr_atfork_child(ThreadId tid)
   execve_pending = False;
   /* The region is the process's own: the child is outside it until its own REGION begin. */
   in_region = False;
+  region_ended = False;
+  ctl_watch = False; /* only the root process follows the control file */
   set_mode();
   running_tid = tid;
   switch_stream(tid);
+}
+
+/* A REGION record in thread tid, and the region state (what region mode records, the
+ * self-check's marks) changed with it. */
+static void region_set(ThreadId tid, Bool on, UWord start, UWord len)
+{
+  for_thread(tid);
+  put_byte(MTR_REGION);
+  put_u(on ? 1 : 0);
+  put_u(on ? start : 0);
+  put_u(on ? len : 0);
+  if (on && !in_region) {
+    sc_exec_mark = n_insn_executed;
+    sc_rec_mark = n_insn_recorded;
+  } else if (!on && in_region) {
+    sc_exec_in += n_insn_executed - sc_exec_mark;
+    sc_rec_in += n_insn_recorded - sc_rec_mark;
+  }
+  if (!on)
+    region_ended = True;
+  in_region = on;
+  set_mode();
 }
 
 static Bool mr_handle_client_request(ThreadId tid, UWord *arg, UWord *ret)
@@ -1285,21 +1349,59 @@ static Bool mr_handle_client_request(ThreadId tid, UWord *arg, UWord *ret)
   if (!active)
     return True;
   Bool on = arg[0] == MTR_CLIENTREQ_REGION_BEGIN;
-  for_thread(tid);
-  put_byte(MTR_REGION);
-  put_u(on ? 1 : 0);
-  put_u(on ? arg[1] : 0);
-  put_u(on ? arg[2] : 0);
-  if (on && !in_region) {
-    sc_exec_mark = n_insn_executed;
-    sc_rec_mark = n_insn_recorded;
-  } else if (!on && in_region) {
-    sc_exec_in += n_insn_executed - sc_exec_mark;
-    sc_rec_in += n_insn_recorded - sc_rec_mark;
+  if (on && in_region && ctl_seen) {
+    /* The control file's region is open already: a second begin would make the recording
+     * one the simulator refuses. The program's own end still ends it. */
+    VG_(umsg)("mmusimrec: the program's region begin while the control file's region is open:"
+              " ignored\n");
+    return True;
   }
-  in_region = on;
-  set_mode();
+  region_set(tid, on, arg[1], arg[2]);
   return True;
+}
+
+/* The control file, at a system call of thread tid of the root process (after its SYSCALL
+ * record: the region begins or ends between that syscall and the thread's next record). */
+static void ctl_poll(ThreadId tid)
+{
+  UInt now = VG_(read_millisecond_timer)();
+  if (ctl_checked && now - ctl_last_ms < 1)
+    return;
+  ctl_checked = True;
+  ctl_last_ms = now;
+  struct vg_stat st;
+  Bool exists = !sr_isError(VG_(stat)(ctl_path, &st));
+  if (region_ended) {
+    /* One region per recording (the simulator refuses a second): after the first has ended,
+     * by the file or by the program's client requests, the file means nothing any more. Say
+     * so when it is there again, once, and stop looking. */
+    if (exists) {
+      VG_(umsg)("mmusimrec: %s exists again after the measured region ended: ignored (one "
+                "region per recording)\n", ctl_path);
+      ctl_watch = False;
+    }
+    return;
+  }
+  if (!ctl_seen) {
+    if (exists) {
+      ctl_seen = True;
+      /* A region the program opened itself already is the region: the file's removal ends
+       * it (or the program's own end request does, whichever comes first). */
+      if (!in_region)
+        region_set(tid, True, 0, 0);
+    }
+  } else if (!exists && in_region) {
+    region_set(tid, False, 0, 0);
+  }
+}
+
+/* The process ends (exit_group, the last thread's exit, the end of the recording) with the
+ * control file's region still open: end it first. The replay stops a thread at its EXIT, so a
+ * REGION after it would never be seen; hence before the exit's SYSCALL record. */
+static void ctl_close(ThreadId tid)
+{
+  if (ctl_seen && in_region && !region_ended && active)
+    region_set(tid, False, 0, 0);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1407,6 +1509,21 @@ static void mr_post_clo_init(void)
   thread_live = VG_(malloc)("mmusimrec.threads", VG_N_THREADS * sizeof(Bool));
   VG_(memset)(thread_live, 0, VG_N_THREADS * sizeof(Bool));
 
+  if (clo_region_control) {
+    if (!clo_region_control[0]) {
+      VG_(fmsg)("mmusimrec: --mmusim-region-control needs a path\n");
+      VG_(exit)(2);
+    }
+    /* absolute, as the output directory: the program may chdir() (Redis does, to its --dir) */
+    if (clo_region_control[0] == '/') {
+      VG_(snprintf)(ctl_path, sizeof ctl_path, "%s", clo_region_control);
+    } else {
+      const HChar *wd = VG_(get_startup_wd)();
+      VG_(snprintf)(ctl_path, sizeof ctl_path, "%s/%s", wd ? wd : ".", clo_region_control);
+    }
+    ctl_watch = True;
+  }
+
   Int pid = VG_(getpid)();
   write_manifest(pid);
   open_trace(pid, 0);
@@ -1418,6 +1535,9 @@ static void mr_post_clo_init(void)
 static void mr_fini(Int exitcode)
 {
   (void)exitcode;
+  /* (a process killed by a signal: no exit syscall closed the region) */
+  if (ctl_watch)
+    ctl_close(stream_tid ? stream_tid : running_tid);
   end_trace();
   if (out_fd >= 0)
     VG_(close)(out_fd);
@@ -1447,6 +1567,7 @@ static Bool mr_process_cmd_line_option(const HChar *arg)
   } else if VG_BOOL_CLO (arg, "--mmusim-selfcheck", clo_selfcheck) {
   } else if VG_STR_CLO (arg, "--mmusim-detail", clo_detail_str) {
   } else if VG_BOOL_CLO (arg, "--mmusim-rep", clo_rep) {
+  } else if VG_STR_CLO (arg, "--mmusim-region-control", clo_region_control) {
   } else
     return False;
   return True;
@@ -1462,7 +1583,10 @@ static void mr_print_usage(void)
               "                              only each page's first read, write and fetch (and\n"
               "                              every syscall and thread event) [all]\n"
               "    --mmusim-rep=yes|no       a REP STOS/MOVS as REP records, or as one access\n"
-              "                              record per iteration [yes]\n");
+              "                              record per iteration [yes]\n"
+              "    --mmusim-region-control=PATH  the measured region of the first process begins\n"
+              "                              when PATH appears and ends when it is removed\n"
+              "                              (checked at its syscalls, at most once a ms) [none]\n");
 }
 
 static void mr_print_debug_usage(void) { VG_(printf)("    (none)\n"); }

@@ -99,7 +99,10 @@ enum mtr_opcode {
   MTR_EXIT = 0x0a,
   /* u on, u start, u len: the measured region begins (on = 1) or ends (on = 0), by the client
    * requests of mmusim_region.h. start/len: the address range the program measures (faults in it
-   * count as faults.region), 0/0 for none; both 0 on an end. */
+   * count as faults.region), 0/0 for none; both 0 on an end. (The recorder's
+   * --mmusim-region-control=PATH writes them too, in the first process only: on 0/0 at the first
+   * syscall it sees PATH exist, off when PATH is gone or, if still open, before the process's
+   * exit.) */
   MTR_REGION = 0x0b,
   /* u start, u len, u prot, u kind (enum mtr_map_kind): a mapping the process had when its
    * recording began (the program, the dynamic loader, the stack; for a fork child, none: it

@@ -7,7 +7,8 @@ scripts/mmusim-tracedump (so the dumper is tested along the way).
                           --work <dir>
 
 TEST: forkbench, forkbench-patterns, threads, fences, atomics, exec, options,
-tracedump-errors, strings, memset-size, detail-region, firsttouch.
+tracedump-errors, strings, memset-size, detail-region, firsttouch, region-control,
+region-control-open, record-redis (scripts/record-redis; needs Redis).
 Exit 0: passed; 1: failed (the reason on stderr); 77: skipped (no valgrind or no tool).
 """
 import argparse
@@ -17,6 +18,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 
 SKIP = 77
 
@@ -587,7 +589,119 @@ def test_exec(env):
     check(len(ok) == 1, "no child whose file ends with a successful execve, then END")
 
 
-TESTS = {"strings": test_strings, "memset-size": test_memset_size,
+def run_with_control(env, name, steps, extra=(), fork=False):
+    """Record regionctl while `steps` (a list of ("create"|"remove", seconds to sleep first))
+    drive the control file; the program is stopped by its stop file after the last step.
+    Returns (recording dir, stdout, stderr)."""
+    env.need_valgrind("regionctl")
+    out = env.fresh(name)
+    ctl = out + ".control"
+    stop = out + ".stop"
+    for f in (ctl, stop):
+        if os.path.exists(f):
+            os.unlink(f)
+    cmd = ["valgrind", "--tool=mmusimrec", f"--mmusim-out={out}", "--mmusim-selfcheck=yes",
+           f"--mmusim-region-control={ctl}", *extra, os.path.join(env.build, "regionctl"), stop]
+    if fork:
+        cmd.append("--fork")
+    venv = dict(os.environ, VALGRIND_LIB=env.libdir)
+    p = subprocess.Popen(cmd, env=venv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        # (stdout is the program's own: "buffer ..." then "ready" once it is looping)
+        for line in p.stdout:
+            lines.append(line)
+            if line.strip() == "ready":
+                break
+        check(lines and lines[-1].strip() == "ready", f"regionctl did not get ready: {lines}")
+        for what, wait in steps:
+            time.sleep(wait)
+            if what == "create":
+                with open(ctl, "w"):
+                    pass
+            else:
+                os.unlink(ctl)
+        time.sleep(0.3)
+        with open(stop, "w"):
+            pass
+        rest, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        for f in (ctl, stop):
+            if os.path.exists(f):
+                os.unlink(f)
+    stdout = "".join(lines) + rest
+    check(p.returncode == 0, f"{' '.join(cmd)} exited {p.returncode}\nstderr:\n{err}")
+    for ex, rec, verdict in re.findall(
+            r"selfcheck: (\d+) instructions executed, (\d+) recorded: (\w+)", err):
+        check(verdict == "ok", f"instruction count mismatch: {ex} executed, {rec} recorded")
+    return out, stdout, err
+
+
+def one_region_pair(lines, what):
+    on = [i for i, l in enumerate(lines) if " REGION on=1 " in l]
+    off = [i for i, l in enumerate(lines) if " REGION on=0 " in l]
+    check(len(on) == 1 and len(off) == 1 and on[0] < off[0],
+          f"{what}: REGION on at {on}, off at {off}: want exactly one pair, on first")
+    check(lines[on[0]].endswith(" start=0x0 len=0"), f"{what}: {lines[on[0]]}")
+    return on[0], off[0]
+
+
+def test_region_control(env):
+    # created, removed, created again (ignored, said once), removed; a fork child alongside
+    steps = [("create", 0.4), ("remove", 0.6), ("create", 0.4), ("remove", 0.4)]
+    rec, out, err = run_with_control(env, "region-control", steps, fork=True)
+    buf, size = printed(out, "buffer")
+    files = env.files(rec)
+    check(len(files) == 2, f"want 2 processes (the root and its fork child), got {sorted(files)}")
+    root = next(p for p, (pp, _) in files.items() if pp == 0)
+    child = next(p for p in files if p != root)
+    lines = files[root][1]
+    on, off = one_region_pair(lines, "root")
+    check(not any(" REGION " in l for l in files[child][1]), "the fork child has REGION records")
+    # each REGION is written at a syscall of its thread, right after that syscall's record
+    for i in (on, off):
+        tid = lines[i].split()[0]
+        check(lines[i - 1].startswith(tid + " SYSCALL "),
+              f"the record before {lines[i]!r} is {lines[i - 1]!r}, not its thread's SYSCALL")
+    inside = lines[on + 1:off]
+    n_access = sum(1 for l in inside if re.match(r"t1 SYSCALL nr=21 ", l))
+    n_sleep = sum(1 for l in inside if re.match(r"t1 SYSCALL nr=230 ", l))
+    n_store = sum(1 for a in accesses(inside) if a[1] == "STORE" and buf <= a[3] < buf + size)
+    check(min(n_access, n_sleep, n_store) >= 10,
+          f"inside the region: {n_access} access(), {n_sleep} clock_nanosleep(), {n_store} stores to "
+          "the buffer: want at least 10 of each")
+    before = sum(1 for l in lines[:on] if re.match(r"t1 SYSCALL nr=21 ", l))
+    after = sum(1 for l in lines[off + 1:] if re.match(r"t1 SYSCALL nr=21 ", l))
+    check(before >= 10 and after >= 10, f"the loop's syscalls: {before} before the region, "
+                                        f"{after} after: the region is not in the middle")
+    again = err.count("exists again after the measured region ended")
+    check(again == 1, f"the message about the second creation appears {again} times:\n{err}")
+    print(f"region-control: {len(inside)} records inside, {n_access} iterations")
+
+
+def test_region_control_open(env):
+    # created and never removed, in region mode: REGION off before the exit_group; outside the
+    # region only first touches, the self-check of the region's instructions holds
+    rec, out, err = run_with_control(env, "region-control-open", [("create", 0.4)],
+                                     extra=["--mmusim-detail=region"])
+    check("(inside the region only)" in err, f"no region-mode selfcheck: {err}")
+    files = env.files(rec)
+    check(len(files) == 1, f"want one process, got {sorted(files)}")
+    lines = next(iter(files.values()))[1]
+    on, off = one_region_pair(lines, "root")
+    check(re.match(r"t1 SYSCALL nr=231 ", lines[off + 1]),
+          f"after the REGION off: {lines[off + 1]!r}, want the exit_group")
+    check(lines[-2] == "t1 EXIT code=0", f"before END: {lines[-2]!r}")
+    check_first_touches(lines, "region-control-open")
+    with open(os.path.join(rec, "manifest.txt")) as f:
+        check("detail region" in f.read().splitlines(), "manifest does not say detail region")
+
+
+TESTS = {"region-control": test_region_control, "region-control-open": test_region_control_open,
+         "strings": test_strings, "memset-size": test_memset_size,
          "detail-region": test_detail_region, "firsttouch": test_firsttouch,
          "exec": test_exec, "forkbench": test_forkbench, "forkbench-patterns": test_forkbench_patterns,
          "threads": test_threads, "fences": test_fences, "atomics": test_atomics,
