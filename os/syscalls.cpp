@@ -124,12 +124,13 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
   if (out.ret < 0 && u.sys != wl::Sys::Wait) {
     if (!(u.flags & wl::kUopReplayed))
       panic("the workload's {} system call failed with {} (task {})", int(u.sys), out.ret, t.t->pid);
-    if (!syscalls_refused_.value())
+    MMUSIM_CHECK(syscalls_refused_, "a replayed system call outside a trace workload");
+    if (!syscalls_refused_->value())
       log::get("system")->warn("a replayed system call ({}, {:#x}, {:#x}, {:#x}) failed in the kernel "
                                "port with {} where the recorded one succeeded (trace.syscalls_refused "
                                "counts them)",
                                int(u.sys), u.addr, u.value, u.extra, out.ret);
-    syscalls_refused_.inc();
+    syscalls_refused_->inc();
   }
   if (gate_key) {
     // This ordered call has run: the next one of the process may.

@@ -84,9 +84,7 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
       trace_(trace),
       faults_region_(stats.counter("faults.region", "faults whose address lies in the measured region")),
       ctx_switches_(stats.counter("sched.context_switches", "context switches")),
-      syscalls_refused_(stats.counter("trace.syscalls_refused",
-                                      "replayed system calls the kernel port refused (an madvise() "
-                                      "advice it does not have, ...): the recorded call succeeded")),
+
       fault_latency_(stats.distribution("fault.latency_ns",
                                         "latency of a faulting store, as the benchmark measures it "
                                         "(region faults)",
@@ -103,7 +101,12 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
           cfg.setting("platform.isa").origin, pg::isa_name(pp_.isa), cfg.get_string("platform.name"),
           pg::isa_name(pp_.effective_isa()));
   // A recording runs with the THP knobs as configured (workload.folio is the built-in ones').
-  if (wp_.name == wl::WorkloadName::trace) wp_.thp_from = wl::WorkloadParams::ThpFrom::config;
+  if (wp_.name == wl::WorkloadName::trace) {
+    wp_.thp_from = wl::WorkloadParams::ThpFrom::config;
+    syscalls_refused_ = &stats.counter("trace.syscalls_refused",
+                                       "replayed system calls the kernel port refused (an madvise() "
+                                       "advice it does not have, ...): the recorded call succeeded");
+  }
   if (wp_.thp_from == wl::WorkloadParams::ThpFrom::folio) {
     for (auto& [spec, st] : cfg.effective())
       if (spec->key.rfind("thp.", 0) == 0 && st->origin != "default")

@@ -161,7 +161,7 @@ class System {
 
   Counter& faults_region_;
   Counter& ctx_switches_;
-  Counter& syscalls_refused_;
+  Counter* syscalls_refused_ = nullptr;  // (a trace workload's)
   Distribution& fault_latency_;
   Distribution* kind_latency_[16] = {};
   std::unique_ptr<wl::FaultLatencyMeter> fault_meter_;
