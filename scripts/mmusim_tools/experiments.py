@@ -52,6 +52,7 @@ class Metric:
     stat's unit to the shown one, `extensive` says the value scales with workload.size."""
 
     def __init__(self, mid, label, unit="", factor=1.0, extensive=True, digits=0):
+        self.transform = None  # stat -> shown value, instead of the factor (V8's rate)
         self.id = mid
         self.label = label
         self.unit = unit
@@ -155,7 +156,10 @@ C6_MEASURED = {
     "2M-pte": ((6.0, 6.7), (0.7, 0.7)),
 }
 
-ALL_IDS = ["C1", "C2", "C3", "C4", "C5", "C6", "V3", "V4", "V5", "V6", "V7", "V11"]
+ALL_IDS = ["C1", "C2", "C3", "C4", "C5", "C6", "V3", "V4", "V5", "V6", "V7", "V8", "V11"]
+
+# V8 replays a recording of Redis (scripts/record-redis); reproduce --v8-recording sets it.
+V8_RECORDING = os.environ.get("MMUSIM_V8_RECORDING") or os.path.join(SOURCE_DIR, "build", "v8-recording")
 
 T_FAULTS = Metric("faults", "faults", "", 1.0, True)
 T_REGION = Metric("region", "faults in region", "", 1.0, True)
@@ -383,6 +387,38 @@ def v7():
                       256 * MB, [T_FAULTS, T_SPUR, T_TIME], cases, case_header="pass")
 
 
+def v8():
+    """Redis SETs after BGSAVE, replayed from scripts/record-redis's recording (V8_RECORDING), whose
+    v8.json says how many SETs the region holds."""
+    import json
+    rec = os.path.abspath(V8_RECORDING)
+    skip, sets_n = None, None
+    meta = os.path.join(rec, "v8.json")
+    if not os.path.exists(os.path.join(rec, "manifest.txt")) or not os.path.exists(meta):
+        skip = (f"V8 needs a recording of Redis with its v8.json: scripts/record-redis --out {rec} "
+                f"(full scale: 1.3 M keys, 1 M SETs), then scripts/reproduce --only V8 --v8-recording {rec}")
+    else:
+        with open(meta) as f:
+            m = json.load(f)
+        sets_n = m["sets"]
+    rate = Metric("rate", "SETs per simulated second", "", extensive=False, digits=0)
+    rate.transform = (lambda ns: sets_n * 1e9 / ns if ns else None)
+    metrics = [Metric("faults", "faults", "", 1.0, False),
+               Metric("time", "CPU time", "ms", 1e-6, False, 1), rate]
+    cases = []
+    for thp, label in (("always", "64K mTHP"), ("never", "THP off")):
+        for wp, variant in VARIANTS:
+            cases.append(Case(label, variant, exp_config("v8-redis.cfg"),
+                              [("workload.trace", rec), ("thp.hugepages_64kB", thp), ("kernel.wp_reuse", wp)],
+                              {"faults": "faults.total", "time": "region.time_ns", "rate": "region.time_ns"}))
+    note = ("faults.total (the region's: the server's, the BGSAVE child has exited), region.time_ns, and "
+            "the SETs of the region (v8.json) per simulated second of it")
+    if sets_n:
+        note += f"; {sets_n:,} SETs in this recording"
+    return Experiment("V8", "Redis: SETs after BGSAVE (a recording of redis-server)", "validation", 0,
+                      metrics, cases, note=note, case_header="THP", skip=skip)
+
+
 def v11():
     t = Metric("time", "fork() time", "ms", 1e-6, True, 3)
     cases = []
@@ -396,7 +432,7 @@ def v11():
 
 
 BUILDERS = {"C1": c1, "C2": c2, "C3": c3, "C4": c4, "C5": c5, "C6": c6, "V3": v3, "V4": v4, "V5": v5,
-            "V6": v6, "V7": v7, "V11": v11}
+            "V6": v6, "V7": v7, "V8": v8, "V11": v11}
 
 
 def experiments(ids=None):

@@ -48,7 +48,7 @@ def evaluate(exp, outcomes, size=None):
             if out.status == "ok":
                 v = out.stats.get(stat)
                 if isinstance(v, (int, float)):
-                    sim = v * m.factor
+                    sim = m.transform(v) if getattr(m, "transform", None) else v * m.factor
                 else:
                     status = "missing"
                     note = f"no stat '{stat}' in the output"
