@@ -901,6 +901,7 @@ class Checker {
 // check_invariants(): see the top of this file.
 void Kernel::check_invariants(const char* where, bool force) {
   if (!(params_.check_invariants || force)) return;
+  if (!force && params_.check_every > 1 && ++checks_skipped_ % params_.check_every != 0) return;
   ctr_.invariant_checks.inc();
   KernelPrivate priv{lru_batch_, deposited_, huge_zero_folio_, free_area_, tlb_enum_};
   Checker(*this, where, priv).run();

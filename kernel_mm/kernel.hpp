@@ -60,6 +60,7 @@ struct KernelParams {
   SpuriousFlush arm64_spurious_flush = SpuriousFlush::none;
   bool large_folio_reuse = true;  // v6.15+ wp_can_reuse_anon_folio for large folios
   bool check_invariants = false;
+  uint64_t check_every = 1;       // with check_invariants: the full check every N-th kernel entry
   uint64_t phys_mem = 0;          // bytes of simulated physical memory
   ThpMode thp_enabled = ThpMode::always;
   // Per order 2..9 (16K..2M): hugepages-<size>kB/enabled. Index = order. The defaults are the
@@ -609,6 +610,7 @@ class Kernel {
   // Checks every invariant over every mm; panics with the state that shows a violation. `where`
   // names the operation just done. A no-op unless kernel.check_invariants (or `force`).
   void check_invariants(const char* where, bool force = false);
+  uint64_t checks_skipped_ = 0;  // kernel.check_every's count of the calls
   // TLB coherence (invariant 8) needs the hardware's TLB contents; the platform registers them.
   struct CachedTranslation {
     int cpu;

@@ -234,6 +234,20 @@ TEST_CASE("trace replay: a system call the port does not model takes its class's
   CHECK(double(io["sim.simulated_ns"]) - double(none["sim.simulated_ns"]) == Approx(3 * 1000 + 5000).margin(1));
 }
 
+TEST_CASE("kernel.check_every runs the whole invariant check after every N-th kernel entry") {
+  TempDir t;
+  std::filesystem::create_directories(t.path("rec"));
+  write_forkbench(t.path("rec"), 2 << 20);
+  const std::string base = "--set platform.name=functional --set thp.enabled=never --set kernel.check_invariants=true "
+                           "--set workload.name=trace --set workload.trace=" + t.path("rec");
+  nlohmann::json all = run_stats(t, base);
+  nlohmann::json every4 = run_stats(t, base + " --set kernel.check_every=4");
+  const uint64_t n = all["total.kernel.invariant_checks"];
+  CHECK(n > 1000);  // (a fault, a syscall: each entry once)
+  CHECK(every4["total.kernel.invariant_checks"] == n / 4);
+  CHECK(every4["total.faults.total"] == all["total.faults.total"]);
+}
+
 TEST_CASE("trace replay: a truncated, corrupt or newer recording is the user's error, with file and offset") {
   TempDir t;
   std::filesystem::create_directories(t.path("rec"));
