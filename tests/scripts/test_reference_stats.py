@@ -71,7 +71,9 @@ class ComparisonTest(unittest.TestCase):
         runs = {r.name for r in refstats.all_runs()}
         configs = sorted(os.listdir(os.path.join(SOURCE, "configs", "experiments")))
         for c in configs:
-            if c.endswith(".cfg"):
+            # (a replay of a recording, V8's, depends on the recording made on the machine)
+            if c.endswith(".cfg") and not refstats.replays_a_recording(
+                    os.path.join(SOURCE, "configs", "experiments", c)):
                 self.assertIn(c[:-4], runs)
         files = {f[:-5] for f in os.listdir(refstats.REF_DIR) if f.endswith(".json")}
         self.assertEqual(sorted(runs - files), [], "runs without a reference file: " + HOW_TO_UPDATE)
