@@ -12,6 +12,7 @@ region-control-open, record-redis (scripts/record-redis; needs Redis).
 Exit 0: passed; 1: failed (the reason on stderr); 77: skipped (no valgrind or no tool).
 """
 import argparse
+import collections
 import os
 import re
 import shutil
@@ -81,9 +82,9 @@ class Env:
                            text=True)
         return p.returncode, p.stdout, p.stderr
 
-    def files(self, recdir):
-        """{pid: (ppid, [record lines])} of a recording, through the dumper."""
-        rc, out, err = self.dump(recdir)
+    def files(self, recdir, *opts):
+        """{pid: (ppid, [record lines])} of a recording, through the dumper (with opts)."""
+        rc, out, err = self.dump(recdir, *opts)
         check(rc == 0, f"mmusim-tracedump {recdir} failed ({rc}): {err}")
         files = {}
         cur = None
@@ -573,6 +574,15 @@ def test_tracedump_errors(env):
         rc, out, err = env.dump(p)
         check(rc == 2, f"{name}: dumper exit {rc}, want 2")
         check(p in err and "offset" in err and msg in err, f"{name}: message {err!r}")
+        # --events checks the framing (not the memory records' fields) with the same messages
+        if not name.startswith("rep") or name == "reptrunc.mtr":
+            rc, out, err = env.dump(p, "--events")
+            check(rc == 2 and p in err and "offset" in err and msg in err,
+                  f"{name} --events: exit {rc}, message {err!r}")
+    # --events: the records of the full dump that are not memory accesses
+    rc, out, err = env.dump(p_good, "--events")
+    ev = [l for l in want if not re.match(r"t\d+ (EXEC|LOAD|STORE|ATOMIC|FENCE|REP) ", l)]
+    check(rc == 0 and out.splitlines()[1:] == ev, f"--events of the good file:\n{out}{err}")
 
 
 def test_exec(env):
@@ -700,7 +710,53 @@ def test_region_control_open(env):
         check("detail region" in f.read().splitlines(), "manifest does not say detail region")
 
 
-TESTS = {"region-control": test_region_control, "region-control-open": test_region_control_open,
+def test_record_redis(env):
+    # scripts/record-redis at a small scale: the server's recording has the load, a BGSAVE child,
+    # then exactly one region holding the SETs' reads and writes
+    src = os.path.dirname(os.path.dirname(env.dumper))
+    script = os.path.join(src, "scripts", "record-redis")
+    mmusim = os.path.join(os.path.dirname(env.build), "mmusim")
+    missing = [p for p in ("redis-server", "redis-benchmark", "redis-cli", "valgrind")
+               if not shutil.which(p)]
+    if missing:
+        print(f"SKIP: {', '.join(missing)} not installed (apt-get install redis-server "
+              "redis-tools valgrind)", file=sys.stderr)
+        sys.exit(SKIP)
+    env.need_valgrind("regionctl")  # (the tool is built)
+    if not os.path.exists(mmusim):
+        print(f"SKIP: {mmusim} is not built", file=sys.stderr)
+        sys.exit(SKIP)
+    rec = env.fresh("redis")
+    cmd = [sys.executable, script, "--out", rec, "--keys", "20000", "--sets", "20000",
+           "--mmusim", mmusim]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    check(p.returncode == 0, f"{' '.join(cmd)} exited {p.returncode}\nstdout:\n{p.stdout}\n"
+                             f"stderr:\n{p.stderr}")
+    check(re.search(r"SET phase under the recorder: \d+ requests/s", p.stdout),
+          f"no SET rate in the summary:\n{p.stdout}")
+    files = env.files(rec, "--events")
+    roots = [q for q, (pp, _) in files.items() if pp == 0]
+    check(len(roots) == 1, f"want one root process, got {roots}")
+    root = roots[0]
+    lines = files[root][1]
+    kids = [q for q, (pp, _) in files.items() if pp == root]
+    check(len(kids) == 1 and len(files) == 2,
+          f"want the server and one BGSAVE child, got {sorted(files)} (children {kids})")
+    on, off = one_region_pair(lines, "the server")
+    fork_at = lines.index(f"t1 FORK pid={kids[0]}")
+    check(fork_at < on, "the BGSAVE fork is not before the region")
+    check(not any(" REGION " in l for l in files[kids[0]][1]), "the BGSAVE child has a region")
+    inside = lines[on + 1:off]
+    nr = collections.Counter(int(m.group(1)) for l in inside
+                             for m in [re.match(r"t\d+ SYSCALL nr=(\d+) ", l)] if m)
+    check(nr[0] >= 2000 and nr[1] >= 2000,
+          f"inside the region {nr[0]} read() and {nr[1]} write(): want thousands of each "
+          f"(syscalls by number: {dict(nr.most_common(8))})")
+    print(f"record-redis: {nr[0]} reads, {nr[1]} writes in the region; summary:\n{p.stdout}")
+    shutil.rmtree(rec, ignore_errors=True)  # (hundreds of MB)
+
+
+TESTS = {"region-control": test_region_control, "record-redis": test_record_redis, "region-control-open": test_region_control_open,
          "strings": test_strings, "memset-size": test_memset_size,
          "detail-region": test_detail_region, "firsttouch": test_firsttouch,
          "exec": test_exec, "forkbench": test_forkbench, "forkbench-patterns": test_forkbench_patterns,
