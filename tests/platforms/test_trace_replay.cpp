@@ -234,6 +234,26 @@ TEST_CASE("trace replay: a system call the port does not model takes its class's
   CHECK(double(io["sim.simulated_ns"]) - double(none["sim.simulated_ns"]) == Approx(3 * 1000 + 5000).margin(1));
 }
 
+TEST_CASE("trace replay: recorded fences, atomics and RDTSCP reach the core as those instructions") {
+  TempDir t;
+  std::filesystem::create_directories(t.path("rec"));
+  TraceWriter p(100, 0);
+  p.map(kText, 0x2000, 5, MTR_MAP_FILE_PRIVATE).map(kStack, 0x10000, 3, MTR_MAP_ANON).thread(1);
+  p.exec(kText, 2).fence(kText + 4, MTR_FENCE_LFENCE).fence(kText + 8, MTR_FENCE_MFENCE);
+  p.fence(kText + 12, MTR_FENCE_CPUID).atomic(kText + 16, kStack + 0x100, 8);
+  p.fence(kText + 20, MTR_FENCE_SFENCE).fence(kText + 24, MTR_FENCE_RDTSC).fence(kText + 28, MTR_FENCE_RDTSCP);
+  p.exec(kText + 32, 2).syscall(231, {0}, 0).exit(0).end();
+  p.write(t.path("rec/proc-100.mtr"));
+  write_manifest(t.path("rec"), 100);
+  const std::string base = "--set workload.name=trace --set workload.trace=" + t.path("rec");
+  nlohmann::json a = run_stats(t, base + " --set core.rdtscp_latency=0");
+  nlohmann::json b = run_stats(t, base + " --set core.rdtscp_latency=5000");
+  // LFENCE, MFENCE, CPUID and the atomic's fence: LFENCEs; SFENCE and RDTSC are not ordered.
+  CHECK(a["total.core.lfences"] == 4);
+  // The RDTSCP is one: its latency shows once in the run's time (cycles at 4.9 GHz).
+  CHECK(double(b["sim.simulated_ns"]) - double(a["sim.simulated_ns"]) == Approx(5000 / 4.9).margin(2));
+}
+
 TEST_CASE("kernel.check_every runs the whole invariant check after every N-th kernel entry") {
   TempDir t;
   std::filesystem::create_directories(t.path("rec"));
