@@ -154,6 +154,51 @@ class Checker {
   Checker(Kernel& k, const char* where, const KernelPrivate& priv)
       : k_(k), arch_(k.arch()), isa_(k.isa()), where_(where ? where : "?"), priv_(priv) {}
 
+  // The local check (kernel.check_local), as DEBUG_VM's at the point of change: the mm's VMAs and
+  // locks, then the page table that maps `addr` (its 512 PTEs, or the huge PMD) with each entry's
+  // VMA and page, and the folios they map by what a folio alone says (invariants 2 and 3's
+  // refcount >= mapcount, no lock left held). What needs every mapping of a folio (invariant 1's
+  // mapcount = the PTEs that map it, 3's exact refcount, 5, 6) is the whole check's.
+  void run_local(const mm_struct* target, uint64_t addr) {
+    collect_mms();
+    uint32_t mi = 0;
+    while (mi < mms_.size() && mms_[mi] != target) ++mi;
+    if (mi == mms_.size()) return;  // (torn down)
+    check_mm_locks_and_vmas(mi);
+    mm_struct* mm = mms_[mi];
+    const uint64_t* pgdt = table(mm->pgd >> PAGE_SHIFT);
+    if (!pgdt) return;
+    const uint64_t e = pgdt[(addr >> PGDIR_SHIFT) & (PTRS_PER_PMD - 1)];
+    if (!e) return;
+    if (!arch_.table_present(e))
+      fail(INV_PT, "mm {}: PGD entry for va {:#x} ({:#x}) is neither none nor a table", mm->id, addr, e);
+    const uint64_t* pudt = table(arch_.table_pfn(e));
+    if (!pudt) return;
+    const uint64_t e2 = pudt[(addr >> PUD_SHIFT) & (PTRS_PER_PMD - 1)];
+    if (!e2) return;
+    if (!arch_.table_present(e2)) fail(INV_PT, "mm {}: PUD entry for va {:#x} ({:#x}) is not a table", mm->id, addr, e2);
+    const pfn_t pmdt_pfn = arch_.table_pfn(e2);
+    const uint64_t* pmdt = table(pmdt_pfn);
+    if (!pmdt) return;
+    const unsigned l = (addr >> PMD_SHIFT) & (PTRS_PER_PMD - 1);
+    const pmd_t pmd{pmdt[l]};
+    const uint64_t va_l = addr & ~(PMD_SIZE - 1);
+    if (pmd_none(pmd)) return;
+    if (arch_.pmd_trans_huge(pmd)) {
+      walk_huge_pmd(mi, va_l, pmd, (pmdt_pfn << PAGE_SHIFT) + l * sizeof(pmd_t));
+    } else {
+      if (!arch_.table_present(pmd.val))
+        fail(INV_PT, "mm {}: PMD for va {:#x} ({:#x}) is neither none, a huge leaf nor a table", mm->id, va_l, pmd.val);
+      walk_pte_table(mi, va_l, arch_.table_pfn(pmd.val));
+    }
+    const folio* last = nullptr;
+    for (const MapRec& m : recs_) {
+      const folio* f = page_folio(k_.pfn_to_page(m.pfn));
+      if (f != last) check_folio_alone(f);
+      last = f;
+    }
+  }
+
   void run() {
     collect_mms();
     for (uint32_t i = 0; i < mms_.size(); ++i) check_mm_locks_and_vmas(i);
@@ -540,6 +585,28 @@ class Checker {
     }
   }
 
+  // What a folio says of itself (run_local()).
+  void check_folio_alone(const folio* f) {
+    const long nr = folio_nr_pages(f);
+    if (!folio_test_anon(f)) fail(INV_RMAP, "a mapped folio is not anon: {}", folio_state(f));
+    if (folio_test_large(f)) {
+      long sum = 0;
+      for (long p = 0; p < nr; ++p) sum += f[p].mapcount;
+      if (f->large_mapcount != sum + f->entire_mapcount)
+        fail(INV2, "large_mapcount {} != sum of page mapcounts {} + entire_mapcount {}: {}", f->large_mapcount, sum,
+             f->entire_mapcount, folio_state(f));
+      for (long p = 1; p < nr; ++p)
+        if (f[p].head_off != uint32_t(p) || (f[p].flags & PG_head) || f[p].refcount != 0)
+          fail(INV2, "tail page {} of the folio is malformed: {}; {}", p, page_state(f + p), folio_state(f));
+    }
+    const int mapcount = folio_mapcount(f);
+    if (mapcount < 1) fail(INV1, "a mapped folio has mapcount {}: {}", mapcount, folio_state(f));
+    if (f->refcount < mapcount) fail(INV3, "refcount {} < mapcount {}: {}", f->refcount, mapcount, folio_state(f));
+    if (f->flags & (PG_locked | PG_large_mapcount_locked))
+      fail(INV_LOCK, "folio left {}: {}", (f->flags & PG_locked) ? "locked" : "with its large-mapcount lock held",
+           folio_state(f));
+  }
+
   void check_folio(const folio* f, const MapRec* r, size_t n) {
     const long nr = folio_nr_pages(f);
     const pfn_t hp = k_.page_to_pfn(f);
@@ -899,6 +966,13 @@ class Checker {
 }  // namespace
 
 // check_invariants(): see the top of this file.
+void Kernel::check_local(const char* where, const mm_struct* mm, uint64_t addr) {
+  if (!params_.check_local || !mm) return;
+  ctr_.local_checks.inc();
+  KernelPrivate priv{lru_batch_, deposited_, huge_zero_folio_, free_area_, tlb_enum_};
+  Checker(*this, where, priv).run_local(mm, addr);
+}
+
 void Kernel::check_invariants(const char* where, bool force) {
   if (!(params_.check_invariants || force)) return;
   if (!force && params_.check_every > 1 && ++checks_skipped_ % params_.check_every != 0) return;

@@ -49,6 +49,11 @@ void KernelParams::visit(mmusim::Params& p) {
             "once-shared large folio");
   p.boolean("kernel.check_invariants", check_invariants, false,
             "Check every invariant of PORTMAP §3.3 after every kernel entry (slow; for testing)");
+  p.boolean("kernel.check_local", check_local, false,
+            "after every fault, DEBUG_VM-style checks at the point of change: the mm's VMAs and "
+            "locks, the page table that maps the address (every entry's VMA and page) and the "
+            "folios it maps (what a folio says of itself); cheap enough for a replayed program, "
+            "with kernel.check_invariants and kernel.check_every for the whole check now and then");
   p.integer("kernel.check_every", check_every, 1, 1, int64_t(1) << 40,
             "with kernel.check_invariants: the whole check after every N-th kernel entry only (a "
             "long run, a replayed real program, at a fraction of the cost; a broken invariant is "
@@ -195,7 +200,8 @@ KernelCounters::KernelCounters(mmusim::Stats& s)
       exits(s.counter("kernel.exit", "exit() calls")),
       ptes_copied_fork(s.counter("kernel.fork_ptes_copied", "PTEs copied by fork")),
       ptes_zapped(s.counter("kernel.ptes_zapped", "PTEs zapped by munmap/exit/MADV_DONTNEED")),
-      invariant_checks(s.counter("kernel.invariant_checks", "invariant-checker passes over all mms")) {}
+      invariant_checks(s.counter("kernel.invariant_checks", "invariant-checker passes over all mms")),
+      local_checks(s.counter("kernel.local_checks", "local checks after a fault (kernel.check_local)")) {}
 
 // ------------------------------------------------------------------------------------------------
 // Construction
@@ -474,6 +480,7 @@ FaultReturn Kernel::handle_user_fault(task_struct* t, uint64_t addr, uint64_t sy
     ctr_.faults_sigsegv.inc();
     last_fault_.kind = FaultKind::sigsegv;
   }
+  check_local("page fault", t->mm, addr);
   check_invariants("page fault");
   return r;
 }

@@ -61,6 +61,7 @@ struct KernelParams {
   bool large_folio_reuse = true;  // v6.15+ wp_can_reuse_anon_folio for large folios
   bool check_invariants = false;
   uint64_t check_every = 1;       // with check_invariants: the full check every N-th kernel entry
+  bool check_local = false;       // after every fault: the checks at its page table and folios
   uint64_t phys_mem = 0;          // bytes of simulated physical memory
   ThpMode thp_enabled = ThpMode::always;
   // Per order 2..9 (16K..2M): hugepages-<size>kB/enabled. Index = order. The defaults are the
@@ -86,7 +87,7 @@ struct KernelCounters {
   mmusim::Counter &tlb_flush_page, &tlb_flush_range, &tlb_flush_mm, &tlb_flush_local,
       &tlb_flush_spurious_fix;
   mmusim::Counter &folios_allocated, &folios_freed, &pages_zeroed, &pages_copied, &pt_pages;
-  mmusim::Counter &forks, &exits, &ptes_copied_fork, &ptes_zapped, &invariant_checks;
+  mmusim::Counter &forks, &exits, &ptes_copied_fork, &ptes_zapped, &invariant_checks, &local_checks;
 };
 
 // What one fault did, for the trace's mm_fault_done and the latency breakdown.
@@ -611,6 +612,8 @@ class Kernel {
   // names the operation just done. A no-op unless kernel.check_invariants (or `force`).
   void check_invariants(const char* where, bool force = false);
   uint64_t checks_skipped_ = 0;  // kernel.check_every's count of the calls
+  // kernel.check_local: after a fault at `addr` in `mm`, the checks there (check.cpp run_local()).
+  void check_local(const char* where, const mm_struct* mm, uint64_t addr);
   // TLB coherence (invariant 8) needs the hardware's TLB contents; the platform registers them.
   struct CachedTranslation {
     int cpu;

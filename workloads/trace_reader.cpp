@@ -253,7 +253,15 @@ void TraceCursor::decode(TraceRecord& r) {
   if (trace_record_ordered(r)) r.order = ordered_++;
 }
 
+bool trace_record_vdso(const TraceRecord& r) {
+  if (r.op != MTR_SYSCALL || r.result < 0) return false;
+  for (uint64_t n : sysno::vdso_calls)
+    if (r.n == n) return true;
+  return false;
+}
+
 bool trace_record_ordered(const TraceRecord& r) {
+  if (trace_record_vdso(r)) return false;  // (replayed as the vDSO's code, no system call)
   switch (r.op) {
     case MTR_NEWTHREAD:
     case MTR_FORK:

@@ -32,6 +32,8 @@ struct TraceRecord {
 // FORK, NEWTHREAD and EXIT records). Defined by the record alone, so every thread's cursor counts
 // the same ones.
 bool trace_record_ordered(const TraceRecord& r);
+// A SYSCALL record of a call the vDSO makes natively (sysno::vdso_calls).
+bool trace_record_vdso(const TraceRecord& r);
 
 // One proc-<pid>.mtr, mapped read-only, checked whole at open().
 class TraceFile {
@@ -118,6 +120,9 @@ class Recording {
 
 // x86-64 system call numbers the replay interprets (arch/x86/entry/syscalls/syscall_64.tbl).
 namespace sysno {
+// The time calls that run in the vDSO natively, without entering the kernel (Valgrind gives its
+// programs no vDSO: they appear as system calls): gettimeofday, time, clock_gettime, getcpu.
+inline constexpr uint64_t vdso_calls[] = {96, 201, 228, 309};
 inline constexpr uint64_t mmap = 9, mprotect = 10, munmap = 11, brk = 12, mremap = 25, madvise = 28,
                           clone = 56, fork = 57, vfork = 58, execve = 59, exit = 60, wait4 = 61,
                           exit_group = 231, waitid = 247, clone3 = 435;

@@ -58,7 +58,7 @@ bool is_err(int64_t r) { return r < 0 && r >= -4095; }
 constexpr uint64_t kNoClass = 0;
 
 struct TraceCounters {
-  Counter *instructions, *accesses, *syscalls, *not_modelled, *approximated, *file_maps, *skipped;
+  Counter *instructions, *accesses, *syscalls, *not_modelled, *approximated, *file_maps, *vdso, *skipped;
   std::array<Counter*, 5> by_class{};
   explicit TraceCounters(Stats& s)
       : instructions(&s.counter("trace.instructions", "recorded guest instructions replayed")),
@@ -72,6 +72,9 @@ struct TraceCounters {
                                 "mmap, shared mappings as private ones, execve as exit")),
         file_maps(&s.counter("trace.file_mappings",
                              "file mappings replayed as private memory with every page present")),
+        vdso(&s.counter("trace.vdso_calls",
+                        "recorded gettimeofday/time/clock_gettime/getcpu system calls replayed as "
+                        "the vDSO's code (natively they enter no kernel; Valgrind has no vDSO)")),
         skipped(&s.counter("trace.fast_forwarded",
                            "recorded instructions fast-forwarded outside the measured region "
                            "(workload.fast_forward): not given to the core")) {
@@ -102,6 +105,7 @@ struct TraceProcess {
 
 // What every program of the recording shares: whether it runs in detail now.
 struct TraceRun {
+  VdsoParams vdso;            // the vDSO's time calls, as the built-in benchmark's clock_gettime()
   bool fast_forward = false;  // workload.fast_forward, and the recording has a region
   bool in_region = false;     // (as the programs emit the region's markers)
   bool detail() const { return !fast_forward || in_region; }
@@ -558,6 +562,32 @@ bool TraceProgram::step() {
         return true;  // (what follows is counted after it)
       }
       default:
+        if (trace_record_vdso(r)) {
+          // gettimeofday()/clock_gettime() under Valgrind: natively the vDSO's code, no kernel
+          // entry. Its micro-ops as the built-in benchmark's clock_gettime() (workload.cpp): the
+          // call, a chain of vdso.uops_before, RDTSCP, vdso.uops_after, at the call's address (the
+          // recording has no vDSO text, nor vvar page to load from).
+          ctr_->syscalls->inc();
+          ctr_->vdso->inc();
+          if (!mode_->detail()) break;
+          const VdsoParams& v = mode_->vdso;
+          auto alu = [&](uint16_t lat) {
+            Uop u;
+            u.kind = UopKind::Alu;
+            u.latency = lat;
+            u.ip = ip_;
+            u.flags |= kUopDependsOnPrev;
+            push(u);
+          };
+          if (v.call_cycles) alu(uint16_t(v.call_cycles));
+          for (unsigned k = 0; k < v.uops_before; ++k) alu(1);
+          Uop t;
+          t.kind = UopKind::Rdtscp;
+          t.ip = ip_;
+          push(t);
+          for (unsigned k = 0; k < v.uops_after; ++k) alu(1);
+          break;
+        }
         if (!trace_record_ordered(r)) {
           // fork/clone/exit's SYSCALL records (their FORK/NEWTHREAD/EXIT follow), a failed fork
           ctr_->syscalls->inc();
@@ -605,6 +635,7 @@ class TraceWorkload : public Workload {
             rec_.dir());
     // Without a region there is nothing to fast-forward to: the whole run is in detail.
     run_.fast_forward = p.fast_forward && regions == 1;
+    run_.vdso = p.vdso;
     auto lg = log::get("workload");
     const auto& s = root_->summary();
     lg->info("trace {}: `{}`, pid {}, {} thread(s), {} instructions, {} accesses, {} syscalls, {} fork(s)",

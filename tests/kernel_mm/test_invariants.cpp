@@ -601,3 +601,41 @@ TEST_CASE("invariants: a pass over 1 GiB of 4K pages takes well under a second",
   WARN("one invariant pass over 262144 PTEs: " << s * 1e3 << " ms");
   REQUIRE(s < 0.5);
 }
+
+TEST_CASE("kernel.check_local: the page table and folios at the faulting address, not the rest", "[invariants]") {
+  Hand h([](KernelParams& kp) { kp.check_local = true; });
+  task_struct* p = h.proc("p");
+  vm_area_struct* v = h.add_vma(p->mm, VA, 4 * PMD_SIZE, 1);
+  folio* f = h.map_new(p->mm, v, VA, 4);        // a 64K folio at VA
+  folio* g = h.map_new(p->mm, v, VA + PMD_SIZE, 0);  // a page in the next PTE table
+  auto local = [&](uint64_t addr) -> std::string {
+    try {
+      h.k.check_local("hand-made fault", p->mm, addr);
+    } catch (const mmusim::InternalError& e) {
+      return e.what();
+    }
+    return "(no violation)";
+  };
+  REQUIRE(local(VA) == "(no violation)");
+  REQUIRE(local(VA + PMD_SIZE) == "(no violation)");
+  SECTION("refcount below mapcount, in the folio the fault's table maps") {
+    f->refcount = 15;
+    REQUIRE_THAT(local(VA + 3 * PAGE_SIZE), Contains("invariant 3 (refcount)"));
+    // Another table's fault does not see it; the whole check does.
+    REQUIRE(local(VA + PMD_SIZE) == "(no violation)");
+    REQUIRE_VIOLATION(h, "invariant 3 (refcount)");
+  }
+  SECTION("a large folio's large_mapcount off") {
+    f->large_mapcount += 1;
+    REQUIRE_THAT(local(VA), Contains("invariant 2"));
+  }
+  SECTION("a writable PTE in a VMA without VM_WRITE") {
+    v->vm_flags &= ~VM_WRITE;
+    REQUIRE_THAT(local(VA + PMD_SIZE), Contains("without VM_WRITE"));
+  }
+  SECTION("off unless kernel.check_local") {
+    g->refcount = 0;
+    h.k.mutable_params().check_local = false;
+    REQUIRE(local(VA + PMD_SIZE) == "(no violation)");
+  }
+}
