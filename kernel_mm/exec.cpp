@@ -48,19 +48,28 @@ int Kernel::map_exec_image(task_struct* t, ExecMapping kind, uint64_t start, uin
     return -EINVAL;
   if (vm_area_struct* old = find_vma(mm, start); old && old->vm_start < start + len) return -EEXIST;
 
+  // Not simulated: no cost, no cache traffic, no lock timing (put back when `quiet` goes).
+  struct NotSimulated {
+    Kernel& k;
+    const CostAccount cost = k.cost_;
+    const double so_far = k.cycles_so_far_;
+    const bool touch = k.hw_touch_;
+    LockObserver* const obs = k.lock_obs_;
+    explicit NotSimulated(Kernel& kk) : k(kk) {
+      k.hw_touch_ = false;
+      k.lock_obs_ = nullptr;
+    }
+    ~NotSimulated() {
+      k.cost_ = cost;
+      k.cycles_so_far_ = so_far;
+      k.hw_touch_ = touch;
+      k.lock_obs_ = obs;
+    }
+  };
   if (kind == ExecMapping::anon) {
     // What do_mmap() makes of MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED; nothing is charged.
-    const CostAccount cost_before = cost_;
-    const double so_far_before = cycles_so_far_;
-    const bool touch_before = hw_touch_;
-    LockObserver* const obs_before = lock_obs_;
-    hw_touch_ = false;
-    lock_obs_ = nullptr;
+    NotSimulated quiet(*this);
     const int64_t r = sys_mmap(t, start, len, prot_bits, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED);
-    cost_ = cost_before;
-    cycles_so_far_ = so_far_before;
-    hw_touch_ = touch_before;
-    lock_obs_ = obs_before;
     return r < 0 ? int(r) : 0;
   }
   vm_flags_t vm_flags = 0;
@@ -85,44 +94,34 @@ int Kernel::map_exec_image(task_struct* t, ExecMapping kind, uint64_t start, uin
     case ExecMapping::anon: break;  // (above)
   }
 
-  // Not simulated: no cost, no cache traffic, no lock timing (put back at the end).
-  const CostAccount cost_before = cost_;
-  const double so_far_before = cycles_so_far_;
-  const bool touch_before = hw_touch_;
-  LockObserver* const obs_before = lock_obs_;
-  hw_touch_ = false;
-  lock_obs_ = nullptr;
-
-  mmap_write_lock(mm);
-  auto vma = std::make_unique<vm_area_struct>();
-  vma->vm_start = start;
-  vma->vm_end = start + len;
-  vma->vm_pgoff = start >> PAGE_SHIFT;  // (a file offset in the real kernel; unused here)
-  vma->vm_flags = vm_flags;
-  vm_area_struct* v = vma_insert(mm, std::move(vma));
-  static const char* kind_names[] = {"text", "vdso", "vvar", "file", "anon"};
-  trace_mmap(t, start, len, vm_flags, kind_names[unsigned(kind)]);
-
   int err = 0;
-  const pgprot_t prot = arch_->vm_get_page_prot(v->vm_flags);  // vma->vm_page_prot
-  for (uint64_t addr = start; addr < start + populated && !err; addr += PAGE_SIZE) {
-    uint64_t* pgd = pgd_offset(mm, addr);
-    pud_t* pud = pud_alloc(mm, pgd, addr);
-    pmd_t* pmd = pud ? pmd_alloc(mm, pud, addr) : nullptr;
-    if (!pmd || pte_alloc(mm, pmd)) {
-      err = -ENOMEM;
-      break;
-    }
-    pte_t* pte = pte_offset_map(pmd, addr);
-    MMUSIM_CHECK(pte && pte_none(*pte), "map_exec_image: the PTE for {:#x} is not empty", addr);
-    arch_->set_pte_at(mm, addr, pte, arch_->pte_mkspecial(arch_->pfn_pte(zero_pfn(), prot)));
-  }
-  mmap_write_unlock(mm);
+  {
+    NotSimulated quiet(*this);
+    mmap_write_lock(mm);
+    auto vma = std::make_unique<vm_area_struct>();
+    vma->vm_start = start;
+    vma->vm_end = start + len;
+    vma->vm_pgoff = start >> PAGE_SHIFT;  // (a file offset in the real kernel; unused here)
+    vma->vm_flags = vm_flags;
+    vm_area_struct* v = vma_insert(mm, std::move(vma));
+    static const char* kind_names[] = {"text", "vdso", "vvar", "file", "anon"};
+    trace_mmap(t, start, len, vm_flags, kind_names[unsigned(kind)]);
 
-  cost_ = cost_before;
-  cycles_so_far_ = so_far_before;
-  hw_touch_ = touch_before;
-  lock_obs_ = obs_before;
+    const pgprot_t prot = arch_->vm_get_page_prot(v->vm_flags);  // vma->vm_page_prot
+    for (uint64_t addr = start; addr < start + populated && !err; addr += PAGE_SIZE) {
+      uint64_t* pgd = pgd_offset(mm, addr);
+      pud_t* pud = pud_alloc(mm, pgd, addr);
+      pmd_t* pmd = pud ? pmd_alloc(mm, pud, addr) : nullptr;
+      if (!pmd || pte_alloc(mm, pmd)) {
+        err = -ENOMEM;
+        break;
+      }
+      pte_t* pte = pte_offset_map(pmd, addr);
+      MMUSIM_CHECK(pte && pte_none(*pte), "map_exec_image: the PTE for {:#x} is not empty", addr);
+      arch_->set_pte_at(mm, addr, pte, arch_->pte_mkspecial(arch_->pfn_pte(zero_pfn(), prot)));
+    }
+    mmap_write_unlock(mm);
+  }
   if (err == -ENOMEM) mmusim::fatal("out of simulated physical memory mapping the program image: raise memory.size");
   check_invariants("exec");
   return err;

@@ -53,6 +53,16 @@ void write_forkbench(const std::string& dir, uint64_t size, bool threaded_region
   write_manifest(dir, 100, "forkbench");
 }
 
+// The start of a one-process recording: its text mapped, thread 1, an anonymous buffer of `pages`
+// at kBuf mapped and the measured region begun over it.
+TraceWriter measured_buffer(uint64_t pages) {
+  TraceWriter p(100, 0);
+  p.map(kText, 0x2000, 5, MTR_MAP_FILE_PRIVATE).thread(1);
+  p.syscall(9, {0, pages * kPage, 3, 0x22, uint64_t(-1), 0}, int64_t(kBuf));
+  p.region(true, kBuf, pages * kPage);
+  return p;
+}
+
 nlohmann::json run_stats(const TempDir& t, const std::string& sets) {
   const std::string stats = t.path("stats.json");
   Result r = run_mmusim("run " + std::string(MMUSIM_SOURCE_DIR) + "/configs/default.cfg " + sets +
@@ -155,10 +165,7 @@ TEST_CASE("trace replay: the threads of a process keep the recorded order of the
 TEST_CASE("trace replay: a thread number Valgrind reuses after an exit is a new thread, from its NEWTHREAD on") {
   TempDir t;
   std::filesystem::create_directories(t.path("rec"));
-  TraceWriter p(100, 0);
-  p.map(kText, 0x2000, 5, MTR_MAP_FILE_PRIVATE).thread(1);
-  p.syscall(9, {0, 64 * kPage, 3, 0x22, uint64_t(-1), 0}, int64_t(kBuf));
-  p.region(true, kBuf, 64 * kPage);
+  TraceWriter p = measured_buffer(64);
   for (int round = 0; round < 2; ++round) {
     p.newthread(2).syscall(56, {0x3d0f00}, 102 + round).thread(2);
     for (uint64_t i = 0; i < 16; ++i) p.store(kText + 0x80, kBuf + (round * 32 + i) * kPage, 1).exec(kText + 0x84, 1);
@@ -197,10 +204,7 @@ TEST_CASE("trace replay: fast-forward outside the region leaves the kernel's wor
 TEST_CASE("trace replay: a REP STOS/MOVS record moves whole lines within each page, its ends in elements") {
   TempDir t;
   std::filesystem::create_directories(t.path("rec"));
-  TraceWriter p(100, 0);
-  p.map(kText, 0x2000, 5, MTR_MAP_FILE_PRIVATE).thread(1);
-  p.syscall(9, {0, 16 * kPage, 3, 0x22, uint64_t(-1), 0}, int64_t(kBuf));
-  p.region(true, kBuf, 16 * kPage);
+  TraceWriter p = measured_buffer(16);
   // rep stosb over 8 pages from +3 (8 * 4096 - 3 bytes), then rep movsq of 4 pages into the rest.
   p.raw(MTR_REP).s(int64_t(kText + 0x90)).u(MTR_REP_STOS).s(int64_t(kBuf + 3)).s(0).u(8 * kPage - 3).u(1);
   p.raw(MTR_REP).s(8).u(MTR_REP_MOVS).s(int64_t(8 * kPage - 3)).s(-int64_t(8 * kPage)).u(4 * kPage / 8).u(8);
