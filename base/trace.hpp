@@ -58,7 +58,8 @@ std::unique_ptr<TraceFormat> make_perfetto_format();
 inline constexpr std::string_view kTraceEvents[] = {
     "page_fault_user", "mm_fault_done", "tlb_fill",     "tlb_invalidate", "page_walk_start",
     "page_walk_done",  "tlb_shootdown", "contpte_convert", "fork",        "clone",
-    "exit",            "sched_switch",  "region_begin",    "region_end",  "mmap"};
+    "exit",            "sched_switch",  "region_begin",    "region_end",  "mmap",
+    "cpu_idle"};
 
 class Trace {
  public:

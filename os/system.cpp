@@ -61,6 +61,12 @@ void PlatformParams::visit(Params& p) {
              "send tlbi broadcasts at the same time\", A. Arcangeli [UARCH C.4, M]; value [U])");
   p.duration("platform.tlbi_window", tlbi_window, "1us",
              "arm64 multi-core: broadcasts within this time of each other contend [U]");
+  p.duration("platform.idle_exit_latency", idle_exit_latency, "0",
+             "multi-core: a task woken onto an idle CPU (a new thread, a barrier's futex wake, a "
+             "parent whose child exited) starts this long after the wake-up: the exit latency of "
+             "the idle state the CPU is in (cpuidle's menu governor picks the deepest enabled one "
+             "when no timer is pending); not paid when the CPU's SMT sibling runs a task; 0: "
+             "idle CPUs wake at once");
   p.duration("coherence.transfer_latency", line_transfer, "35ns",
              "multi-core: a kernel access to a cache line another core holds in a state that "
              "forbids it (modified there, or wanted exclusive) waits this long for the line "

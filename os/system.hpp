@@ -50,6 +50,8 @@ struct PlatformParams {
   Duration ipi_latency;        // x86: the IPI's delivery, ICR write to the handler
   Duration tlbi_contention;    // arm64: extra per other CPU broadcasting TLBIs at the same time
   Duration tlbi_window;        // ... "at the same time": within this much of each other
+  // Multi-core: a task woken onto an idle CPU starts this much later (the idle state's exit).
+  Duration idle_exit_latency;
   // Multi-core: a modified cache line of kernel data moving to another core.
   Duration line_transfer;      // coherence.transfer_latency
   Duration line_occupancy;     // coherence.line_occupancy

@@ -126,6 +126,10 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
   mmu_.ipi_latency_cycles = pp.ipi_latency.cycles(pp.clock_ghz);
   mmu_.ack_cycles = pp.line_transfer.cycles(pp.clock_ghz);
   if (pp.cpus() > 1) {
+    Counter* wakeups = &stats.counter("sched.idle_wakeups",
+                                      "tasks woken onto an idle CPU that waited for its idle state's exit "
+                                      "(platform.idle_exit_latency)");
+    for (auto& c : cores_) c->set_idle_exit(pp.idle_exit_latency.cycles(pp.clock_ghz), wakeups);
     mmu_.ipis = &stats.counter("kernel.tlb_shootdown_ipis", "x86 TLB-shootdown IPIs sent to other CPUs");
     Counter* broadcasts = &stats.counter("kernel.tlbi_broadcasts", "arm64 broadcast TLBIs (multi-core)");
     Counter* contended = &stats.counter("kernel.tlbi_broadcasts_contended", "arm64 broadcast TLBIs that met another CPU's");

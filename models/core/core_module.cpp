@@ -44,8 +44,26 @@ void CoreModule::run() {
       if (r == OooCore::Run::Idle) {
         // Nothing to run here until another core makes a task runnable (fork, clone, a barrier,
         // a wake-up) or every task has exited.
+        // The CPU idles: cpuidle's menu governor, with no timer pending, puts it in the deepest
+        // enabled idle state (drivers/cpuidle/governors/menu.c: the predicted sleep is the time
+        // to the next timer event); Linux's power:cpu_idle event, with that state.
+        const bool core_sleeps = idle_exit_cycles_ > 0 && !core_->sibling_busy();
+        if (core_sleeps && tctx_.on())
+          tctx_.trace->event(cycles_to_ps(core_->now(), ghz_), cpu_, TraceTask{"<idle>", 0}, "cpu_idle",
+                             {TraceField::dec("state", 1), TraceField::dec("cpu_id", uint64_t(cpu_))});
         sc_core::wait(work_);
-        core_->resume_at(uint64_t(sc_core::sc_time_stamp().to_seconds() * ghz_ * 1e9 + 0.5));
+        uint64_t at = uint64_t(sc_core::sc_time_stamp().to_seconds() * ghz_ * 1e9 + 0.5);
+        if (core_sleeps && !core_->sibling_busy()) {
+          // Woken (the wake-up's store to the monitored flags, or its IPI): the task runs once the
+          // core has left the idle state. An SMT sibling that has begun to run meanwhile has
+          // woken the core already.
+          at += idle_exit_cycles_;
+          if (idle_wakeups_) idle_wakeups_->inc();
+          if (tctx_.on())
+            tctx_.trace->event(cycles_to_ps(at, ghz_), cpu_, TraceTask{"<idle>", 0}, "cpu_idle",
+                               {TraceField::dec("state", 4294967295u), TraceField::dec("cpu_id", uint64_t(cpu_))});
+        }
+        core_->resume_at(at);
       }
     }
   } catch (const sc_core::sc_unwind_exception&) {

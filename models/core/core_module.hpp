@@ -41,6 +41,14 @@ class CoreModule : public sc_core::sc_module {
   TraceContext& trace_context() { return tctx_; }
   // A task became runnable on this core (it may be idle, waiting for one).
   void wake() { work_.notify(sc_core::SC_ZERO_TIME); }
+  // Idle states (several cores): a task woken onto this CPU while it idles starts `cycles` after
+  // the wake-up, the exit latency of the idle state it is in (platform.idle_exit_latency), unless
+  // its SMT sibling runs a task (the physical core is then awake: no core C-state). `wakeups`
+  // counts those that paid it.
+  void set_idle_exit(double cycles, Counter* wakeups) {
+    idle_exit_cycles_ = uint64_t(cycles + 0.5);
+    idle_wakeups_ = wakeups;
+  }
   // Called from this core's thread before it touches shared kernel state (multi-core): wait until
   // SystemC time reaches the core's time, so that other cores' earlier kernel entries come first.
   void sync_to(uint64_t now_ps);
@@ -61,6 +69,8 @@ class CoreModule : public sc_core::sc_module {
   std::unique_ptr<OooCore> core_;
   bool done_ = false;
   sc_core::sc_event work_;
+  uint64_t idle_exit_cycles_ = 0;
+  Counter* idle_wakeups_ = nullptr;
   std::exception_ptr error_;
 };
 

@@ -157,6 +157,8 @@ class OooCore : private PipelineState {
   // SMT: the other hardware thread of this core. While it has a task, allocation and retirement
   // alternate between the two: each gets half the width.
   void set_sibling(const OooCore* s) { sibling_ = s; }
+  // SMT: the other hardware thread of this core runs a task (the physical core is awake).
+  bool sibling_busy() const { return sibling_ && sibling_->have_task_; }
   ~OooCore();
 
   // Runs micro-ops until the core's time passes `cycle_limit`. Idle: no task is runnable here
