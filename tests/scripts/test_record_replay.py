@@ -104,11 +104,17 @@ class RecordReplay(unittest.TestCase):
                     self.skipTest("the host's THP is 'always': the native buffer may get huge pages")
         except OSError:
             pass
-        r = subprocess.run([FORKBENCH, "--size", "16M"], capture_output=True, text=True, timeout=60)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        native = int(r.stdout.split("region_minflt")[1].split()[0])
+        # The host's background work (compaction, NUMA balancing) can add a fault to a native
+        # run, never take one away: the smallest count of up to three runs is the kernel's own.
         t = self.trace("platform.name=functional", "kernel.wp_reuse=off")
-        self.assertEqual(native, t["faults.region"])
+        counts = []
+        for _ in range(3):
+            r = subprocess.run([FORKBENCH, "--size", "16M"], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            counts.append(int(r.stdout.split("region_minflt")[1].split()[0]))
+            if counts[-1] == t["faults.region"]:
+                break
+        self.assertEqual(min(counts), t["faults.region"], f"native counts {counts}")
 
 
 if __name__ == "__main__":
