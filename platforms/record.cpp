@@ -18,6 +18,7 @@
 
 #include "base/error.hpp"
 #include "workloads/trace_reader.hpp"
+#include "workloads/trace_zstd.hpp"
 
 namespace mmusim {
 
@@ -25,13 +26,16 @@ namespace {
 
 const char* kRecordUsage =
     "usage: mmusim record [--out DIR] [--force] [--detail all|region] [--region-control FILE]\n"
-    "                     [--valgrind PATH] [--] PROGRAM [ARGS...]\n"
+    "                     [--compress zstd|none] [--zstd-level N] [--valgrind PATH] [--] PROGRAM [ARGS...]\n"
     "  --out DIR        where the recording goes (default: mmusim-recording); created if absent\n"
     "  --detail region  outside the measured region record only what the kernel must see (each\n"
     "                   page's first read, write and fetch, every system call): far smaller\n"
     "  --region-control FILE\n"
     "                   the measured region of a program that cannot be changed: it begins in the\n"
     "                   first process when FILE appears and ends when FILE is removed\n"
+    "  --compress zstd  compress each process's file once the program has ended (the default:\n"
+    "                   proc-<pid>.mtr.zst, about a tenth of the size); none: keep proc-<pid>.mtr\n"
+    "  --zstd-level N   zstd's compression level, 1 (fastest) to 19 (smallest); default 3\n"
     "  --force          replace a recording already in DIR\n"
     "  --valgrind PATH  the valgrind to run (default: valgrind on PATH)\n"
     "The program runs under Valgrind with mmusim's recorder; replay it with\n"
@@ -79,7 +83,8 @@ std::string find_tool_dir() {
 }  // namespace
 
 int cmd_record(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string dir = "mmusim-recording", valgrind = "valgrind", detail = "all", control;
+  std::string dir = "mmusim-recording", valgrind = "valgrind", detail = "all", control, compress = "zstd",
+              level_arg = "3";
   bool force = false;
   size_t i = 0;
   for (; i < args.size(); ++i) {
@@ -103,11 +108,16 @@ int cmd_record(const std::vector<std::string>& args, std::ostream& out, std::ost
     else if (a == "--force") force = true;
     else if (a == "--region-control") control = value("--region-control");
     else if (a.rfind("--region-control=", 0) == 0) control = a.substr(17);
+    else if (a == "--compress") compress = value("--compress");
+    else if (a.rfind("--compress=", 0) == 0) compress = a.substr(11);
+    else if (a == "--zstd-level") level_arg = value("--zstd-level");
+    else if (a.rfind("--zstd-level=", 0) == 0) level_arg = a.substr(13);
     else if (a == "--detail") detail = value("--detail");
     else if (a.rfind("--detail=", 0) == 0) detail = a.substr(9);
     else if (a.rfind("--", 0) == 0)
       throw UserError(fmt::format("mmusim record: unknown option '{}' (allowed: --out, --force, "
-                                  "--detail, --region-control, --valgrind; the program's own options go after --)",
+                                  "--detail, --region-control, --compress, --zstd-level, --valgrind; the program's own options "
+                                  "go after --)",
                                   a));
     else break;
   }
@@ -116,6 +126,19 @@ int cmd_record(const std::vector<std::string>& args, std::ostream& out, std::ost
   if (dir.empty()) throw UserError("mmusim record: --out needs a directory");
   if (detail != "all" && detail != "region")
     throw UserError(fmt::format("mmusim record: --detail '{}': allowed: all, region", detail));
+  if (compress != "zstd" && compress != "none")
+    throw UserError(fmt::format("mmusim record: --compress '{}': allowed: zstd, none", compress));
+  int level = 0;
+  {
+    size_t used = 0;
+    try {
+      level = std::stoi(level_arg, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != level_arg.size() || level < 1 || level > 19)
+      throw UserError(fmt::format("mmusim record: --zstd-level '{}': allowed: an integer in [1, 19]", level_arg));
+  }
 
   const std::string tool = find_tool_dir();
   // The output directory: new, empty, or (with --force) an old recording replaced.
@@ -129,8 +152,11 @@ int cmd_record(const std::vector<std::string>& args, std::ostream& out, std::ost
     while (dirent* e = readdir(d)) {
       const std::string n = e->d_name;
       if (n == "." || n == "..") continue;
-      const bool ours = n == "manifest.txt" ||
-                        (n.rfind("proc-", 0) == 0 && n.size() > 4 && n.substr(n.size() - 4) == ".mtr");
+      auto ends = [&n](const char* s) {
+        const size_t k = std::strlen(s);
+        return n.size() > k && n.compare(n.size() - k, k, s) == 0;
+      };
+      const bool ours = n == "manifest.txt" || (n.rfind("proc-", 0) == 0 && (ends(".mtr") || ends(".mtr.zst")));
       (ours ? old : other).push_back(n);
     }
     closedir(d);
@@ -177,6 +203,26 @@ int cmd_record(const std::vector<std::string>& args, std::ostream& out, std::ost
                                 "was recorded; Valgrind's message is above)",
                                 prog.front()));
 
+  // Each process's file compressed, in frames a reader can start at (workloads/trace_zstd.hpp).
+  uint64_t stored_bytes = 0;
+  if (compress == "zstd") {
+    DIR* d = opendir(dir.c_str());
+    if (!d) throw UserError(fmt::format("mmusim record: cannot read --out {}: {}", dir, std::strerror(errno)));
+    std::vector<std::string> files;
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.rfind("proc-", 0) == 0 && n.size() > 4 && n.compare(n.size() - 4, 4, ".mtr") == 0) files.push_back(n);
+    }
+    closedir(d);
+    for (const std::string& n : files) {
+      const std::string in = dir + "/" + n;
+      wl::zstd_compress_trace(in, in + ".zst", level);
+      if (unlink(in.c_str()) != 0)
+        throw UserError(fmt::format("mmusim record: cannot remove {} after compressing it: {}", in,
+                                    std::strerror(errno)));
+    }
+  }
+
   // What was written: every process's file whole (a truncated one is an error here, not later).
   wl::Recording rec(dir);
   std::vector<uint32_t> todo = {rec.root_pid()};
@@ -192,12 +238,17 @@ int cmd_record(const std::vector<std::string>& args, std::ostream& out, std::ost
     accesses += s.accesses;
     syscalls += s.syscalls;
     bytes += f->size();
+    stored_bytes += f->stored_size();
     todo.insert(todo.end(), s.forks.begin(), s.forks.end());
   }
   out << fmt::format("mmusim record: {}: {} process(es), {} thread(s), {} instructions, {} memory "
-                     "accesses, {} system calls, {:.1f} MiB ({:.2f} bytes per access)\n",
+                     "accesses, {} system calls, {:.1f} MiB ({:.2f} bytes per access)",
                      dir, procs, threads, insns, accesses, syscalls, double(bytes) / (1 << 20),
                      accesses ? double(bytes) / double(accesses) : 0.0);
+  if (compress == "zstd")
+    out << fmt::format(", compressed {:.1f} MiB ({:.3f} bytes per access)", double(stored_bytes) / (1 << 20),
+                       accesses ? double(stored_bytes) / double(accesses) : 0.0);
+  out << "\n";
   if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
     err << fmt::format("mmusim record: note: the program exited with status {} (its own error); the "
                        "recording is complete up to there\n",

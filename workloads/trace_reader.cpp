@@ -59,32 +59,54 @@ std::shared_ptr<const TraceFile> TraceFile::open(const std::string& path) {
     ::close(fd);
     fatal("{}: cannot read the trace: {}", path, std::strerror(e));
   }
-  f->size_ = size_t(st.st_size);
-  if (f->size_ < MTR_HEADER_BYTES) {
+  f->map_size_ = size_t(st.st_size);
+  if (f->map_size_ == 0) {
     ::close(fd);
-    fatal("{}: not an mmusim trace: {} bytes, shorter than the {}-byte header", path, f->size_,
-          MTR_HEADER_BYTES);
+    fatal("{}: not an mmusim trace: the file is empty", path);
   }
-  void* m = mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  void* m = mmap(nullptr, f->map_size_, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
   if (m == MAP_FAILED) fatal("{}: cannot map the trace: {}", path, std::strerror(errno));
-  f->data_ = static_cast<const uint8_t*>(m);
-  if (std::memcmp(f->data_, MTR_MAGIC, 8) != 0)
+  f->map_ = static_cast<const uint8_t*>(m);
+  // The header: the file's first bytes, or a compressed file's first frame's.
+  std::vector<uint8_t> first;
+  const uint8_t* head = f->map_;
+  if (is_zstd(f->map_, f->map_size_)) {
+    f->frames_ = zstd_frames(path, f->map_, f->map_size_);
+    f->size_ = f->frames_.back().doff + f->frames_.back().dsize;
+    for (size_t i = 0; i < f->frames_.size() && first.size() < MTR_HEADER_BYTES; ++i) {
+      const size_t at = first.size();
+      first.resize(at + f->frames_[i].dsize);
+      f->decompress_frame(i, first.data() + at);
+    }
+    head = first.data();
+  } else {
+    f->data_ = f->map_;
+    f->size_ = f->map_size_;
+  }
+  if (f->size_ < MTR_HEADER_BYTES)
+    fatal("{}: not an mmusim trace: {} bytes, shorter than the {}-byte header", path, f->size_,
+          MTR_HEADER_BYTES);
+  if (std::memcmp(head, MTR_MAGIC, 8) != 0)
     fatal("{}: not an mmusim trace (the first 8 bytes are not \"{}\")", path, MTR_MAGIC);
-  const uint32_t version = le32(f->data_ + 8);
+  const uint32_t version = le32(head + 8);
   if (version > MTR_VERSION)
     fatal("{}: trace format version {} is newer than this mmusim reads ({}): replay it with a "
           "newer mmusim, or record it again",
           path, version, MTR_VERSION);
   if (version != MTR_VERSION) fatal("{}: trace format version {} is not one this mmusim reads ({})", path, version, MTR_VERSION);
-  f->pid_ = le32(f->data_ + 12);
-  f->ppid_ = le32(f->data_ + 16);
+  f->pid_ = le32(head + 12);
+  f->ppid_ = le32(head + 16);
   f->check();
   return f;
 }
 
 TraceFile::~TraceFile() {
-  if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+  if (map_) munmap(const_cast<uint8_t*>(map_), map_size_);
+}
+
+void TraceFile::decompress_frame(size_t i, uint8_t* out) const {
+  zstd_frame_decompress(path_, map_, frames_.at(i), out);
 }
 
 // The whole file decoded once: every record well-formed, END last, MAPs before the first THREAD,
@@ -153,9 +175,23 @@ void TraceFile::check() {
 TraceCursor::TraceCursor(std::shared_ptr<const TraceFile> f, uint32_t tid)
     : file_(std::move(f)), raw_(file_.get()), want_(tid), pos_(MTR_HEADER_BYTES) {}
 
+void TraceCursor::refill() {
+  // Keep the bytes from pos_ on, then append frames until the longest record fits (or the file
+  // ends).
+  const TraceFile& f = *raw_;
+  const size_t drop = std::min(pos_ - win_start_, win_.size());
+  win_.erase(win_.begin(), win_.begin() + long(drop));
+  win_start_ += drop;
+  while (pos_ + kMaxRecordBytes > win_start_ + win_.size() && next_frame_ < f.frames().size()) {
+    const TraceFrame& fr = f.frames()[next_frame_];
+    const size_t at = win_.size();
+    win_.resize(at + fr.dsize);
+    f.decompress_frame(next_frame_++, win_.data() + at);
+  }
+}
+
 void TraceCursor::decode(TraceRecord& r) {
   const TraceFile& f = *raw_;
-  const uint8_t* d = f.data();
   const size_t size = f.size();
   const size_t start = pos_;
   auto fail = [&](const char* what) {
@@ -163,14 +199,16 @@ void TraceCursor::decode(TraceRecord& r) {
           what, pos_);
   };
   if (pos_ >= size) fail("the file ends without an END record");
+  // The record's bytes, all of them unless the file ends first: byte pos_ is b[pos_ - start].
+  const uint8_t* const b = bytes();
   auto u = [&]() -> uint64_t {
     uint64_t v = 0;
     for (unsigned shift = 0;; shift += 7) {
       if (pos_ >= size) fail("the file ends inside a number");
       if (shift > 63) fail("a number longer than 64 bits");
-      const uint8_t b = d[pos_++];
-      v |= uint64_t(b & 0x7f) << shift;
-      if (!(b & 0x80)) return v;
+      const uint8_t c = b[pos_++ - start];
+      v |= uint64_t(c & 0x7f) << shift;
+      if (!(c & 0x80)) return v;
     }
   };
   auto s = [&]() -> int64_t {
@@ -178,7 +216,7 @@ void TraceCursor::decode(TraceRecord& r) {
     return int64_t(z >> 1) ^ -int64_t(z & 1);
   };
   r = TraceRecord{};
-  r.op = d[pos_++];
+  r.op = b[pos_++ - start];
   switch (r.op) {
     case MTR_EXEC:
       ip_ += uint64_t(s());
@@ -276,7 +314,7 @@ bool trace_record_ordered(const TraceRecord& r) {
 // The common records of a file check() has read whole: no bound or value to check again.
 // Returns false for the others (decode() reads them).
 inline bool TraceCursor::decode_checked(TraceRecord& r) {
-  const uint8_t* d = raw_->data() + pos_;
+  const uint8_t* d = bytes();
   const uint8_t op = d[0];
   if (op < MTR_EXEC || op > MTR_ATOMIC) return false;
   const uint8_t* p = d + 1;
@@ -296,7 +334,7 @@ inline bool TraceCursor::decode_checked(TraceRecord& r) {
   r.tid = cur_tid_;
   r.ip = ip_;
   r.addr = addr_;
-  pos_ = size_t(p - raw_->data());
+  pos_ += size_t(p - d);
   return true;
 }
 
@@ -364,7 +402,12 @@ Recording::Recording(const std::string& dir) : dir_(dir) {
 std::shared_ptr<const TraceFile> Recording::process(uint32_t pid) const {
   auto it = files_.find(pid);
   if (it != files_.end()) return it->second;
-  const std::string path = fmt::format("{}/proc-{}.mtr", dir_, pid);
+  // proc-<pid>.mtr, or compressed proc-<pid>.mtr.zst (mmusim record --compress zstd)
+  std::string path = fmt::format("{}/proc-{}.mtr", dir_, pid);
+  const bool plain = std::ifstream(path).good(), zst = std::ifstream(path + ".zst").good();
+  if (plain && zst)
+    fatal("{}: both {} and its compressed {}.zst are there: remove one", dir_, path, path);
+  if (zst) path += ".zst";
   auto f = TraceFile::open(path);
   if (f->pid() != pid) fatal("{}: the header says pid {}, the file name {}", path, f->pid(), pid);
   files_[pid] = f;

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "workloads/trace_zstd.hpp"
+
 namespace mmusim::wl {
 
 struct TraceRecord {
@@ -35,7 +37,9 @@ bool trace_record_ordered(const TraceRecord& r);
 // A SYSCALL record of a call the vDSO makes natively (sysno::vdso_calls).
 bool trace_record_vdso(const TraceRecord& r);
 
-// One proc-<pid>.mtr, mapped read-only, checked whole at open().
+// One proc-<pid>.mtr, mapped read-only, checked whole at open(). A file that begins with zstd's
+// magic number is a compressed one (proc-<pid>.mtr.zst, workloads/trace_zstd.hpp): its frames are
+// decompressed as the cursors reach them.
 class TraceFile {
  public:
   static std::shared_ptr<const TraceFile> open(const std::string& path);
@@ -55,15 +59,26 @@ class TraceFile {
   };
   const Summary& summary() const { return summary_; }
 
+  // The uncompressed file's bytes (null for a compressed file: see frames()).
   const uint8_t* data() const { return data_; }
+  // The size of the trace, uncompressed.
   size_t size() const { return size_; }
+  // The size of the file as stored (compressed or not).
+  size_t stored_size() const { return map_size_; }
+  bool compressed() const { return !frames_.empty(); }
+  const std::vector<TraceFrame>& frames() const { return frames_; }
+  // Decompresses frame `i` into `out` (frames()[i].dsize bytes).
+  void decompress_frame(size_t i, uint8_t* out) const;
 
  private:
   TraceFile() = default;
   void check();
   std::string path_;
+  const uint8_t* map_ = nullptr;  // the file as mapped
+  size_t map_size_ = 0;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  std::vector<TraceFrame> frames_;  // a compressed file's
   uint32_t pid_ = 0, ppid_ = 0;
   Summary summary_;
 };
@@ -90,6 +105,15 @@ class TraceCursor {
   // Decodes the record at pos_ (any thread's); throws a UserError naming the file and offset.
   void decode(TraceRecord& r);
   bool decode_checked(TraceRecord& r);
+  // The bytes from pos_ on: at least min(kMaxRecordBytes, size - pos_) of them (a compressed
+  // file: decompressed into win_ as the cursor reaches them).
+  static constexpr size_t kMaxRecordBytes = 96;  // the longest record: 1 + 8 numbers of <= 10 bytes
+  const uint8_t* bytes() {
+    if (raw_->data()) return raw_->data() + pos_;
+    if (pos_ + kMaxRecordBytes > win_start_ + win_.size() && win_start_ + win_.size() < raw_->size()) refill();
+    return win_.data() + (pos_ - win_start_);
+  }
+  void refill();
   std::shared_ptr<const TraceFile> file_;
   const TraceFile* raw_ = nullptr;  // (the check's cursor, before the shared_ptr exists)
   uint32_t want_ = 0, cur_tid_ = 0;
@@ -97,6 +121,10 @@ class TraceCursor {
   uint64_t ip_ = 0, addr_ = 0;
   uint64_t ordered_ = 0;  // ordered records decoded so far
   bool ended_ = false;
+  // A compressed file: its bytes [win_start_, win_start_ + win_.size()), which end where frame
+  // next_frame_ begins.
+  std::vector<uint8_t> win_;
+  size_t win_start_ = 0, next_frame_ = 0;
 };
 
 // A recording directory: manifest.txt and the processes' files.

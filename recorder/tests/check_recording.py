@@ -89,7 +89,7 @@ class Env:
         files = {}
         cur = None
         for line in out.splitlines():
-            m = re.match(r"# file proc-(\d+)\.mtr pid (\d+) parent (\d+)", line)
+            m = re.match(r"# file proc-(\d+)\.mtr(?:\.zst)? pid (\d+) parent (\d+)", line)
             if m:
                 cur = int(m.group(2))
                 check(int(m.group(1)) == cur, f"file name and header pid differ: {line}")

@@ -5,7 +5,11 @@
 // the user's errors, with the file and the offset.
 #include <catch2/catch.hpp>
 
+#include <zstd.h>
+
+#include <array>
 #include <filesystem>
+#include <fstream>
 
 #include "platforms/run_mmusim.hpp"
 #include "platforms/trace_writer.hpp"
@@ -317,5 +321,115 @@ TEST_CASE("trace replay: a truncated, corrupt or newer recording is the user's e
     Result r = run_mmusim(run);
     CHECK(r.status == 2);
     CHECK_THAT(r.out, Catch::Contains("a second measured region begins"));
+  }
+}
+
+TEST_CASE("compressed recordings: frames of any size read as the file itself, by every cursor") {
+  // Two threads' records interleaved, compressed in frames of 7 to 200 bytes: records straddle
+  // frames, and a cursor copied mid-file (for_thread) goes on from there.
+  TempDir t;
+  TraceWriter w(7, 0);
+  w.map(0x400000, 0x3000, 5, MTR_MAP_FILE_PRIVATE).thread(1).newthread(2);
+  for (uint64_t i = 0; i < 300; ++i) {
+    w.thread(1 + (i % 2)).exec(0x401000 + 8 * i, 1 + i).store(0x401004 + 8 * i, 0x7f0000000000 + 4096 * i, 8);
+    if (i % 37 == 0) w.syscall(9, {0, 4096 * i, 3, 0x22, uint64_t(-1), 0}, int64_t(0x7e0000000000 + i));
+  }
+  w.thread(2).exit(0).thread(1).exit(0).end();
+  w.write(t.path("proc-7.mtr"));
+  auto plain = mmusim::wl::TraceFile::open(t.path("proc-7.mtr"));
+  auto records = [](std::shared_ptr<const mmusim::wl::TraceFile> f, uint32_t tid) {
+    std::vector<std::array<uint64_t, 6>> out;
+    mmusim::wl::TraceRecord r;
+    for (mmusim::wl::TraceCursor c(f, tid); c.next(r);) out.push_back({r.op, r.tid, r.ip, r.addr, r.n, r.a[1]});
+    return out;
+  };
+  for (size_t frame : {size_t(7), size_t(96), size_t(200), mmusim::wl::kTraceFrameBytes}) {
+    INFO("frame bytes " << frame);
+    const uint64_t stored = mmusim::wl::zstd_compress_trace(t.path("proc-7.mtr"), t.path("proc-7.mtr.zst"), 3, frame);
+    auto z = mmusim::wl::TraceFile::open(t.path("proc-7.mtr.zst"));
+    CHECK(z->compressed());
+    CHECK(z->stored_size() == stored);
+    CHECK(z->size() == plain->size());
+    CHECK(z->frames().size() == (plain->size() + frame - 1) / frame);
+    CHECK(z->pid() == 7);
+    CHECK(z->summary().records == plain->summary().records);
+    CHECK(z->summary().threads == plain->summary().threads);
+    for (uint32_t tid : {0u, 1u, 2u}) CHECK(records(z, tid) == records(plain, tid));
+    // A copy made half-way reads on exactly as the original does.
+    mmusim::wl::TraceCursor a(z, 0), b(plain, 0);
+    mmusim::wl::TraceRecord ra, rb;
+    for (int i = 0; i < 450; ++i) REQUIRE((a.next(ra) && b.next(rb)));
+    mmusim::wl::TraceCursor a2 = a.for_thread(2), b2 = b.for_thread(2);
+    size_t n = 0;
+    while (a2.next(ra)) {
+      REQUIRE(b2.next(rb));
+      CHECK((ra.op == rb.op && ra.ip == rb.ip && ra.addr == rb.addr && ra.n == rb.n));
+      ++n;
+    }
+    CHECK_FALSE(b2.next(rb));
+    CHECK(n > 100);
+  }
+}
+
+TEST_CASE("compressed recordings replay as the uncompressed, and damaged ones are the user's error") {
+  TempDir t;
+  std::filesystem::create_directories(t.path("plain"));
+  std::filesystem::create_directories(t.path("z"));
+  write_forkbench(t.path("plain"), 2 << 20);
+  write_forkbench(t.path("z"), 2 << 20);
+  for (const char* p : {"proc-100.mtr", "proc-101.mtr"}) {
+    const std::string in = t.path(std::string("z/") + p);
+    mmusim::wl::zstd_compress_trace(in, in + ".zst", 3, 4096);
+    std::filesystem::remove(in);
+  }
+  const std::string base = "--set platform.name=functional --set output.host_stats=false --set workload.name=trace "
+                           "--set workload.trace=";
+  nlohmann::json a = run_stats(t, base + t.path("plain"));
+  nlohmann::json b = run_stats(t, base + t.path("z"));
+  a.erase("config"), b.erase("config");  // (workload.trace differs)
+  a.erase("meta"), b.erase("meta");
+  CHECK(a == b);
+  CHECK(a["faults.region"] > 0);
+  CHECK(a["trace.accesses"] == 512);  // (in the region)
+
+  const std::string run = "run " + std::string(MMUSIM_SOURCE_DIR) + "/configs/default.cfg " + base + t.path("z");
+  const std::string zf = t.path("z/proc-100.mtr.zst");
+  std::string good = slurp(zf);
+  auto put = [&](const std::string& bytes) { std::ofstream(zf, std::ios::binary | std::ios::trunc) << bytes; };
+  SECTION("truncated") {
+    put(good.substr(0, good.size() - 5));
+    Result r = run_mmusim(run);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.out, Catch::Contains("proc-100.mtr.zst: compressed trace: frame") &&
+                          Catch::Contains("corrupt or truncated"));
+  }
+  SECTION("a changed byte (the frame's checksum)") {
+    good[good.size() / 2] = char(good[good.size() / 2] ^ 0x55);
+    put(good);
+    Result r = run_mmusim(run);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.out, Catch::Contains("proc-100.mtr.zst: compressed trace:") && Catch::Contains("corrupt"));
+  }
+  SECTION("a frame that does not state its size") {
+    // (zstd's command compressing a pipe, for instance)
+    const std::string raw = slurp(t.path("plain/proc-100.mtr"));
+    ZSTD_CCtx* c = ZSTD_createCCtx();
+    REQUIRE(ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 0) == 0);
+    std::string out(ZSTD_compressBound(raw.size()) + 64, '\0');
+    ZSTD_inBuffer in{raw.data(), raw.size(), 0};
+    ZSTD_outBuffer o{out.data(), out.size(), 0};
+    REQUIRE(ZSTD_compressStream2(c, &o, &in, ZSTD_e_end) == 0);
+    ZSTD_freeCCtx(c);
+    out.resize(o.pos);
+    put(out);
+    Result r = run_mmusim(run);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.out, Catch::Contains("does not state its size") && Catch::Contains("zstd -d"));
+  }
+  SECTION("both the file and its compressed one") {
+    std::filesystem::copy_file(t.path("plain/proc-100.mtr"), t.path("z/proc-100.mtr"));
+    Result r = run_mmusim(run);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.out, Catch::Contains("both") && Catch::Contains("remove one"));
   }
 }

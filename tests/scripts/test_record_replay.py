@@ -66,6 +66,45 @@ class RecordReplay(unittest.TestCase):
         with open(os.path.join(self.rec, "manifest.txt")) as f:
             self.assertTrue(f.readline().startswith("mmusim-trace 1"))
 
+    def test_compressed_by_default_and_the_same_uncompressed(self):
+        # The default recording is compressed (proc-<pid>.mtr.zst); --compress none keeps the
+        # .mtr files; both replay to the same statistics, and the compressed one is far smaller.
+        names = sorted(os.listdir(self.rec))
+        self.assertEqual(len([n for n in names if n.endswith(".mtr.zst")]), 2, names)
+        self.assertFalse([n for n in names if n.endswith(".mtr")], names)
+        self.assertIn("compressed", self.record_out)
+        plain = os.path.join(self.tmp, "plain")
+        r = subprocess.run([BINARY, "record", "--compress", "none", "--out", plain, "--", FORKBENCH, "--size", "16M"],
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        pnames = sorted(n for n in os.listdir(plain) if n.endswith(".mtr"))
+        self.assertEqual(len(pnames), 2, pnames)
+        size = lambda d, ns: sum(os.path.getsize(os.path.join(d, n)) for n in ns)
+        self.assertLess(size(self.rec, [n for n in names if n.endswith(".zst")]), size(plain, pnames) / 4)
+        common = ("platform.name=functional", "thp.enabled=never", "output.host_stats=false")
+        a = self.run_mmusim("workload.name=trace", "workload.trace=" + self.rec, *common)
+        b = self.run_mmusim("workload.name=trace", "workload.trace=" + plain, *common)
+        for d in (a, b):
+            d.pop("config"), d.pop("meta")
+        self.assertEqual(a, b)
+        # The dumper reads both.
+        dump = os.path.join(SOURCE, "scripts", "mmusim-tracedump")
+        za = subprocess.run([dump, "--summary", self.rec], capture_output=True, text=True, timeout=300)
+        pa = subprocess.run([dump, "--summary", plain], capture_output=True, text=True, timeout=300)
+        self.assertEqual(za.returncode, 0, za.stderr)
+        strip = lambda s: [l for l in s.splitlines() if not l.startswith("# file")]
+        self.assertEqual(strip(za.stdout), strip(pa.stdout))
+
+    def test_bad_compress_options(self):
+        for opts, msg in ((["--compress", "gzip"], "--compress 'gzip': allowed: zstd, none"),
+                          (["--zstd-level", "20"], "--zstd-level '20': allowed: an integer in [1, 19]"),
+                          (["--zstd-level", "x"], "--zstd-level 'x'")):
+            with self.subTest(opts=opts):
+                r = subprocess.run([BINARY, "record", "--out", os.path.join(self.tmp, "bad"), *opts, "--", FORKBENCH],
+                                   capture_output=True, text=True, timeout=60)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn(msg, r.stderr)
+
     def test_functional_faults_equal_the_builtin_pattern(self):
         for reuse in ("off", "pagetable"):
             with self.subTest(wp_reuse=reuse):
