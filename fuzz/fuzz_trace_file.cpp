@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// libFuzzer harness: the trace reader (workloads/trace_reader.cpp), on any bytes as a .mtr file.
+// libFuzzer harness: the trace reader (workloads/trace_reader.cpp), on any bytes as a .mtr file
+// (an input that begins with zstd's magic number is read as a compressed one: trace_zstd.cpp).
 // Every input must either be read whole (TraceFile::open() decodes every record) or be refused
 // with a UserError (exit 2 in mmusim); anything else (a crash, a sanitizer report, another
 // exception) is a finding. What it read is then read again by per-thread cursors, which must see
