@@ -7,12 +7,15 @@
 #include <dirent.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <csignal>
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,7 +36,7 @@ const char* kRecordUsage =
     "  --region-control FILE\n"
     "                   the measured region of a program that cannot be changed: it begins in the\n"
     "                   first process when FILE appears and ends when FILE is removed\n"
-    "  --compress zstd  compress each process's file once the program has ended (the default:\n"
+    "  --compress zstd  compress each process's file as it is written (the default:\n"
     "                   proc-<pid>.mtr.zst, about a tenth of the size); none: keep proc-<pid>.mtr\n"
     "  --zstd-level N   zstd's compression level, 1 (fastest) to 19 (smallest); default 3\n"
     "  --force          replace a recording already in DIR\n"
@@ -194,8 +197,41 @@ int cmd_record(const std::vector<std::string>& args, std::ostream& out, std::ost
             cargv[0], std::strerror(errno));
     _exit(127);
   }
+  // While the program runs, each process's file is compressed as it grows (--compress zstd): whole
+  // frames as soon as the tool has written them, their part of the .mtr freed, so that the disk
+  // holds about the compressed recording, not the whole one. The rest when the program has ended.
+  std::map<std::string, std::unique_ptr<wl::TraceCompressor>> compressing;
+  auto pump = [&]() {
+    size_t frames = 0;
+    if (DIR* d = opendir(dir.c_str())) {
+      while (dirent* e = readdir(d)) {
+        const std::string n = e->d_name;
+        if (n.rfind("proc-", 0) != 0 || n.size() < 5 || n.compare(n.size() - 4, 4, ".mtr") != 0) continue;
+        auto& c = compressing[n];
+        if (!c) c = std::make_unique<wl::TraceCompressor>(dir + "/" + n, dir + "/" + n + ".zst", level,
+                                                          wl::kTraceFrameBytes, true);
+        frames += c->pump();
+      }
+      closedir(d);
+    }
+    return frames;
+  };
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  for (;;) {
+    const pid_t r = waitpid(pid, &status, compress == "zstd" ? WNOHANG : 0);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR)
+      throw UserError(fmt::format("mmusim record: waiting for {}: {}", valgrind, std::strerror(errno)));
+    if (r != 0) continue;
+    try {
+      if (!pump()) usleep(100000);
+    } catch (...) {
+      // (a full disk, say: stop the recording, then say why)
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+      throw;
+    }
+  }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !is_file(dir + "/manifest.txt"))
     throw UserError(fmt::format("mmusim record: {} did not start", valgrind));
   if (!is_file(dir + "/manifest.txt"))
@@ -203,20 +239,14 @@ int cmd_record(const std::vector<std::string>& args, std::ostream& out, std::ost
                                 "was recorded; Valgrind's message is above)",
                                 prog.front()));
 
-  // Each process's file compressed, in frames a reader can start at (workloads/trace_zstd.hpp).
+  // The rest of each process's file compressed (frames a reader can start at:
+  // workloads/trace_zstd.hpp), then the .mtr removed.
   uint64_t stored_bytes = 0;
   if (compress == "zstd") {
-    DIR* d = opendir(dir.c_str());
-    if (!d) throw UserError(fmt::format("mmusim record: cannot read --out {}: {}", dir, std::strerror(errno)));
-    std::vector<std::string> files;
-    while (dirent* e = readdir(d)) {
-      const std::string n = e->d_name;
-      if (n.rfind("proc-", 0) == 0 && n.size() > 4 && n.compare(n.size() - 4, 4, ".mtr") == 0) files.push_back(n);
-    }
-    closedir(d);
-    for (const std::string& n : files) {
+    pump();
+    for (auto& [n, c] : compressing) {
+      c->finish();
       const std::string in = dir + "/" + n;
-      wl::zstd_compress_trace(in, in + ".zst", level);
       if (unlink(in.c_str()) != 0)
         throw UserError(fmt::format("mmusim record: cannot remove {} after compressing it: {}", in,
                                     std::strerror(errno)));

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "workloads/trace_zstd.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include <cerrno>
@@ -59,40 +62,102 @@ void zstd_frame_decompress(const std::string& path, const uint8_t* p, const Trac
           path, f.coff, got, f.dsize);
 }
 
-uint64_t zstd_compress_trace(const std::string& in, const std::string& out, int level, size_t frame_bytes) {
+TraceCompressor::TraceCompressor(const std::string& in, const std::string& out, int level, size_t frame_bytes,
+                                 bool free_input)
+    : in_(in), out_(out), frame_bytes_(frame_bytes), can_free_(free_input) {
   if (frame_bytes == 0 || frame_bytes > kTraceMaxFrameBytes)
     fatal("{}: a frame of {} bytes: allowed 1 to {}", out, frame_bytes, kTraceMaxFrameBytes);
-  struct Closer {
-    void operator()(FILE* f) const { std::fclose(f); }
-  };
-  std::unique_ptr<FILE, Closer> src(std::fopen(in.c_str(), "rb"));
-  if (!src) fatal("{}: cannot read: {}", in, std::strerror(errno));
-  std::unique_ptr<FILE, Closer> dst(std::fopen(out.c_str(), "wb"));
-  if (!dst) fatal("{}: cannot write: {}", out, std::strerror(errno));
-  std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
-  if (!cctx) fatal("{}: cannot compress: out of memory", out);
+  if (can_free_) in_fd_ = ::open(in.c_str(), O_RDWR | O_CLOEXEC);
+  if (in_fd_ < 0) in_fd_ = ::open(in.c_str(), O_RDONLY | O_CLOEXEC), can_free_ = false;
+  if (in_fd_ < 0) fatal("{}: cannot read: {}", in, std::strerror(errno));
+  out_fd_ = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out_fd_ < 0) {
+    const int e = errno;
+    ::close(in_fd_);
+    fatal("{}: cannot write: {}", out, std::strerror(e));
+  }
+  ZSTD_CCtx* c = ZSTD_createCCtx();
+  cctx_ = c;
   auto param = [&](ZSTD_cParameter k, int v) {
-    const size_t r = ZSTD_CCtx_setParameter(cctx.get(), k, v);
-    if (ZSTD_isError(r)) fatal("{}: zstd: {}", out, ZSTD_getErrorName(r));
+    const size_t r = c ? ZSTD_CCtx_setParameter(c, k, v) : size_t(-1);
+    if (!c || ZSTD_isError(r)) {
+      release();
+      fatal("{}: zstd: {}", out, c ? ZSTD_getErrorName(r) : "out of memory");
+    }
   };
   param(ZSTD_c_compressionLevel, level);
   param(ZSTD_c_checksumFlag, 1);
   param(ZSTD_c_contentSizeFlag, 1);
-  std::vector<uint8_t> buf(frame_bytes), z(ZSTD_compressBound(frame_bytes));
-  uint64_t total = 0;
-  for (;;) {
-    const size_t n = std::fread(buf.data(), 1, buf.size(), src.get());
-    if (n == 0) {
-      if (std::ferror(src.get())) fatal("{}: cannot read: {}", in, std::strerror(errno));
-      break;
-    }
-    const size_t c = ZSTD_compress2(cctx.get(), z.data(), z.size(), buf.data(), n);
-    if (ZSTD_isError(c)) fatal("{}: zstd: {}", out, ZSTD_getErrorName(c));
-    if (std::fwrite(z.data(), 1, c, dst.get()) != c) fatal("{}: cannot write: {}", out, std::strerror(errno));
-    total += c;
+  buf_.resize(frame_bytes);
+  z_.resize(ZSTD_compressBound(frame_bytes));
+}
+
+TraceCompressor::~TraceCompressor() { release(); }
+
+void TraceCompressor::release() {
+  if (cctx_) ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx_));
+  cctx_ = nullptr;
+  if (in_fd_ >= 0) ::close(in_fd_);
+  if (out_fd_ >= 0) ::close(out_fd_);
+  in_fd_ = out_fd_ = -1;
+}
+
+// The next `n` bytes of the input as one frame.
+void TraceCompressor::frame(size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::pread(in_fd_, buf_.data() + got, n - got, off_t(done_ + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) fatal("{}: cannot read: {}", in_, r < 0 ? std::strerror(errno) : "the file got shorter");
+    got += size_t(r);
   }
-  if (std::fflush(dst.get()) != 0) fatal("{}: cannot write: {}", out, std::strerror(errno));
-  return total;
+  const size_t c = ZSTD_compress2(static_cast<ZSTD_CCtx*>(cctx_), z_.data(), z_.size(), buf_.data(), n);
+  if (ZSTD_isError(c)) fatal("{}: zstd: {}", out_, ZSTD_getErrorName(c));
+  for (size_t put = 0; put < c;) {
+    const ssize_t w = ::write(out_fd_, z_.data() + put, c - put);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) fatal("{}: cannot write: {}", out_, std::strerror(errno));
+    put += size_t(w);
+  }
+  // The compressed part of the input is not needed any more: give its blocks back (a file system
+  // without hole punching keeps them until the file is removed).
+  if (can_free_) {
+    if (fallocate(in_fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off_t(done_), off_t(n)) == 0)
+      freed_ += n;
+    else
+      can_free_ = false;
+  }
+  done_ += n;
+  written_ += c;
+}
+
+size_t TraceCompressor::pump() {
+  struct stat st;
+  if (fstat(in_fd_, &st) != 0) fatal("{}: cannot read: {}", in_, std::strerror(errno));
+  size_t frames = 0;
+  while (uint64_t(st.st_size) >= done_ + frame_bytes_) {
+    frame(frame_bytes_);
+    ++frames;
+  }
+  return frames;
+}
+
+void TraceCompressor::finish() {
+  pump();
+  struct stat st;
+  if (fstat(in_fd_, &st) != 0) fatal("{}: cannot read: {}", in_, std::strerror(errno));
+  if (uint64_t(st.st_size) > done_) frame(size_t(uint64_t(st.st_size) - done_));
+  if (::close(out_fd_) != 0) {
+    out_fd_ = -1;
+    fatal("{}: cannot write: {}", out_, std::strerror(errno));
+  }
+  out_fd_ = -1;
+}
+
+uint64_t zstd_compress_trace(const std::string& in, const std::string& out, int level, size_t frame_bytes) {
+  TraceCompressor c(in, out, level, frame_bytes);
+  c.finish();
+  return c.out_bytes();
 }
 
 }  // namespace mmusim::wl

@@ -35,9 +35,42 @@ std::vector<TraceFrame> zstd_frames(const std::string& path, const uint8_t* p, s
 // naming `path` and the frame if its data are corrupt.
 void zstd_frame_decompress(const std::string& path, const uint8_t* p, const TraceFrame& f, uint8_t* out);
 
+// Compresses a .mtr file into frames while it is still being written (mmusim record: the tool
+// appends to it while the program runs). Each pump() compresses the whole frames that the file
+// holds by now, appends them to the output and, where the file system can, frees the compressed
+// part of the input (a hole: the file keeps its size); finish() compresses the rest as the last
+// frame. A UserError naming the file if either file cannot be used. `free_input`: punch the
+// holes (the input is then only good for removing).
+class TraceCompressor {
+ public:
+  TraceCompressor(const std::string& in, const std::string& out, int level,
+                  size_t frame_bytes = kTraceFrameBytes, bool free_input = false);
+  ~TraceCompressor();
+  TraceCompressor(const TraceCompressor&) = delete;
+  TraceCompressor& operator=(const TraceCompressor&) = delete;
+  // Compresses the whole frames written so far; returns how many.
+  size_t pump();
+  // Compresses what is left (the input is complete) and closes the output.
+  void finish();
+  uint64_t in_bytes() const { return done_; }
+  uint64_t out_bytes() const { return written_; }
+  // Bytes of the input freed (holes punched) so far.
+  uint64_t freed_bytes() const { return freed_; }
+
+ private:
+  void frame(size_t n);
+  void release();
+  std::string in_, out_;
+  int in_fd_ = -1, out_fd_ = -1;
+  void* cctx_ = nullptr;
+  size_t frame_bytes_;
+  std::vector<uint8_t> buf_, z_;
+  uint64_t done_ = 0, written_ = 0, freed_ = 0;
+  bool can_free_;
+};
+
 // Compresses the file `in` into `out` as frames of `frame_bytes` (the last one shorter) at zstd
-// level `level` (1..19); returns the compressed size. A UserError naming the file if either
-// cannot be used.
+// level `level` (1..19); returns the compressed size.
 uint64_t zstd_compress_trace(const std::string& in, const std::string& out, int level,
                              size_t frame_bytes = kTraceFrameBytes);
 
