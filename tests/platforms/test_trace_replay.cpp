@@ -67,6 +67,19 @@ TraceWriter measured_buffer(uint64_t pages) {
   return p;
 }
 
+// Reads both cursors to their ends, checking that they give the same records; returns how many.
+size_t same_records_to_the_end(mmusim::wl::TraceCursor& a, mmusim::wl::TraceCursor& b) {
+  mmusim::wl::TraceRecord ra, rb;
+  size_t n = 0;
+  while (a.next(ra)) {
+    REQUIRE(b.next(rb));
+    CHECK((ra.op == rb.op && ra.tid == rb.tid && ra.ip == rb.ip && ra.addr == rb.addr && ra.n == rb.n));
+    ++n;
+  }
+  CHECK_FALSE(b.next(rb));
+  return n;
+}
+
 nlohmann::json run_stats(const TempDir& t, const std::string& sets) {
   const std::string stats = t.path("stats.json");
   Result r = run_mmusim("run " + std::string(MMUSIM_SOURCE_DIR) + "/configs/default.cfg " + sets +
@@ -360,14 +373,7 @@ TEST_CASE("compressed recordings: frames of any size read as the file itself, by
     mmusim::wl::TraceRecord ra, rb;
     for (int i = 0; i < 450; ++i) REQUIRE((a.next(ra) && b.next(rb)));
     mmusim::wl::TraceCursor a2 = a.for_thread(2), b2 = b.for_thread(2);
-    size_t n = 0;
-    while (a2.next(ra)) {
-      REQUIRE(b2.next(rb));
-      CHECK((ra.op == rb.op && ra.ip == rb.ip && ra.addr == rb.addr && ra.n == rb.n));
-      ++n;
-    }
-    CHECK_FALSE(b2.next(rb));
-    CHECK(n > 100);
+    CHECK(same_records_to_the_end(a2, b2) > 100);
   }
 }
 
@@ -467,13 +473,5 @@ TEST_CASE("compressed recordings: a file compressed while it is written reads as
   CHECK(z->summary().records == plain->summary().records);
   CHECK(z->summary().instructions == plain->summary().instructions);
   mmusim::wl::TraceCursor a(z, 1), b(plain, 1);
-  mmusim::wl::TraceRecord ra, rb;
-  size_t n = 0;
-  while (a.next(ra)) {
-    REQUIRE(b.next(rb));
-    CHECK((ra.op == rb.op && ra.ip == rb.ip && ra.addr == rb.addr && ra.n == rb.n));
-    ++n;
-  }
-  CHECK_FALSE(b.next(rb));
-  CHECK(n == 4000 + 1);  // (and the EXIT)
+  CHECK(same_records_to_the_end(a, b) == 4000 + 1);  // (and the EXIT)
 }
