@@ -48,6 +48,12 @@ bool is_dir(const std::string& p) {
   struct stat st;
   return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
+bool ends_with(const std::string& n, const char* s) {
+  const size_t k = std::strlen(s);
+  return n.size() > k && n.compare(n.size() - k, k, s) == 0;
+}
+// A process's file of a recording, as the tool writes it (proc-<pid>.mtr).
+bool is_trace_file(const std::string& n) { return n.rfind("proc-", 0) == 0 && ends_with(n, ".mtr"); }
 bool is_file(const std::string& p) {
   struct stat st;
   return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -155,11 +161,8 @@ int cmd_record(const std::vector<std::string>& args, std::ostream& out, std::ost
     while (dirent* e = readdir(d)) {
       const std::string n = e->d_name;
       if (n == "." || n == "..") continue;
-      auto ends = [&n](const char* s) {
-        const size_t k = std::strlen(s);
-        return n.size() > k && n.compare(n.size() - k, k, s) == 0;
-      };
-      const bool ours = n == "manifest.txt" || (n.rfind("proc-", 0) == 0 && (ends(".mtr") || ends(".mtr.zst")));
+      const bool ours = n == "manifest.txt" || is_trace_file(n) ||
+                        (ends_with(n, ".mtr.zst") && is_trace_file(n.substr(0, n.size() - 4)));
       (ours ? old : other).push_back(n);
     }
     closedir(d);
@@ -206,7 +209,7 @@ int cmd_record(const std::vector<std::string>& args, std::ostream& out, std::ost
     if (DIR* d = opendir(dir.c_str())) {
       while (dirent* e = readdir(d)) {
         const std::string n = e->d_name;
-        if (n.rfind("proc-", 0) != 0 || n.size() < 5 || n.compare(n.size() - 4, 4, ".mtr") != 0) continue;
+        if (!is_trace_file(n)) continue;
         auto& c = compressing[n];
         if (!c) c = std::make_unique<wl::TraceCompressor>(dir + "/" + n, dir + "/" + n + ".zst", level,
                                                           wl::kTraceFrameBytes, true);
