@@ -15,9 +15,11 @@ void PlatformParams::visit(Params& p) {
   p.enumeration("platform.name", name, PlatformName::functional,
                 {{"i7-12700kf", PlatformName::i7_12700kf},
                  {"neoverse-n1", PlatformName::neoverse_n1},
+                 {"xeon-e5-2699v3", PlatformName::xeon_e5_2699v3},
                  {"functional", PlatformName::functional}},
                 "i7-12700kf: x86-64 Golden Cove P-core model; neoverse-n1: arm64 Neoverse N1 "
-                "model; functional: no hardware timing, operations in program order, no "
+                "model; xeon-e5-2699v3: x86-64 Haswell-EP core model (one socket); functional: no "
+                "hardware timing, operations in program order, no "
                 "speculation (for checking kernel logic fast)");
   p.enumeration("platform.isa", isa, pg::Isa::x86_64,
                 {{"x86_64", pg::Isa::x86_64}, {"arm64", pg::Isa::arm64}},
@@ -80,6 +82,7 @@ pg::Isa PlatformParams::effective_isa() const {
   switch (name) {
     case PlatformName::i7_12700kf: return pg::Isa::x86_64;
     case PlatformName::neoverse_n1: return pg::Isa::arm64;
+    case PlatformName::xeon_e5_2699v3: return pg::Isa::x86_64;
     case PlatformName::functional: return isa;
   }
   return isa;

@@ -31,7 +31,17 @@
 
 namespace mmusim {
 
-enum class PlatformName : uint8_t { i7_12700kf, neoverse_n1, functional };
+enum class PlatformName : uint8_t { i7_12700kf, neoverse_n1, xeon_e5_2699v3, functional };
+// Its platform.name.
+inline const char* platform_name(PlatformName n) {
+  switch (n) {
+    case PlatformName::i7_12700kf: return "i7-12700kf";
+    case PlatformName::neoverse_n1: return "neoverse-n1";
+    case PlatformName::xeon_e5_2699v3: return "xeon-e5-2699v3";
+    case PlatformName::functional: return "functional";
+  }
+  return "?";
+}
 
 struct PlatformParams {
   PlatformName name = PlatformName::functional;

@@ -103,6 +103,8 @@ void print_list(const Schema& schema, std::ostream& out, bool ini) {
            "  i7-12700kf   x86-64, Intel Golden Cove P-core (Alder Lake): out-of-order core, L1 load/store\n"
            "               DTLBs, STLB, page-miss handler with paging-structure caches, caches\n"
            "  neoverse-n1  arm64, Neoverse N1 (Ampere Altra): contiguous-bit TLB, contpte costs\n"
+           "  xeon-e5-2699v3  x86-64, Intel Haswell-EP core (Xeon E5-2699 v3): one L1 DTLB for loads and\n"
+           "               stores, an STLB shared by 4K and 2M pages, an inclusive LLC\n"
            "  functional   no hardware timing: micro-ops in program order, no speculation, no TLB\n"
            "\nWorkloads (workload.name): fork-reuse, fork-time, random-ops\n"
            "\nKernel variants:\n"

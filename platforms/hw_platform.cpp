@@ -56,15 +56,17 @@ void PlatformMmuHw::kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool wri
 }
 
 hw::CoreMmuParams platform_preset(PlatformName name) {
-  return name == PlatformName::neoverse_n1 ? hw::CoreMmuParams::neoverse_n1_structure()
-                                           : hw::CoreMmuParams::golden_cove_structure();
+  switch (name) {
+    case PlatformName::neoverse_n1: return hw::CoreMmuParams::neoverse_n1_structure();
+    case PlatformName::xeon_e5_2699v3: return hw::CoreMmuParams::haswell_structure();
+    default: return hw::CoreMmuParams::golden_cove_structure();
+  }
 }
 
 hw::CoreMmuParams platform_hw_params(PlatformName name) {
   static const Schema schema = build_schema();
   Config cfg(schema);
-  cfg.set("platform.name", name == PlatformName::neoverse_n1 ? "neoverse-n1" : "i7-12700kf",
-          "platform_hw_params");
+  cfg.set("platform.name", platform_name(name), "platform_hw_params");
   hw::CoreMmuParams p = platform_preset(name);
   Params rd = Params::reading(cfg);
   visit_hw_params(p, rd);
@@ -121,6 +123,11 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
       cores_[c - 1]->core().set_sibling(&cores_[c]->core());
     }
   }
+  // An inclusive LLC (cache.llc.inclusive) drops what it evicts from every core's L1D and L2.
+  for (auto& c : cores_)
+    if (c->owns_mmu()) llc_sharers_.push_back(&c->caches());
+  for (auto& c : cores_)
+    if (c->owns_mmu()) c->caches().set_llc_sharers(&llc_sharers_);
   mmu_.kernel = &sys_.kernel();
   mmu_.ipi_handler_cycles = pp.ipi_handler.cycles(pp.clock_ghz);
   mmu_.ipi_latency_cycles = pp.ipi_latency.cycles(pp.clock_ghz);

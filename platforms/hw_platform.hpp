@@ -65,6 +65,7 @@ class HwPlatform : public Platform {
   System sys_;
   SystemOs os_;
   std::unique_ptr<hw::Cache> llc_;  // shared by the cores
+  std::vector<hw::MemoryHierarchy*> llc_sharers_;  // every core's caches under the LLC (one per core)
   std::unique_ptr<hw::TlbiBroadcast> tlbi_;
   std::unique_ptr<hw::KernelLineCoherence> lines_;
   std::unique_ptr<hw::DramChannel> fills_;  // several cores: the DRAM read path they share

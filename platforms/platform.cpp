@@ -35,7 +35,8 @@ Schema declare_schema(const std::function<std::string(kmm::Cost)>& hw_default,
   kmm::CostModel().visit(p, hw_default);
   FunctionalParams().visit(p);
   for (auto [name, variant] : {std::pair{PlatformName::i7_12700kf, "i7-12700kf"},
-                               std::pair{PlatformName::neoverse_n1, "neoverse-n1"}}) {
+                               std::pair{PlatformName::neoverse_n1, "neoverse-n1"},
+                               std::pair{PlatformName::xeon_e5_2699v3, "xeon-e5-2699v3"}}) {
     auto it = stated.find(variant);
     Params vp = Params::declaring(s, variant, it == stated.end() ? nullptr : &it->second);
     hw::CoreMmuParams hp = platform_preset(name);
@@ -129,6 +130,7 @@ std::unique_ptr<Platform> build_platform(const Config& cfg, Stats& stats, Trace&
       return std::make_unique<FunctionalPlatform>("functional", cfg, stats, trace);
     case PlatformName::i7_12700kf:
     case PlatformName::neoverse_n1:
+    case PlatformName::xeon_e5_2699v3:
       return std::make_unique<HwPlatform>(cfg.get_string("platform.name").c_str(), cfg, stats, trace);
   }
   panic("unknown platform");

@@ -44,6 +44,9 @@ void HierarchyParams::visit(Params& p) {
   l1d.visit(p);
   l2.visit(p);
   llc.visit(p);
+  p.boolean("cache.llc.inclusive", llc_inclusive, llc_inclusive,
+            "the LLC is inclusive of the cores' L1D and L2: a line it evicts is invalidated in "
+            "every core's private caches (back-invalidation), a modified copy written to DRAM");
   p.duration("memory.latency", memory_latency, duration_text(memory_latency),
              "DRAM load-to-use latency (a time is converted with the core clock) [UARCH A.2, "
              "C.6: L/U]");
@@ -201,6 +204,11 @@ MemoryHierarchy::MemoryHierarchy(const HierarchyParams& p, double core_ghz, Stat
   latency_[L2] = l2_.latency();
   latency_[LLC] = llc_->latency();
   latency_[DRAM] = uint32_t(std::llround(p.memory_latency.cycles(core_ghz)));
+  inclusive_ = p.llc_inclusive;
+  if (inclusive_)
+    back_invalidations_ = &stats.counter("cache.llc.back_invalidations",
+                                         "lines the inclusive LLC's evictions removed from a core's L1D or L2",
+                                         "lines");
 }
 
 MemoryHierarchy::Touch MemoryHierarchy::touch(uint64_t pa, uint64_t bytes, bool write) {
@@ -223,7 +231,7 @@ MemoryHierarchy::Touch MemoryHierarchy::touch(uint64_t pa, uint64_t bytes, bool 
         if (l2_.evicted_dirty() != Cache::kNoLine) write_back(l2_.evicted_dirty(), 2, kUntimed);
         if (peers_) snoop_miss(a, write, false);
         if (llc_->install(a)) l = LLC;
-        if (llc_->evicted_dirty() != Cache::kNoLine) write_back(llc_->evicted_dirty(), 3, kUntimed);
+        llc_victim(kUntimed);
       }
     }
     ++t.lines[l];
@@ -242,7 +250,7 @@ MemoryHierarchy::Level MemoryHierarchy::access_beyond_l1(uint64_t pa, uint64_t t
   if (l2_.evicted_dirty() != Cache::kNoLine) write_back(l2_.evicted_dirty(), 2, t);
   if (peers_) snoop_miss(pa, write);
   const bool hit = llc_->access(pa);
-  if (llc_->evicted_dirty() != Cache::kNoLine) write_back(llc_->evicted_dirty(), 3, t);
+  llc_victim(t);
   return hit ? LLC : DRAM;
 }
 
@@ -300,7 +308,7 @@ void MemoryHierarchy::snoop_miss(uint64_t pa, bool write, bool timed) {
   if (modified || !in_llc) {
     if (modified && !llc_->write_back_into(pa)) llc_->install(pa, true);
     else if (!in_llc) llc_->install(pa, false);
-    if (llc_->evicted_dirty() != Cache::kNoLine) write_back(llc_->evicted_dirty(), 3, kUntimed);
+    llc_victim(kUntimed);
     snoop_cycles_ = peers_->transfer_cycles > latency_[LLC] ? peers_->transfer_cycles - latency_[LLC] : 0;
     if (timed && modified && peers_->transfers) peers_->transfers->inc();
   }
@@ -311,6 +319,27 @@ void MemoryHierarchy::write_back(uint64_t pa, int level, uint64_t t) {
   if (level <= 2 && llc_->write_back_into(pa)) return;
   if (t == kUntimed) dram_wb_.write_back_untimed();
   else victim_wait_ = dram_wb_.write_back(t);
+}
+
+// Inclusion (cache.llc.inclusive): a line leaves the LLC, so it leaves every core's private
+// caches too. The LLC's core-valid bits name the cores to snoop (Intel optimization manual,
+// Nehalem/Sandy Bridge "inclusive LLC"; docs/research-haswell-ep.md §3); here every sharer's tags
+// are probed. A modified copy is written to DRAM (its data was newer than the LLC's).
+void MemoryHierarchy::back_invalidate(uint64_t pa, uint64_t t) {
+  auto drop = [&](MemoryHierarchy* h) {
+    const bool a = h->l1d_.probe(pa), b = h->l2_.probe(pa);
+    if (!a && !b) return;
+    const bool dirty = h->l1d_.invalidate(pa) | h->l2_.invalidate(pa);
+    if (back_invalidations_) back_invalidations_->inc(uint64_t(a) + uint64_t(b));
+    if (!dirty) return;
+    if (t == kUntimed) dram_wb_.write_back_untimed();
+    else victim_wait_ = std::max(victim_wait_, dram_wb_.write_back(t));
+  };
+  if (!llc_sharers_) {
+    drop(this);
+    return;
+  }
+  for (MemoryHierarchy* h : *llc_sharers_) drop(h);
 }
 
 void MemoryHierarchy::invalidate_all() {

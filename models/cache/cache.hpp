@@ -8,8 +8,9 @@
 // written into the next level that holds it (dirtying it there), and one the LLC evicts goes to
 // DRAM, taking its share of memory.write_bandwidth (models/cache/dram.hpp). No MSHRs and no coherence;
 // the core's fill buffers bound its misses in flight (models/core). A miss fills every level it
-// missed in (inclusive enough for walk and zeroing latencies); an eviction from an outer level
-// does not back-invalidate the inner ones. Non-power-of-two set
+// missed in. An LLC eviction back-invalidates the line in every core's L1D and L2 when the LLC is
+// inclusive (cache.llc.inclusive: Intel's server LLCs up to Broadwell-EP); else an eviction from
+// an outer level leaves the inner ones alone. Non-power-of-two set
 // counts (the 25M, 10-way, 40960-set LLC of the i7-12700; CPUID leaf 4) use modulo indexing.
 #pragma once
 
@@ -66,6 +67,8 @@ class Cache {
   // The dirty line the last access or install evicted (its address), or kNoLine.
   static constexpr uint64_t kNoLine = ~uint64_t(0);
   uint64_t evicted_dirty() const { return evicted_dirty_; }
+  // The line (its address, clean or dirty) the last access or install evicted, or kNoLine.
+  uint64_t evicted() const { return evicted_; }
   // A dirty line written back into this level: if it holds the line, it is dirty here now (no
   // replacement-state change) and true; else false (it goes further out).
   bool write_back_into(uint64_t pa);
@@ -109,6 +112,7 @@ class Cache {
   // calls forget_all()).
   bool lookup_fill(uint64_t line, bool write) {
     evicted_dirty_ = kNoLine;
+    evicted_ = kNoLine;
     hit_shared_ = false;
     const uint64_t mark = write ? kDirty : 0;
     const uint32_t first = set_of(line) * ways_;
@@ -124,7 +128,10 @@ class Cache {
         hit_shared_ = (t[w] & kShared) != 0;
       } else {
         w = ways_ - 1;
-        if (t[w] != kInvalid && (t[w] & kDirty)) evicted_dirty_ = (t[w] & ~kFlags) << kLineShift;
+        if (t[w] != kInvalid) {
+          evicted_ = (t[w] & ~kFlags) << kLineShift;
+          if (t[w] & kDirty) evicted_dirty_ = evicted_;
+        }
         if (!presence_.empty()) presence_replace(t[w], line);
       }
       for (; w > 0; --w) t[w] = t[w - 1];
@@ -139,7 +146,10 @@ class Cache {
         return true;
       }
     const uint32_t v = repl_.fill_way(first, ways_, [&](uint32_t i) { return tags_[i] == kInvalid; });
-    if (tags_[v] != kInvalid && (tags_[v] & kDirty)) evicted_dirty_ = (tags_[v] & ~kFlags) << kLineShift;
+    if (tags_[v] != kInvalid) {
+      evicted_ = (tags_[v] & ~kFlags) << kLineShift;
+      if (tags_[v] & kDirty) evicted_dirty_ = evicted_;
+    }
     if (!presence_.empty()) presence_replace(tags_[v], line);
     tags_[v] = line | mark;
     repl_.touch(v);
@@ -155,6 +165,7 @@ class Cache {
   bool recency_order_;  // LRU: the tags' order is the policy's state (repl_ holds no slots)
   Replacement repl_;
   uint64_t evicted_dirty_ = kNoLine;
+  uint64_t evicted_ = kNoLine;
   bool hit_shared_ = false;
   std::vector<uint16_t> presence_;
   uint64_t presence_mask_ = 0;
@@ -181,6 +192,7 @@ class Cache {
 // cache.l1d.*, cache.l2.*, cache.llc.*, memory.latency, memory.read_bandwidth, memory.write_bandwidth.
 struct HierarchyParams {
   CacheParams l1d, l2, llc;
+  bool llc_inclusive = false;  // cache.llc.inclusive
   Duration memory_latency;  // DRAM load-to-use; converted with the core clock
   double memory_read_bandwidth = 0;   // GB/s of lines filled from DRAM into this core's caches
   double memory_write_bandwidth = 0;  // GB/s of dirty lines this core's LLC writes back
@@ -285,6 +297,10 @@ class MemoryHierarchy {
   // channels' peak, memory.read_bandwidth), instead of this hierarchy's own.
   void share_fills(DramChannel* shared) { fills_ = shared ? shared : &dram_; }
   DramChannel& dram_writes() { return dram_wb_; }
+  // An inclusive LLC (cache.llc.inclusive): every hierarchy that shares it, whose L1D and L2 lose
+  // a line the LLC evicts (null: this one alone), and the count of copies so removed.
+  void set_llc_sharers(const std::vector<MemoryHierarchy*>* sharers) { llc_sharers_ = sharers; }
+  bool llc_inclusive() const { return inclusive_; }
 
   // The kernel's bulk zeroing/copying/reading of [pa, pa + bytes): installs every line in every
   // level (without counting hits/misses). Returns how many lines each level served, so the caller
@@ -327,6 +343,17 @@ class MemoryHierarchy {
   Level access_beyond_l1(uint64_t pa, uint64_t t, bool write);
   Peers* peers_ = nullptr;
   uint32_t snoop_cycles_ = 0;
+  bool inclusive_ = false;
+  const std::vector<MemoryHierarchy*>* llc_sharers_ = nullptr;
+  Counter* back_invalidations_ = nullptr;
+  // After an access or install of the LLC at cycle `t` (kUntimed: bulk traffic): its dirty victim
+  // written back, and with an inclusive LLC its victim dropped from every sharer's L1D and L2 (a
+  // modified copy there goes to DRAM).
+  void llc_victim(uint64_t t) {
+    if (llc_->evicted_dirty() != Cache::kNoLine) write_back(llc_->evicted_dirty(), 3, t);
+    if (inclusive_ && llc_->evicted() != Cache::kNoLine) back_invalidate(llc_->evicted(), t);
+  }
+  void back_invalidate(uint64_t pa, uint64_t t);
   std::vector<uint16_t> mine_;  // this core's part of Peers::all
   bool others_may_hold(uint64_t pa) const {
     const size_t g = size_t(((pa >> kLineShift) * 0xC2B2AE3D27D4EB4Full >> 24) &

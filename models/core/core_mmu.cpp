@@ -34,6 +34,25 @@ CoreMmuParams CoreMmuParams::golden_cove_structure() {
   return p;
 }
 
+// Haswell (the Xeon E5-2699 v3's cores): one L1 DTLB for loads and stores with an array per page
+// size (4K; 2M/4M; 1G), an instruction TLB per page size (4K; 2M/4M), one STLB that holds 4K and
+// 2M translations (1G ones are not cached there) [docs/research-haswell-ep.md]; the same three
+// paging-structure caches as every Intel core since Nehalem (SDM Vol 3A §4.10.3).
+CoreMmuParams CoreMmuParams::haswell_structure() {
+  CoreMmuParams p;
+  p.l1 = {tlb("dtlb", {"4k", "2m", "1g"})};
+  p.itlb = tlb("itlb", {"4k", "2m"});
+  p.has_itlb = true;
+  p.l2 = tlb("stlb", {""});
+  p.walker.isa = pg::Isa::x86_64;
+  p.walker.psc = {{"pml4e", 0, 0, uint8_t(1u << 3)}, {"pdpte", 0, 0, uint8_t(1u << 2)},
+                  {"pde", 0, 0, uint8_t(1u << 1)}};
+  p.caches.l1d.name = "l1d";
+  p.caches.l2.name = "l2";
+  p.caches.llc.name = "llc";
+  return p;
+}
+
 CoreMmuParams CoreMmuParams::neoverse_n1_structure() {
   CoreMmuParams p;
   // Cortex-A76 TRM §A5.2: one L1 DTLB for loads and stores, a unified L2 TLB.

@@ -33,11 +33,13 @@ struct CoreMmuParams {
   HierarchyParams caches;
   CoreParams core;
 
-  // The structure of the two hardware platforms (i7-12700kf's Golden Cove P-core; Neoverse N1):
+  // The structure of the hardware platforms (i7-12700kf: Golden Cove P-core; neoverse-n1;
+  // xeon-e5-2699v3: Haswell-EP):
   // which TLBs, arrays and PSC arrays exist. No value: those are the platform config files'
   // (platforms/hw_platform.hpp platform_hw_params gives a preset with them read in).
   static CoreMmuParams golden_cove_structure();
   static CoreMmuParams neoverse_n1_structure();
+  static CoreMmuParams haswell_structure();
 };
 
 class CoreMmu {

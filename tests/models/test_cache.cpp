@@ -407,3 +407,59 @@ TEST_CASE("cache: MESI between two cores' private caches", "[cache][coherence]")
   CHECK(solo.access(b, false, next_t()) == 60);
   CHECK(solo.snoop_cycles() == 0);
 }
+
+TEST_CASE("cache: an inclusive LLC's eviction back-invalidates every core's copies", "[cache]") {
+  // A tiny hierarchy: L1D 1 set x 2 ways, L2 1 set x 4 ways, LLC 1 set x 4 ways. Line a stays hot
+  // in the L1D while four more lines pass through: L1D hits do not reach the LLC, whose LRU line
+  // it becomes, and which evicts it at the fifth line.
+  HierarchyParams p = presets::i7().caches;
+  p.l1d = CacheParams{"l1d", 2 * 64, 2, 5};
+  p.l2 = CacheParams{"l2", 4 * 64, 4, 15};
+  p.llc = CacheParams{"llc", 4 * 64, 4, 60};
+  const uint64_t a = 0x1000;
+  SECTION("non-inclusive: the L1D keeps a line the LLC dropped") {
+    Stats s;
+    p.llc_inclusive = false;
+    Cache llc(p.llc, s);
+    MemoryHierarchy h(p, kGhz, s, &llc);
+    // Keep a hot in the L1D: touch it between the others (the L1D's 2 ways keep it).
+    h.access(a, false, next_t());
+    for (uint64_t k = 1; k <= 4; ++k) {
+      h.access(a + k * 64, false, next_t());
+      h.access(a, false, next_t());  // L1D hit: the outer levels do not see it
+    }
+    CHECK_FALSE(h.llc().probe(a));
+    CHECK(h.l1d().probe(a));
+    CHECK(s.find_counter("cache.llc.back_invalidations") == nullptr);
+  }
+  SECTION("inclusive: the LLC's victim leaves the L1D and the L2; a modified copy goes to DRAM") {
+    Stats s;
+    p.llc_inclusive = true;
+    Cache llc(p.llc, s);
+    MemoryHierarchy h(p, kGhz, s, &llc);
+    MemoryHierarchy other(p, kGhz, s, &llc);
+    const std::vector<MemoryHierarchy*> sharers{&h, &other};
+    h.set_llc_sharers(&sharers);
+    other.set_llc_sharers(&sharers);
+    // The other core reads a too: it holds a clean copy in its L1D and L2.
+    h.access(a, true, next_t());  // dirty in h's L1D
+    other.access(a, false, next_t());
+    REQUIRE(other.l1d().probe(a));
+    const uint64_t wb0 = s.find_counter("memory.writebacks")->value();
+    for (uint64_t k = 1; k <= 4; ++k) {
+      h.access(a + k * 64, false, next_t());
+      if (k < 4) h.access(a, false, next_t());  // L1D hits only: the LLC's LRU does not see them
+    }
+    CHECK_FALSE(h.llc().probe(a));
+    CHECK_FALSE(h.l1d().probe(a));
+    CHECK_FALSE(h.l2().probe(a));
+    CHECK_FALSE(other.l1d().probe(a));
+    CHECK_FALSE(other.l2().probe(a));
+    // h's L1D (its non-inclusive L2 had dropped a already, as its LRU line) and the other core's
+    // L1D and L2: three copies; h's was modified and goes to DRAM.
+    CHECK(s.find_counter("cache.llc.back_invalidations")->value() == 3);
+    CHECK(s.find_counter("memory.writebacks")->value() == wb0 + 1);
+    // The next access to a misses everywhere: DRAM.
+    CHECK(h.access(a, false, next_t()) == kDram);
+  }
+}

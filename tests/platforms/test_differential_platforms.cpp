@@ -4,7 +4,8 @@
 // against the workload's reference model by the driver: the functional driver's UserAccess load,
 // the core model's load at retirement through the translation it used) with the invariant
 // checker after every kernel entry (kernel.check_invariants; on the hardware platforms it also
-// checks the TLBs against the page tables), on functional, i7-12700kf and neoverse-n1.
+// checks the TLBs against the page tables), on functional, i7-12700kf, neoverse-n1 and
+// xeon-e5-2699v3.
 //
 // neoverse-n1 runs with kernel.arm64_spurious_flush = local: with `none` and the whole-folio reuse
 // the simulated hardware livelocks by design (configs/experiments/c4-hazard-spurious-none.cfg).
@@ -108,6 +109,10 @@ TEST_CASE("random-ops on the neoverse-n1: every load checked, invariants and TLB
   run_differential("neoverse-n1");
 }
 
+TEST_CASE("random-ops on the xeon-e5-2699v3: every load checked, invariants and TLBs on", "[differential]") {
+  run_differential("xeon-e5-2699v3");
+}
+
 TEST_CASE("random-ops is deterministic on the functional platform", "[determinism]") {
   run_determinism("functional");
 }
@@ -118,6 +123,10 @@ TEST_CASE("random-ops is deterministic on the i7-12700kf", "[determinism]") {
 
 TEST_CASE("random-ops is deterministic on the neoverse-n1", "[determinism]") {
   run_determinism("neoverse-n1");
+}
+
+TEST_CASE("random-ops is deterministic on the xeon-e5-2699v3", "[determinism]") {
+  run_determinism("xeon-e5-2699v3");
 }
 
 TEST_CASE("random-ops: its parameters are checked", "[differential]") {

@@ -27,7 +27,7 @@ std::string read_source(const std::string& rel) {
 }  // namespace
 
 TEST_CASE("platform files: built in as they are in the tree and one per platform", "[platform_files]") {
-  REQUIRE(platform_files().size() == 2);
+  REQUIRE(platform_files().size() == 3);
   CHECK(std::string(platform_files()[0].platform) == "i7-12700kf");  // the generic defaults' first source
   for (const PlatformFile& f : platform_files()) {
     INFO(f.path);
@@ -76,7 +76,7 @@ TEST_CASE("platform files: the C++ presets state no hardware value", "[platform_
   CHECK(hw_keys > 80);
   // The presets themselves hold the structure only: read with nothing but their declarations
   // the hardware has no size, width or latency.
-  for (PlatformName name : {PlatformName::i7_12700kf, PlatformName::neoverse_n1}) {
+  for (PlatformName name : {PlatformName::i7_12700kf, PlatformName::neoverse_n1, PlatformName::xeon_e5_2699v3}) {
     const hw::CoreMmuParams p = platform_preset(name);
     CHECK(p.l2.arrays.at(0).entries == 0);
     CHECK(p.l2.arrays.at(0).page_sizes.empty());
@@ -95,6 +95,18 @@ TEST_CASE("platform files: the C++ presets state no hardware value", "[platform_
   CHECK(i7.l2.arrays.at(0).entries == 1024);
   CHECK(n1.l2.arrays.at(0).page_sizes == "4K+64K+2M+1G");
   CHECK(n1.core.rdtscp_rule == hw::RdtscpRule::wait_older);
+  // The Haswell-EP core: one L1 DTLB for loads and stores (arrays 4K, 2M, 1G), an STLB of one
+  // array for 4K and 2M, one walker, 192 ROB entries.
+  const hw::CoreMmuParams hsw = platform_hw_params(PlatformName::xeon_e5_2699v3);
+  CHECK(hsw.core.rob == 192);
+  REQUIRE(hsw.l1.size() == 1);
+  REQUIRE(hsw.l1.at(0).arrays.size() == 3);
+  CHECK(hsw.l1.at(0).arrays.at(2).page_sizes == "1G");
+  REQUIRE(hsw.l2.arrays.size() == 1);
+  CHECK(hsw.l2.arrays.at(0).entries == 1024);
+  CHECK(hsw.l2.arrays.at(0).page_sizes == "4K+2M");
+  CHECK(hsw.walker.count == 1);
+  CHECK(hsw.caches.llc.size == 45ull << 20);
   // A key a file leaves out takes the first file's that states it, and says so.
   Config named(schema);
   named.set("platform.name", "neoverse-n1", "test");
