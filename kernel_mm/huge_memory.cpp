@@ -347,10 +347,75 @@ unlock_fallback:
   folio_unlock(f);
   spin_unlock(vmf->ptl);
 fallback:
+  // Before 5.8 the fault copied the huge page here (or zeroed a new one for the huge zero page).
+  if (params_.thp_cow == ThpCow::copy && !unshare) {
+    const vm_fault_t ret = do_huge_pmd_wp_page_copy(vmf, is_huge_zero_pmd(orig_pmd) ? nullptr : f);
+    if (!(ret & VM_FAULT_FALLBACK)) return ret;
+  }
   __split_huge_pmd(vma, vmf->pmd, vmf->address);
   last_fault_.kind = FaultKind::huge_split;
   last_fault_.order = HPAGE_PMD_ORDER;
   return VM_FAULT_FALLBACK;
+}
+
+// The copying half of do_huge_pmd_wp_page() before 5.8 (mm/huge_memory.c of v4.16-v5.7, from the
+// `alloc:` label; the copy-huge-page-target-last patch's base), reached where 6.12 splits: `old`
+// is the shared THP (null: the huge zero page). A new THP of the VMA's node is allocated, the old
+// one copied into it (copy_user_huge_page(), whose order is kernel.huge_copy_order: 6.12's
+// copy_user_large_folio() -> process_huge_page() is the same loop) or it is zeroed
+// (clear_huge_page()), and under the PMD lock the PMD is switched to it
+// (pmdp_huge_clear_flush_notify(), page_add_new_anon_rmap(), set_pmd_at()), the old mapping
+// removed (page_remove_rmap(page, true), put_page()). 6.12's names are used for the same steps;
+// the memcg charge always succeeds here. Without a THP (THP off for the VMA, or no memory) the
+// fault falls back to the split, as the old code split too.
+vm_fault_t Kernel::do_huge_pmd_wp_page_copy(vm_fault* vmf, folio* old) {
+  vm_area_struct* vma = vmf->vma;
+  mm_struct* mm = vma->vm_mm;
+  const uint64_t haddr = vmf->address & PMD_MASK;
+  const pmd_t orig_pmd = vmf->orig_pmd;
+
+  // transparent_hugepage_enabled(vma) && !transparent_hugepage_debug_cow()
+  if (!thp_vma_allowable_orders(vma, vma->vm_flags, /*in_pf=*/true, /*enforce_sysfs=*/true,
+                                1ul << HPAGE_PMD_ORDER))
+    return VM_FAULT_FALLBACK;
+  folio* nf = vma_alloc_folio(HPAGE_PMD_ORDER, vma, haddr, false);  // alloc_hugepage_vma()
+  if (!nf) return VM_FAULT_FALLBACK;                                  // THP_FAULT_FALLBACK
+  // prep_transhuge_page(); the old code took this reference under the PMD lock (get_page()).
+  if (old) folio_get(old);
+  if (!old) folio_zero_user(nf, vmf->address);                        // clear_huge_page()
+  else copy_user_large_folio(nf, old, vmf->address, vma);             // copy_user_huge_page()
+  // __SetPageUptodate()
+
+  spin_lock(vmf->ptl);
+  if (old) folio_put(old);
+  if (!pmd_same(*vmf->pmd, orig_pmd)) {
+    spin_unlock(vmf->ptl);
+    folio_put(nf);
+    ctr_.fault_race.inc();
+    last_fault_.kind = FaultKind::race;
+    return 0;
+  }
+  pmd_t entry = arch_->mk_huge_pmd(folio_pfn(nf), arch_->vm_get_page_prot(vma->vm_flags));
+  entry = arch_->maybe_pmd_mkwrite(arch_->pmd_mkdirty(entry), vma);
+  // pmdp_huge_clear_flush_notify(): the old read-only translation leaves every TLB first.
+  arch_->pmdp_huge_get_and_clear(mm, haddr, vmf->pmd);
+  arch_->flush_pmd_tlb_range(vma, haddr, haddr + HPAGE_PMD_SIZE);
+  folio_add_new_anon_rmap(nf, vma, haddr, RMAP_EXCLUSIVE);           // page_add_new_anon_rmap()
+  folio_add_lru_vma(nf, vma);                                        // lru_cache_add_active_or_unevictable()
+  arch_->set_pmd_at(mm, haddr, vmf->pmd, entry);
+  // update_mmu_cache_pmd()
+  if (!old) {
+    add_mm_counter(mm, MM_ANONPAGES, HPAGE_PMD_NR);
+  } else {
+    folio_remove_rmap_pmd(old, old, vma);                            // page_remove_rmap(page, true)
+    folio_put(old);
+  }
+  spin_unlock(vmf->ptl);
+  ctr_.huge_pmd_copy.inc();
+  last_fault_.kind = FaultKind::huge_copy;
+  last_fault_.ptes_changed = 1;
+  last_fault_.order = HPAGE_PMD_ORDER;
+  return 0;  // VM_FAULT_WRITE
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -35,6 +35,11 @@ void KernelParams::visit(mmusim::Params& p) {
                 {{"sequential", HugeCopyOrder::sequential}, {"target-last", HugeCopyOrder::target_last}},
                 "Order of subpages when zeroing/copying a huge page: sequential, or target-last "
                 "(process_huge_page: the faulting subpage last, so it is cache-hot)");
+  p.enumeration("kernel.thp_cow", thp_cow, ThpCow::split,
+                {{"split", ThpCow::split}, {"copy", ThpCow::copy}},
+                "A write fault on a PMD-mapped THP that cannot be reused (shared after fork, or the "
+                "huge zero page): split = 6.12 (split the PMD, copy 4K); copy = before 5.8 (allocate "
+                "a THP and copy or zero the whole huge page in kernel.huge_copy_order)");
   p.enumeration("kernel.fault_retry", fault_retry, FaultRetry::fallback,
                 {{"fallback", FaultRetry::fallback}, {"retry-once", FaultRetry::retry_once}},
                 "After VM_FAULT_RETRY under the per-VMA lock: fall back to mmap_lock (mainline) or "
@@ -131,6 +136,7 @@ const char* fault_kind_name(FaultKind k) {
     case FaultKind::huge_alloc: return "huge_alloc";
     case FaultKind::huge_reuse: return "huge_reuse";
     case FaultKind::huge_split: return "huge_split";
+    case FaultKind::huge_copy: return "huge_copy";
     case FaultKind::zero_page: return "zero_page";
     case FaultKind::sigsegv: return "sigsegv";
   }
@@ -178,6 +184,9 @@ KernelCounters::KernelCounters(mmusim::Stats& s)
       huge_pmd_anonymous(s.counter("kernel.do_huge_pmd_anonymous_page", "PMD THP allocation faults")),
       huge_pmd_wp(s.counter("kernel.do_huge_pmd_wp_page", "write faults on a read-only huge PMD")),
       huge_pmd_split(s.counter("kernel.split_huge_pmd", "huge PMDs split into PTE tables")),
+      huge_pmd_copy(s.counter("kernel.huge_pmd_copy",
+                              "write faults that copied (or zeroed) a whole huge page into a new THP "
+                              "(kernel.thp_cow = copy)")),
       vma_lock_success(s.counter("kernel.vma_lock.success", "faults handled under the per-VMA lock (VMA_LOCK_SUCCESS)")),
       vma_lock_retry(s.counter("kernel.vma_lock.retry", "per-VMA-lock faults that returned VM_FAULT_RETRY (VMA_LOCK_RETRY)")),
       vma_lock_miss(s.counter("kernel.vma_lock.miss", "lock_vma_under_rcu() misses (VMA_LOCK_MISS)")),

@@ -47,6 +47,9 @@ using mmusim::PhysMem;
 enum class WpReuse : uint8_t { off, block16, pagetable, pagetable_flush };
 enum class ForkCopy : uint8_t { per_pte, batched };
 enum class HugeCopyOrder : uint8_t { sequential, target_last };
+// A write fault on a shared PMD-mapped THP: 6.12 splits the PMD (and copies 4K), before 5.8 the
+// whole huge page was copied (commit 3917c80280c9, "thp: change CoW semantics for anon-THP").
+enum class ThpCow : uint8_t { split, copy };
 enum class FaultRetry : uint8_t { fallback, retry_once };
 enum class SpuriousFlush : uint8_t { none, local };
 // THP sysfs settings: /sys/kernel/mm/transparent_hugepage/enabled and hugepages-<size>kB/enabled.
@@ -56,6 +59,7 @@ struct KernelParams {
   WpReuse wp_reuse = WpReuse::off;
   ForkCopy fork_copy = ForkCopy::batched;
   HugeCopyOrder huge_copy_order = HugeCopyOrder::target_last;
+  ThpCow thp_cow = ThpCow::split;
   FaultRetry fault_retry = FaultRetry::fallback;
   SpuriousFlush arm64_spurious_flush = SpuriousFlush::none;
   bool large_folio_reuse = true;  // v6.15+ wp_can_reuse_anon_folio for large folios
@@ -81,7 +85,7 @@ struct KernelCounters {
   explicit KernelCounters(mmusim::Stats& s);
   mmusim::Counter &faults_total, &faults_write, &faults_read, &faults_spurious, &faults_sigsegv;
   mmusim::Counter &handle_mm_fault, &do_anonymous_page, &do_wp_page, &wp_reuse, &wp_copy,
-      &wp_reuse_large_ptes, &fault_race, &huge_pmd_anonymous, &huge_pmd_wp, &huge_pmd_split,
+      &wp_reuse_large_ptes, &fault_race, &huge_pmd_anonymous, &huge_pmd_wp, &huge_pmd_split, &huge_pmd_copy,
       &vma_lock_success, &vma_lock_retry, &vma_lock_miss, &vma_lock_abort, &mmap_lock_fallback;
   mmusim::Counter &contpte_convert, &contpte_fold, &contpte_unfold;
   mmusim::Counter &tlb_flush_page, &tlb_flush_range, &tlb_flush_mm, &tlb_flush_local,
@@ -92,7 +96,8 @@ struct KernelCounters {
 
 // What one fault did, for the trace's mm_fault_done and the latency breakdown.
 enum class FaultKind : uint8_t {
-  none, alloc, reuse, copy, spurious, race, huge_alloc, huge_reuse, huge_split, zero_page, sigsegv
+  none, alloc, reuse, copy, spurious, race, huge_alloc, huge_reuse, huge_split, huge_copy, zero_page,
+  sigsegv
 };
 const char* fault_kind_name(FaultKind k);
 struct FaultRecord {
@@ -510,6 +515,7 @@ class Kernel {
   vm_fault_t __do_huge_pmd_anonymous_page(vm_fault* vmf, folio* f);
   vm_fault_t wp_huge_pmd(vm_fault* vmf);
   vm_fault_t do_huge_pmd_wp_page(vm_fault* vmf);
+  vm_fault_t do_huge_pmd_wp_page_copy(vm_fault* vmf, folio* old);  // kernel.thp_cow = copy
   void huge_pmd_set_accessed(vm_fault* vmf);
   void __split_huge_pmd(vm_area_struct* vma, pmd_t* pmd, uint64_t address);
   void __split_huge_pmd_locked(vm_area_struct* vma, pmd_t* pmd, uint64_t haddr);

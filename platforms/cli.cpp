@@ -111,6 +111,7 @@ void print_list(const Schema& schema, std::ostream& out, bool ini) {
            "  kernel.wp_reuse            off | block16 | pagetable | pagetable+flush\n"
            "  kernel.fork_copy           per-pte | batched\n"
            "  kernel.huge_copy_order     sequential | target-last\n"
+           "  kernel.thp_cow             split | copy\n"
            "  kernel.fault_retry         fallback | retry-once\n"
            "  kernel.arm64_spurious_flush none | local\n"
            "\nParameters (section.key  type  default  allowed):\n";

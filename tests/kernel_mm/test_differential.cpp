@@ -31,6 +31,7 @@
 using namespace mmusim::wl::rops;
 using kmm::ForkCopy;
 using kmm::WpReuse;
+using kmm::ThpCow;
 using mmusim::pg::Isa;
 
 namespace {
@@ -39,6 +40,7 @@ struct Variant {
   Isa isa = Isa::x86_64;
   WpReuse wp = WpReuse::off;
   ForkCopy fc = ForkCopy::batched;
+  ThpCow thp = ThpCow::split;
 };
 
 const char* isa_cpp(Isa i) { return i == Isa::x86_64 ? "Isa::x86_64" : "Isa::arm64"; }
@@ -60,7 +62,7 @@ std::string enumerator(const char* cpp) {
 }
 std::string variant_name(const Variant& v) {
   return std::string(v.isa == Isa::x86_64 ? "x86_64" : "arm64") + " " + enumerator(wp_cpp(v.wp)) +
-         " " + enumerator(fc_cpp(v.fc));
+         " " + enumerator(fc_cpp(v.fc)) + (v.thp == ThpCow::copy ? " thp_cow=copy" : "");
 }
 
 // Deliberate bugs in the reference model, to test the harness itself (the shrinker).
@@ -128,6 +130,7 @@ Outcome run_ops(const Variant& v, const std::vector<Op>& ops, const Limits& lim 
   kmmtest::Fixture fix(v.isa, [&](kmm::KernelParams& p) {
     p.wp_reuse = v.wp;
     p.fork_copy = v.fc;
+    p.thp_cow = v.thp;
     p.phys_mem = 1ull << 30;
     // As the random-ops workload sets them: 16K, 64K, 1M, 2M in madvise mode.
     for (unsigned o = 2; o <= kmm::HPAGE_PMD_ORDER; ++o) p.thp_order[o] = kmm::ThpMode::never;
@@ -331,11 +334,12 @@ std::string reproducer(const Variant& v, const std::vector<Op>& ops, const std::
       "// {}\n"
       "TEST_CASE(\"differential regression: {} #{:04x}\", \"[differential][regression]\") {{\n"
       "  const std::vector<Op> ops = {{\n{}  }};\n"
-      "  Outcome o = run_ops({{{}, {}, {}}}, ops);\n"
+      "  Outcome o = run_ops({{{}, {}, {}{}}}, ops);\n"
       "  INFO(o.message);\n"
       "  CHECK_FALSE(o.failed);\n"
       "}}\n",
-      message, variant_name(v), ops.empty() ? 0u : unsigned(ops[0].a & 0xffff), ops_to_cpp(ops), isa_cpp(v.isa), wp_cpp(v.wp), fc_cpp(v.fc));
+      message, variant_name(v), ops.empty() ? 0u : unsigned(ops[0].a & 0xffff), ops_to_cpp(ops), isa_cpp(v.isa), wp_cpp(v.wp), fc_cpp(v.fc),
+      v.thp == ThpCow::copy ? ", ThpCow::copy" : "");
 }
 
 uint64_t env_u64(const char* name, uint64_t def) {
@@ -348,12 +352,12 @@ constexpr uint64_t kDefaultTotalOps = 102400;
 constexpr unsigned kVariants = 16;
 constexpr size_t kSequenceLength = 1600;  // ops per sequence (state builds up within one)
 
-void run_variant(Isa isa, WpReuse wp) {
+void run_variant(Isa isa, WpReuse wp, ThpCow thp = ThpCow::split) {
   const uint64_t total = env_u64("MMUSIM_DIFF_OPS", kDefaultTotalOps);
-  const uint64_t base_seed = env_u64("MMUSIM_DIFF_SEED", 0x646966660000ull);
+  const uint64_t base_seed = env_u64("MMUSIM_DIFF_SEED", 0x646966660000ull) + (thp == ThpCow::copy ? 0x7000 : 0);
   const uint64_t per_variant = std::max<uint64_t>(1, total / kVariants);
   for (ForkCopy fc : {ForkCopy::per_pte, ForkCopy::batched}) {
-    const Variant v{isa, wp, fc};
+    const Variant v{isa, wp, fc, thp};
     uint64_t ops = 0, applied = 0, bytes = 0, checks = 0;
     for (uint64_t s = 0; ops < per_variant; ++s) {
       const size_t n = size_t(std::min<uint64_t>(kSequenceLength, per_variant - ops));
@@ -397,6 +401,12 @@ DIFF_CASE(arm64, off)
 DIFF_CASE(arm64, block16)
 DIFF_CASE(arm64, pagetable)
 DIFF_CASE(arm64, pagetable_flush)
+
+// The pre-5.8 THP COW (kernel.thp_cow = copy): a shared PMD-mapped THP is copied whole.
+TEST_CASE("differential: random ops against a reference model, thp_cow=copy", "[differential]") {
+  run_variant(Isa::x86_64, WpReuse::off, ThpCow::copy);
+  run_variant(Isa::arm64, WpReuse::pagetable, ThpCow::copy);
+}
 
 TEST_CASE("differential: the generator covers every operation", "[differential]") {
   const Variant v{Isa::x86_64, WpReuse::pagetable, ForkCopy::batched};

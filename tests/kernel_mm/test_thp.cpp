@@ -182,3 +182,160 @@ TEST_CASE("thp: a PMD write fault on an exclusive THP reuses it", "[thp]") {
   CHECK(e.count("kernel.do_huge_pmd_wp_page") == 1);
   CHECK(e.count("kernel.split_huge_pmd") == 0);
 }
+
+// ---- kernel.thp_cow = copy: the pre-5.8 whole-huge-page COW (V9's kernel) ------------------------
+
+namespace {
+void pmd_thp_copy(KernelParams& p) {
+  pmd_thp(p);
+  p.thp_cow = ThpCow::copy;
+}
+}  // namespace
+
+TEST_CASE("thp: thp_cow = copy: a write to a THP shared after fork copies the whole huge page", "[thp]") {
+  for (const ThpCow mode : {ThpCow::split, ThpCow::copy}) {
+    Env e([&](KernelParams& p) {
+      pmd_thp(p);
+      p.thp_cow = mode;
+    });
+    INFO((mode == ThpCow::copy ? "copy" : "split"));
+    task_struct* parent = e.proc("parent");
+    const uint64_t va = e.mmap(parent, PMD_SIZE);
+    REQUIRE(e.store(parent, va, 0x11));
+    REQUIRE(e.store(parent, va + 300 * PAGE_SIZE + 5, 0x22));
+    REQUIRE(e.store(parent, va + PMD_SIZE - 1, 0x33));
+    REQUIRE(e.pmd_huge(parent, va));
+    folio* old = e.k.pfn_to_page(e.a.pmd_pfn(e.pmd(parent, va)));
+    e.k.enter(parent, 0);
+    task_struct* child = e.k.sys_fork(parent);
+    REQUIRE(child);
+    REQUIRE(folio_ref_count(old) == 2);
+    const uint64_t copied = e.count("kernel.pages_copied");
+
+    REQUIRE(e.store(child, va + 7 * PAGE_SIZE, 0x44));
+    CHECK(e.count("kernel.do_huge_pmd_wp_page") == 1);
+    if (mode == ThpCow::copy) {
+      // The child has a new THP of its own, mapped writable by its PMD, with the parent's bytes.
+      REQUIRE(e.pmd_huge(child, va));
+      const pmd_t m = e.pmd(child, va);
+      CHECK(e.a.pmd_write(m));
+      folio* nf = e.k.pfn_to_page(e.a.pmd_pfn(m));
+      CHECK(nf != old);
+      CHECK(folio_order(nf) == HPAGE_PMD_ORDER);
+      CHECK(PageAnonExclusive(nf));
+      CHECK(folio_entire_mapcount(nf) == 1);
+      CHECK(folio_ref_count(nf) == 1);
+      CHECK(e.count("kernel.huge_pmd_copy") == 1);
+      CHECK(e.count("kernel.split_huge_pmd") == 0);
+      CHECK(e.count("kernel.pages_copied") - copied == HPAGE_PMD_NR);
+      CHECK(e.k.last_fault().kind == FaultKind::huge_copy);
+      CHECK(std::string(fault_kind_name(e.k.last_fault().kind)) == "huge_copy");
+      // The old THP is the parent's alone now.
+      CHECK(folio_ref_count(old) == 1);
+      CHECK(folio_entire_mapcount(old) == 1);
+      CHECK(e.rss(child) == HPAGE_PMD_NR);
+    } else {
+      // 6.12: the PMD is split and one 4K page copied.
+      CHECK_FALSE(e.pmd_huge(child, va));
+      CHECK(e.count("kernel.split_huge_pmd") == 1);
+      CHECK(e.count("kernel.huge_pmd_copy") == 0);
+      CHECK(e.count("kernel.pages_copied") - copied == 1);
+    }
+    CHECK(e.load(child, va) == 0x11);
+    CHECK(e.load(child, va + 300 * PAGE_SIZE + 5) == 0x22);
+    CHECK(e.load(child, va + PMD_SIZE - 1) == 0x33);
+    CHECK(e.load(child, va + 7 * PAGE_SIZE) == 0x44);
+    // The parent still sees its own bytes, and its next write reuses its THP (copy) or faults on
+    // the split-off one.
+    CHECK(e.load(parent, va + 7 * PAGE_SIZE) == 0);
+    REQUIRE(e.store(parent, va + 9, 0x55));
+    CHECK(e.load(parent, va + 9) == 0x55);
+    CHECK(e.load(child, va + 9) == 0);
+    if (mode == ThpCow::copy) {
+      CHECK(e.k.last_fault().kind == FaultKind::huge_reuse);
+      CHECK(e.pmd_huge(parent, va));
+    }
+  }
+}
+
+TEST_CASE("thp: thp_cow = copy: a write to the huge zero page zeroes a new THP", "[thp]") {
+  Env e(pmd_thp_copy);
+  task_struct* t = e.proc("p");
+  const uint64_t va = e.mmap(t, PMD_SIZE);
+  REQUIRE(e.load(t, va + 9 * PAGE_SIZE) == 0);
+  REQUIRE(e.k.is_huge_zero_pmd(e.pmd(t, va)));
+  const uint64_t zeroed = e.count("kernel.pages_zeroed");
+  REQUIRE(e.store(t, va + 9 * PAGE_SIZE + 3, 0x42));
+  REQUIRE(e.pmd_huge(t, va));
+  CHECK_FALSE(e.k.is_huge_zero_pmd(e.pmd(t, va)));
+  CHECK(e.a.pmd_write(e.pmd(t, va)));
+  CHECK(e.count("kernel.huge_pmd_copy") == 1);
+  CHECK(e.count("kernel.pages_zeroed") - zeroed == HPAGE_PMD_NR);
+  CHECK(e.rss(t) == HPAGE_PMD_NR);
+  CHECK(e.load(t, va + 9 * PAGE_SIZE + 3) == 0x42);
+  CHECK(e.load(t, va + 10 * PAGE_SIZE) == 0);
+}
+
+namespace {
+// The kernel's own reads and writes of memory, in order (what the hardware's caches see).
+struct KernelMemoryLog : kmm::NullMmuHw {
+  std::vector<std::pair<uint64_t, bool>> touches;
+  void kernel_memory(int, uint64_t pa, uint64_t, bool write) override { touches.emplace_back(pa, write); }
+  bool wants_kernel_memory() const override { return true; }
+};
+
+// The sub-pages of the new THP in the order the COW copy wrote them.
+std::vector<unsigned> copy_order(HugeCopyOrder order, unsigned target) {
+  mmusim::Stats stats;
+  KernelMemoryLog hw;
+  KernelParams p;
+  p.phys_mem = 1ull << 30;
+  p.check_invariants = true;
+  kmmtest::set_thp(p, ThpMode::always, {{kmmtest::ORDER_2M, ThpMode::inherit}});
+  p.thp_cow = ThpCow::copy;
+  p.huge_copy_order = order;
+  Kernel k(p, mmusim::pg::Isa::x86_64, hw, stats);
+  UserAccess ua(k);
+  task_struct* parent = k.create_process("parent");
+  k.enter(parent, 0);
+  k.arch().switch_mm(0, parent->mm);
+  const int64_t va = k.sys_mmap(parent, 0, PMD_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  REQUIRE(va > 0);
+  REQUIRE(ua.store8(parent, uint64_t(va), 1));
+  task_struct* child = k.sys_fork(parent);
+  REQUIRE(child);
+  k.enter(child, 0);
+  k.arch().switch_mm(0, child->mm);
+  hw.touches.clear();
+  REQUIRE(ua.store8(child, uint64_t(va) + uint64_t(target) * PAGE_SIZE, 2));
+  REQUIRE(k.last_fault().kind == FaultKind::huge_copy);
+  const uint64_t dst = k.page_to_phys(k.pfn_to_page(k.arch().pmd_pfn(*k.mm_find_pmd(child->mm, uint64_t(va)))));
+  std::vector<unsigned> out;
+  for (auto& [pa, write] : hw.touches)
+    if (write && pa >= dst && pa < dst + PMD_SIZE) {
+      const unsigned idx = unsigned((pa - dst) / PAGE_SIZE);
+      if (out.empty() || out.back() != idx) out.push_back(idx);
+    }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("thp: thp_cow = copy copies the sub-pages in kernel.huge_copy_order", "[thp]") {
+  // sequential: 0..511; target-last: the far end first, the target sub-page last.
+  const std::vector<unsigned> seq = copy_order(HugeCopyOrder::sequential, 5);
+  REQUIRE(seq.size() == HPAGE_PMD_NR);
+  CHECK(seq.front() == 0);
+  CHECK(seq.back() == HPAGE_PMD_NR - 1);
+  const std::vector<unsigned> tl = copy_order(HugeCopyOrder::target_last, 5);
+  REQUIRE(tl.size() == HPAGE_PMD_NR);
+  CHECK(tl.front() == HPAGE_PMD_NR - 1);  // the far end first
+  CHECK(tl.back() == 5);
+  // ... converging left-right: (0, 9), (1, 8), (2, 7), (3, 6), (4, 5).
+  CHECK(tl[tl.size() - 2] == 4);
+  CHECK(tl[tl.size() - 3] == 6);
+  CHECK(tl[tl.size() - 4] == 3);
+  const std::vector<unsigned> hi = copy_order(HugeCopyOrder::target_last, 400);
+  REQUIRE(hi.size() == HPAGE_PMD_NR);
+  CHECK(hi.front() == 0);
+  CHECK(hi.back() == 400);
+}
