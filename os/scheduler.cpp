@@ -32,6 +32,27 @@ SimTask* Scheduler::switch_to_next(int cpu) {
   return next;
 }
 
+int Scheduler::cpu_for_fork(int parent_cpu) const {
+  auto load = [&](int cpu) {
+    size_t n = 0;
+    if (const SimTask* r = running_[size_t(cpu)]; r && !r->exited && !r->blocked) ++n;
+    for (const SimTask* q : runq_[size_t(cpu)])
+      if (!q->exited && !q->blocked) ++n;
+    return n;
+  };
+  int best = parent_cpu;
+  size_t best_load = load(parent_cpu);
+  for (unsigned i = 0; i < running_.size() && best_load > 0; ++i) {
+    const int cpu = cpu_for_thread(i);
+    const size_t l = load(cpu);
+    if (l < best_load) {
+      best = cpu;
+      best_load = l;
+    }
+  }
+  return best;
+}
+
 bool Scheduler::all_exited() const {
   return std::all_of(tasks_.begin(), tasks_.end(), [](auto& t) { return t->exited; });
 }

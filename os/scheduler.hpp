@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // The simulated tasks and where they run. A run queue per CPU, first in first out, no
 // preemption: a task runs until it blocks (wait(), a barrier) or exits. Placement: the first
-// task on CPU 0, a fork child on its parent's CPU, thread i pinned to CPU i mod cores (as the
+// task on CPU 0, a fork child on the idlest CPU (cpu_for_fork), thread i pinned to CPU i mod cores (as the
 // reference benchmarks pin their threads). What later issues need (more threads than CPUs: time
 // slices, wake-up placement, migration) grows here; the context switch itself is the kernel's
 // (System::schedule charges it).
@@ -52,6 +52,13 @@ class Scheduler {
     const unsigned cores = unsigned(running_.size()) / threads_per_core_;
     return int((k % cores) * threads_per_core_ + k / cores);
   }
+
+  // Where a fork child starts: wake_up_new_task() -> select_task_rq_fair(SD_BALANCE_FORK) ->
+  // sched_balance_find_dst_cpu() (kernel/sched/fair.c) takes the idlest CPU of the parent's
+  // domain. Here: the CPU with the fewest tasks running or queued, the parent's own on a tie,
+  // else in cpu_for_thread()'s order (an idle core before an idle SMT sibling). One CPU: the
+  // parent's.
+  int cpu_for_fork(int parent_cpu) const;
 
   SimTask* current(int cpu) const { return running_[size_t(cpu)]; }
   // The current task of `cpu` can go on running (no switch).

@@ -47,7 +47,9 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
     case wl::Sys::Madvise: out.ret = k.sys_madvise(t.t, u.addr, u.value, int(u.extra)); break;
     case wl::Sys::Fork: {
       kmm::task_struct* child = k.sys_fork(t.t);
-      sched_.make_runnable(sched_.add(child, workload_->child_program(forks_++, u.addr), t.cpu));
+      const int cpu = sched_.cpu_for_fork(t.cpu);
+      child->cpu = cpu;
+      sched_.make_runnable(sched_.add(child, workload_->child_program(forks_++, u.addr), cpu));
       out.ret = child->pid;
       break;
     }

@@ -61,3 +61,37 @@ TEST_CASE("scheduler: a CPU runs its queue in order, skipping blocked and exited
   a->exited = d->exited = true;
   CHECK(s.all_exited());
 }
+
+TEST_CASE("scheduler: a fork child starts on the idlest CPU", "[os]") {
+  Tasks k(6);
+  SECTION("one CPU: the parent's") {
+    Scheduler s(1);
+    SimTask* p = s.add(&k.t[0], nullptr, 0);
+    s.make_runnable(p);
+    REQUIRE(s.switch_to_next(0) == p);
+    CHECK(s.cpu_for_fork(0) == 0);
+  }
+  SECTION("the parent runs on CPU 0: its children fill the idle CPUs, then the least loaded") {
+    Scheduler s(3);
+    SimTask* p = s.add(&k.t[0], nullptr, 0);
+    s.make_runnable(p);
+    REQUIRE(s.switch_to_next(0) == p);
+    CHECK(s.cpu_for_fork(0) == 1);
+    s.make_runnable(s.add(&k.t[1], nullptr, 1));
+    CHECK(s.cpu_for_fork(0) == 2);
+    s.make_runnable(s.add(&k.t[2], nullptr, 2));
+    CHECK(s.cpu_for_fork(0) == 0);  // all hold one task: the parent's own
+    // A blocked parent leaves its CPU idle (it waits for its children).
+    p->blocked = true;
+    s.make_runnable(s.add(&k.t[3], nullptr, 1));
+    CHECK(s.cpu_for_fork(1) == 0);
+  }
+  SECTION("SMT: an idle core before an idle sibling") {
+    Scheduler s(4);
+    s.set_cpus(4, 2);  // cores 0 (CPUs 0, 1) and 1 (CPUs 2, 3)
+    SimTask* p = s.add(&k.t[0], nullptr, 0);
+    s.make_runnable(p);
+    REQUIRE(s.switch_to_next(0) == p);
+    CHECK(s.cpu_for_fork(0) == 2);
+  }
+}
