@@ -23,10 +23,37 @@ void LockTiming::event(const void* lock, kmm::LockClass cls, bool write, bool ac
   ClassCounters& c = ctr_[size_t(cls)];
   if (acquire) {
     c.acquisitions->inc();
+    // Holds over before this entry started can hold up no later acquisition (entries come in
+    // simulated-time order).
+    auto over = [&](const Hold& h) { return h.rel <= start_ps_; };
+    st.writers.erase(std::remove_if(st.writers.begin(), st.writers.end(), over), st.writers.end());
+    st.readers.erase(std::remove_if(st.readers.begin(), st.readers.end(), over), st.readers.end());
     // A writer waits for every holder; a reader for a writer that arrived before it (a waiting
-    // writer blocks new readers) until that writer has released.
-    uint64_t avail = write ? std::max(st.write_free, st.readers_free)
-                           : (st.writer_arrival <= t ? st.write_free : 0);
+    // writer blocks new readers) until that writer has released. A hold replayed already that
+    // begins after this acquisition (its entry started earlier but took the lock later) delays
+    // it only if a hold as long as that one, taken now, would reach into it: otherwise this
+    // acquisition goes first (and if its hold turns out longer, its release comes after that
+    // hold, below).
+    uint64_t avail = t;
+    // `from`: when the hold began to count against others (a writer's arrival: a waiting writer
+    // queues ahead; a reader's acquisition).
+    auto blocks = [&](const Hold& h, uint64_t from) {
+      return from <= avail ? avail < h.rel : avail + (h.rel - h.acq) > h.acq;
+    };
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (const Hold& h : st.writers)
+        if (blocks(h, h.arrival)) {
+          avail = h.rel;
+          moved = true;
+        }
+      if (write)
+        for (const Hold& h : st.readers)
+          if (blocks(h, h.acq)) {
+            avail = h.rel;
+            moved = true;
+          }
+    }
     if (avail > t) {
       c.contended->inc();
       c.wait_ns->inc((avail - t) / 1000);
@@ -35,10 +62,40 @@ void LockTiming::event(const void* lock, kmm::LockClass cls, bool write, bool ac
       // lock (the handover of a queued spinlock, the wake-up of an rwsem waiter).
       if (lines_) delay_ += lines_->access(cpu_, line_pa, true, avail, unsigned(cls));
     }
-    if (write) st.writer_arrival = t;
+    pending_.push_back({lock, write, t, avail});
   } else {
-    if (write) st.write_free = t;
-    else st.readers_free = std::max(st.readers_free, t);
+    // The hold this release ends: the entry's latest acquisition of the lock.
+    auto it = std::find_if(pending_.rbegin(), pending_.rend(),
+                           [&](const Pending& p) { return p.lock == lock && p.write == write; });
+    const uint64_t arrival = it != pending_.rend() ? it->arrival : t;
+    uint64_t acq = it != pending_.rend() ? it->acq : t;
+    if (it != pending_.rend()) pending_.erase(std::next(it).base());
+    // This hold began before a hold already replayed (one taken late in an entry that started
+    // earlier); if the two overlap, that one kept the lock (its entry's timing is done) and this
+    // hold comes after it: the entry waits the difference from here on.
+    const uint64_t len = t - acq;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (const Hold& h : st.writers)
+        if (h.acq >= acq && h.acq < acq + len && h.rel > acq) {
+          acq = h.rel;
+          moved = true;
+        }
+      if (write)
+        for (const Hold& h : st.readers)
+          if (h.acq >= acq && h.acq < acq + len && h.rel > acq) {
+            acq = h.rel;
+            moved = true;
+          }
+    }
+    uint64_t rel = t;
+    if (acq + len > t) {
+      rel = acq + len;
+      c.contended->inc();
+      c.wait_ns->inc((rel - t) / 1000);
+      delay_ += double(rel - t) * ghz_ / 1000.0;
+    }
+    (write ? st.writers : st.readers).push_back({arrival, acq, rel});
   }
 }
 

@@ -6,6 +6,13 @@
 // locks' state left by the other CPUs' entries: an acquisition that finds the lock held (or, for
 // a reader of mmap_lock or a VMA lock, a writer waiting or holding it: writer-preferring rwsems)
 // waits until it is released, in simulated time, and the entry takes that much longer.
+// Each lock keeps the holds of the entries replayed so far as intervals in simulated time, not
+// only the last release: an entry that started earlier may take a lock late (a fault that copies
+// a huge page for half a millisecond and only then takes the folio's rmap lock), and a later
+// entry that wants the lock before that hold begins takes it first instead of waiting for the
+// earlier entry's release. (That earlier entry, replayed already, is not made to wait for it in
+// turn: when the two holds would overlap, the later-replayed one comes after the other, and its
+// entry waits the difference from its release on.)
 //
 // Lockless reads (several cores): the kernel reads a PTE without the PTE lock at the start of a
 // fault (handle_pte_fault's ptep_get_lockless). This class logs every PTE write with its time in
@@ -40,6 +47,7 @@ class LockTiming : public kmm::LockObserver, public EntryHistory {
     cpu_ = cpu;
     start_ps_ = start_ps;
     delay_ = 0;
+    pending_.clear();
     if (lines_) lines_->begin(start_ps);
   }
   // The hardware's cache-line transfers between cores (null: kernel data is not timed).
@@ -80,11 +88,22 @@ class LockTiming : public kmm::LockObserver, public EntryHistory {
   // behind the kernel entries by up to its quantum, core.quantum: 20 us at 4.9 GHz).
   void prune();
   uint64_t horizon() const { return start_ps_ > kKeepPs ? start_ps_ - kKeepPs : 0; }
-  struct State {
-    uint64_t write_free = 0;      // when the last writer (or exclusive holder) releases
-    uint64_t writer_arrival = 0;  // when that writer arrived (readers after it wait for it)
-    uint64_t readers_free = 0;    // when the last reader releases
+  // A hold of the lock, in simulated time: it was asked for at `arrival`, taken at `acq`,
+  // released at `rel`.
+  struct Hold {
+    uint64_t arrival, acq, rel;
   };
+  struct State {
+    std::vector<Hold> writers;  // exclusive holds (a writer of an rwsem, a spinlock)
+    std::vector<Hold> readers;  // shared holds
+  };
+  // The current entry's acquisitions not yet released.
+  struct Pending {
+    const void* lock;
+    bool write;
+    uint64_t arrival, acq;
+  };
+  std::vector<Pending> pending_;
   struct ClassCounters {
     Counter* acquisitions;
     Counter* contended;

@@ -24,6 +24,11 @@ void System::check_resources(const Config& cfg) {
     mapped = uint64_t(wp_.processes) * wp_.max_mapped;
     what = fmt::format("workload.processes = {} x workload.max_mapped = {}", wp_.processes,
                        format_size(wp_.max_mapped));
+  } else if (wp_.name == wl::WorkloadName::anon_cow_seq) {
+    // Every child writes all of the area: each ends up with a copy of its own.
+    mapped = uint64_t(wp_.processes + 1) * wp_.size;
+    what = fmt::format("(workload.processes = {} + 1) x workload.size = {}", wp_.processes,
+                       format_size(wp_.size));
   } else {
     // 6.12's wp_can_reuse_anon_folio (kernel.large_folio_reuse = false) copies every page of a
     // once-shared large folio: the region twice.

@@ -106,7 +106,7 @@ void print_list(const Schema& schema, std::ostream& out, bool ini) {
            "  xeon-e5-2699v3  x86-64, Intel Haswell-EP core (Xeon E5-2699 v3): one L1 DTLB for loads and\n"
            "               stores, an STLB shared by 4K and 2M pages, an inclusive LLC\n"
            "  functional   no hardware timing: micro-ops in program order, no speculation, no TLB\n"
-           "\nWorkloads (workload.name): fork-reuse, fork-time, random-ops\n"
+           "\nWorkloads (workload.name): fork-reuse, fork-time, random-ops, trace, anon-cow-seq\n"
            "\nKernel variants:\n"
            "  kernel.wp_reuse            off | block16 | pagetable | pagetable+flush\n"
            "  kernel.fork_copy           per-pte | batched\n"

@@ -59,6 +59,19 @@ Uop marker(Mark m, uint64_t a0 = 0, uint64_t a1 = 0) {
   return u;
 }
 
+// The benchmark's aligned allocation of the region: an mmap with room to align it to 2 MiB, its
+// 2 MiB-aligned base in what mmap returned, and the MADV_HUGEPAGE its folio kind wants (none for
+// 4K pages).
+Uop map_region(const WorkloadParams& p) {
+  return syscall(Sys::Mmap, p.size + kPmd, kProtRead | kProtWrite, kMapPrivateAnon);
+}
+uint64_t region_base(int64_t mmap_ret) { return (uint64_t(mmap_ret) + kPmd - 1) & ~(kPmd - 1); }
+bool madvise_region(const WorkloadParams& p, uint64_t base, Uop* u) {
+  if (!thp_setup_for(p.folio).madvise_region) return false;
+  *u = syscall(Sys::Madvise, base, p.size, kMadvHugepage);
+  return true;
+}
+
 class ExitProgram : public StepProgram {
  protected:
   bool step() override {
@@ -102,18 +115,17 @@ class ForkReuseProgram : public StepProgram {
   bool step() override {
     switch (phase_) {
       case Phase::MapRegion:
-        // Room to align the region to 2 MiB, as the benchmark's aligned allocation does.
-        push(syscall(Sys::Mmap, p_.size + kPmd, kProtRead | kProtWrite, kMapPrivateAnon));
+        push(map_region(p_));
         phase_ = Phase::Madvise;
         return true;
-      case Phase::Madvise:
-        base_ = (uint64_t(last_ret_) + kPmd - 1) & ~(kPmd - 1);
+      case Phase::Madvise: {
+        base_ = region_base(last_ret_);
         phase_ = Phase::MapResults;
-        if (thp_setup_for(p_.folio).madvise_region) {
-          push(syscall(Sys::Madvise, base_, p_.size, kMadvHugepage));
-          return true;
-        }
-        return step();
+        Uop m;
+        if (!madvise_region(p_, base_, &m)) return step();
+        push(m);
+        return true;
+      }
       case Phase::MapResults:
         phase_ = Phase::Populate;
         if (p_.pattern == Pattern::seq_byte_clock && !fork_time_) {
@@ -380,6 +392,120 @@ class ForkReuseWorkload : public Workload {
   bool fork_time_;
 };
 
+// anon-cow-seq: vm-scalability's case-anon-cow-seq, `usemem -n N --prealloc --prefault SIZE`
+// (usemem.c: main -> allocate -> do_tasks; docs/research-haswell-ep.md §8). The parent maps SIZE
+// of private anonymous memory and populates it (MAP_POPULATE with FOLL_WRITE: the THPs are
+// allocated and zeroed up front), forks workload.processes children and waits for them; each
+// child writes the whole area from start to end, one 8-byte word at a time (do_rw_once():
+// p[i] = i), so its first store into each huge page is at the page's first byte and takes the
+// COW fault there. The measured region runs from before the first fork to the last child's exit
+// (usemem times each child from before the forks); bytes written: processes x SIZE.
+class AnonCowSeqParent : public StepProgram {
+ public:
+  explicit AnonCowSeqParent(const WorkloadParams& p) : p_(p) {}
+  double progress() const override { return phase_ >= Phase::Wait ? 1.0 : 0.0; }
+
+ protected:
+  enum class Phase { Map, Madvise, Populate, Fork, Wait, Done };
+  bool step() override {
+    switch (phase_) {
+      case Phase::Map:
+        push(map_region(p_));
+        phase_ = Phase::Madvise;
+        return true;
+      case Phase::Madvise: {
+        base_ = region_base(last_ret_);
+        phase_ = Phase::Populate;
+        Uop m;
+        if (!madvise_region(p_, base_, &m)) return step();
+        push(m);
+        return true;
+      }
+      case Phase::Populate:
+        if (i_ < p_.size / kPage) {
+          push(store(base_ + i_ * kPage, 1, 0, kIpPopulate));
+          push(alu(kIpPopulate + 4));
+          ++i_;
+          return true;
+        }
+        push(marker(Mark::RegionBegin, base_, p_.size));
+        phase_ = Phase::Fork;
+        return step();
+      case Phase::Fork:
+        if (forked_) pids_.push_back(last_ret_);
+        if (forked_ < p_.processes) {
+          push(syscall(Sys::Fork, base_));
+          ++forked_;
+          return true;
+        }
+        phase_ = Phase::Wait;
+        return step();
+      case Phase::Wait:
+        // Every child waited for: the region ends, the parent exits.
+        if (waited_ < pids_.size()) push(syscall(Sys::Wait, uint64_t(pids_[waited_++])));
+        else {
+          push(marker(Mark::RegionEnd));
+          push(syscall(Sys::Exit, 0));
+          phase_ = Phase::Done;
+        }
+        return true;
+      case Phase::Done:
+        return false;
+    }
+    return false;
+  }
+
+ private:
+  WorkloadParams p_;
+  Phase phase_ = Phase::Map;
+  uint64_t base_ = 0, i_ = 0;
+  unsigned forked_ = 0;
+  size_t waited_ = 0;
+  std::vector<int64_t> pids_;
+};
+
+// A child of anon-cow-seq: p[i] = i over the area, then exit.
+class AnonCowSeqChild : public StepProgram {
+ public:
+  AnonCowSeqChild(const WorkloadParams& p, uint64_t base) : p_(p), base_(base) {}
+  double progress() const override { return double(i_) / double(p_.size / 8); }
+
+ protected:
+  bool step() override {
+    if (i_ < p_.size / 8) {
+      push(store(base_ + i_ * 8, 8, i_, kIpStore));
+      for (unsigned k = 0; k < p_.loop_uops; ++k) push(alu(kIpLoop + 4 * k));
+      ++i_;
+      return true;
+    }
+    if (exited_) return false;
+    exited_ = true;
+    push(syscall(Sys::Exit, 0));
+    return true;
+  }
+
+ private:
+  WorkloadParams p_;
+  uint64_t base_;
+  uint64_t i_ = 0;
+  bool exited_ = false;
+};
+
+class AnonCowSeqWorkload : public Workload {
+ public:
+  explicit AnonCowSeqWorkload(const WorkloadParams& p) : p_(p) {}
+  std::string name() const override { return "anon-cow-seq"; }
+  ThpSetup thp_setup() const override { return thp_setup_for(p_.folio); }
+  std::unique_ptr<Program> main_program() override { return std::make_unique<AnonCowSeqParent>(p_); }
+  std::unique_ptr<Program> child_program(unsigned, uint64_t base) override {
+    return std::make_unique<AnonCowSeqChild>(p_, base);
+  }
+  uint64_t region_bytes() const override { return p_.size; }
+
+ private:
+  WorkloadParams p_;
+};
+
 }  // namespace
 
 const char* folio_kind_name(FolioKind k) {
@@ -446,14 +572,17 @@ void VdsoParams::visit(Params& p) {
 void WorkloadParams::visit(Params& p) {
   p.enumeration("workload.name", name, WorkloadName::fork_reuse,
                 {{"fork-reuse", WorkloadName::fork_reuse}, {"fork-time", WorkloadName::fork_time},
-                 {"random-ops", WorkloadName::random_ops}, {"trace", WorkloadName::trace}},
+                 {"random-ops", WorkloadName::random_ops}, {"trace", WorkloadName::trace},
+                 {"anon-cow-seq", WorkloadName::anon_cow_seq}},
                 "fork-reuse: populate, fork, the child exits, the parent waits, then the measured "
                 "pass; fork-time: populate, then the measured region is the fork() itself (V11); "
                 "random-ops: random mmap/munmap/mprotect/madvise/fork/exit/stores/loads over "
                 "several processes, every load checked against a reference model of memory "
                 "(differential testing; workload.ops, workload.processes, workload.max_mapped); "
                 "trace: replay a recording of a real program (workload.trace; `mmusim record`); "
-                "its THP knobs are the thp.* keys");
+                "its THP knobs are the thp.* keys; anon-cow-seq: vm-scalability's case (V9): "
+                "populate workload.size, fork workload.processes children that each write all of "
+                "it with 8-byte stores");
   p.string("workload.trace", trace, "",
            "trace: the directory `mmusim record --out DIR` wrote (relative to the working "
            "directory); docs/trace-format.md");
@@ -529,7 +658,8 @@ void WorkloadParams::visit(Params& p) {
             "random-ops: operations over all processes (mmap, munmap, mprotect, madvise, fork, "
             "wait, exit, stores, loads); each child's share is taken from it when it is forked");
   p.integer("workload.processes", processes, 4, 1, 64,
-            "random-ops: processes alive at once at most (the first one included)");
+            "random-ops: processes alive at once at most (the first one included); "
+            "anon-cow-seq: the children forked (usemem -n)");
   p.size("workload.max_mapped", max_mapped, "16M", 8ull << 20, 1ull << 40,
          "random-ops: bytes one process has mapped at most (areas of 4K to 4M)", kPage);
   p.integer("sim.seed", seed, 1, 0, int64_t(1) << 62,
@@ -572,6 +702,7 @@ std::unique_ptr<Workload> make_workload(const WorkloadParams& p, Stats* stats) {
     case WorkloadName::fork_time: return std::make_unique<ForkReuseWorkload>(p, true);
     case WorkloadName::random_ops: return make_random_ops_workload(p, stats);
     case WorkloadName::trace: return make_trace_workload(p, stats);
+    case WorkloadName::anon_cow_seq: return std::make_unique<AnonCowSeqWorkload>(p);
   }
   panic("unknown workload");
 }

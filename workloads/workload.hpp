@@ -20,7 +20,7 @@ enum class FolioKind : uint8_t { k4K, k64K, k1M, k2M_pte, k2M_pmd };
 enum class Pattern : uint8_t {
   seq_byte, seq_byte_clock, seq_byte_lfence, memset, random_byte, read_then_store, stride
 };
-enum class WorkloadName : uint8_t { fork_reuse, fork_time, random_ops, trace };
+enum class WorkloadName : uint8_t { fork_reuse, fork_time, random_ops, trace, anon_cow_seq };
 // The classes of the system calls a recording makes that the kernel port does not model.
 enum class SyscallClass : uint8_t { io, net, wait, file, other };
 inline constexpr const char* kSyscallClassNames[] = {"io", "net", "wait", "file", "other"};

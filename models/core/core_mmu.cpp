@@ -10,6 +10,16 @@ TlbParams tlb(const std::string& name, std::initializer_list<const char*> arrays
   for (const char* a : arrays) t.arrays.push_back(TlbArrayParams{a, 0, 0, "", 0});
   return t;
 }
+// What every x86 core here has: the PML4E, PDPTE and PDE caches of SDM Vol 3A §4.10.3 (our
+// levels 3, 2, 1), and the L1D, L2 and LLC.
+void x86_walker_and_caches(CoreMmuParams& p) {
+  p.walker.isa = pg::Isa::x86_64;
+  p.walker.psc = {{"pml4e", 0, 0, uint8_t(1u << 3)}, {"pdpte", 0, 0, uint8_t(1u << 2)},
+                  {"pde", 0, 0, uint8_t(1u << 1)}};
+  p.caches.l1d.name = "l1d";
+  p.caches.l2.name = "l2";
+  p.caches.llc.name = "llc";
+}
 }  // namespace
 
 // The structure only: which TLBs, arrays and paging-structure caches the core has, their names
@@ -24,32 +34,20 @@ CoreMmuParams CoreMmuParams::golden_cove_structure() {
   p.itlb = tlb("itlb", {"4k", "2m"});
   p.has_itlb = true;
   p.l2 = tlb("stlb", {"a", "b"});
-  p.walker.isa = pg::Isa::x86_64;
-  // SDM Vol 3A §4.10.3: PML4E, PDPTE and PDE caches (our levels 3, 2, 1).
-  p.walker.psc = {{"pml4e", 0, 0, uint8_t(1u << 3)}, {"pdpte", 0, 0, uint8_t(1u << 2)},
-                  {"pde", 0, 0, uint8_t(1u << 1)}};
-  p.caches.l1d.name = "l1d";
-  p.caches.l2.name = "l2";
-  p.caches.llc.name = "llc";
+  x86_walker_and_caches(p);
   return p;
 }
 
 // Haswell (the Xeon E5-2699 v3's cores): one L1 DTLB for loads and stores with an array per page
 // size (4K; 2M/4M; 1G), an instruction TLB per page size (4K; 2M/4M), one STLB that holds 4K and
-// 2M translations (1G ones are not cached there) [docs/research-haswell-ep.md]; the same three
-// paging-structure caches as every Intel core since Nehalem (SDM Vol 3A §4.10.3).
+// 2M translations (1G ones are not cached there) [docs/research-haswell-ep.md].
 CoreMmuParams CoreMmuParams::haswell_structure() {
   CoreMmuParams p;
   p.l1 = {tlb("dtlb", {"4k", "2m", "1g"})};
   p.itlb = tlb("itlb", {"4k", "2m"});
   p.has_itlb = true;
   p.l2 = tlb("stlb", {""});
-  p.walker.isa = pg::Isa::x86_64;
-  p.walker.psc = {{"pml4e", 0, 0, uint8_t(1u << 3)}, {"pdpte", 0, 0, uint8_t(1u << 2)},
-                  {"pde", 0, 0, uint8_t(1u << 1)}};
-  p.caches.l1d.name = "l1d";
-  p.caches.l2.name = "l2";
-  p.caches.llc.name = "llc";
+  x86_walker_and_caches(p);
   return p;
 }
 

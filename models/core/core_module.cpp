@@ -17,6 +17,10 @@ CoreModule::CoreModule(sc_core::sc_module_name n, int cpu, const CoreMmuParams& 
   }
   core_ = std::make_unique<OooCore>(cpu, p.core, isa, os, mem, *mmu_, stats, &tctx_, asid_tag,
                                     sibling != nullptr || asid_tag != 0);
+  idle_cycles_ = &stats.counter("core.idle_cycles",
+                                "cycles a CPU had no task to run (idle, its idle state's exit included): "
+                                "core.cycles less these and kcost.cycles are user-mode cycles",
+                                "cycles");
   SC_THREAD(run);
 }
 
@@ -51,6 +55,7 @@ void CoreModule::run() {
         if (core_sleeps && tctx_.on())
           tctx_.trace->event(cycles_to_ps(core_->now(), ghz_), cpu_, TraceTask{"<idle>", 0}, "cpu_idle",
                              {TraceField::dec("state", 1), TraceField::dec("cpu_id", uint64_t(cpu_))});
+        const uint64_t idle_from = core_->now();
         sc_core::wait(work_);
         uint64_t at = uint64_t(sc_core::sc_time_stamp().to_seconds() * ghz_ * 1e9 + 0.5);
         if (core_sleeps && !core_->sibling_busy()) {
@@ -63,6 +68,7 @@ void CoreModule::run() {
             tctx_.trace->event(cycles_to_ps(at, ghz_), cpu_, TraceTask{"<idle>", 0}, "cpu_idle",
                                {TraceField::dec("state", 4294967295u), TraceField::dec("cpu_id", uint64_t(cpu_))});
         }
+        if (at > idle_from) idle_cycles_->inc(at - idle_from);
         core_->resume_at(at);
       }
     }

@@ -71,6 +71,7 @@ class CoreModule : public sc_core::sc_module {
   sc_core::sc_event work_;
   uint64_t idle_exit_cycles_ = 0;
   Counter* idle_wakeups_ = nullptr;
+  Counter* idle_cycles_ = nullptr;
   std::exception_ptr error_;
 };
 

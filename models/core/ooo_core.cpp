@@ -80,6 +80,11 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
   spec_translations_ = &stats.counter("core.spec_translations", "translations done by squashed micro-ops (their TLB fills stay)");
   faults_taken_ = &stats.counter("core.faults_taken", "page faults taken at retirement");
   dirty_assists_ = &stats.counter("core.dirty_assists", "x86 D-flag assists");
+  static const char* const kLevelNames[] = {"l1d", "l2", "llc", "dram"};
+  for (unsigned l = 0; l < 4; ++l)
+    resume_store_[l] = &stats.counter(std::string("core.fault_resume_store.") + kLevelNames[l],
+                                      std::string("stores that took a fault whose line, when they retired after "
+                                                  "it, came from the ") + kLevelNames[l]);
   store_drain_cycles_ = &stats.counter("core.fault_store_drain_cycles", "cycles fault handlers waited at their first store barrier (x86: LOCK-prefixed instruction) for the user's buffered stores to drain");
   itlb_stall_cycles_ = &stats.counter("core.itlb_stall_cycles", "cycles allocation waited for the translation of an instruction page (an ITLB miss: the L2 TLB, a walk), of micro-ops that were not squashed");
   lfences_ = &stats.counter("core.lfences", "LFENCEs retired");
@@ -294,6 +299,10 @@ void OooCore::retire(const wl::Uop& u, uint64_t seq, const Issue& is) {
       // for the path to DRAM when it is busy).
       uint64_t ds = std::max(r + 1, last_drain_ + 1);
       const MemoryHierarchy::Level lvl = caches_.access_level(pa, true, ds);
+      if (resume_pending_ && seq == fault_seq_) {
+        resume_store_[lvl]->inc();
+        resume_pending_ = false;
+      }
       // (Several cores: a line another core holds comes from it, or its copies are invalidated
       // first: the read-for-ownership takes a fill buffer even when this core had the line.)
       const uint32_t snoop = caches_.snoop_cycles();
@@ -545,6 +554,7 @@ void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
     fault_repeats_ = 1;
   }
   os_.fault_taken(cpu_, head, repeat, of);
+  resume_pending_ = f.kind == wl::UopKind::Store;
 
   restart(resume);  // at the faulting micro-op
 }

@@ -295,6 +295,11 @@ class OooCore : private PipelineState {
   Counter* faults_taken_;
   Counter* dirty_assists_;
   Counter* store_drain_cycles_;
+  // The level that served the line of a store that took a fault, when it retired after it
+  // (core.fault_resume_store.<l1d|l2|llc|dram>): after a huge-page COW copy, whether the copy
+  // left the faulting line hot (V9's copy order).
+  std::array<Counter*, 4> resume_store_{};
+  bool resume_pending_ = false;
   Counter* itlb_stall_cycles_;
   Counter* lfences_;
   Counter* bytes_compared_;

@@ -53,6 +53,7 @@ class Metric:
 
     def __init__(self, mid, label, unit="", factor=1.0, extensive=True, digits=0):
         self.transform = None  # stat -> shown value, instead of the factor (V8's rate)
+        self.compute = None    # all stats -> shown value (V9's IPC); the case's stat names them
         self.id = mid
         self.label = label
         self.unit = unit
@@ -156,7 +157,7 @@ C6_MEASURED = {
     "2M-pte": ((6.0, 6.7), (0.7, 0.7)),
 }
 
-ALL_IDS = ["C1", "C2", "C3", "C4", "C5", "C6", "V3", "V4", "V5", "V6", "V7", "V8", "V11"]
+ALL_IDS = ["C1", "C2", "C3", "C4", "C5", "C6", "V3", "V4", "V5", "V6", "V7", "V8", "V9", "V11"]
 
 # V8 replays a recording of Redis (scripts/record-redis); reproduce --v8-recording sets it.
 V8_RECORDING = os.environ.get("MMUSIM_V8_RECORDING") or os.path.join(SOURCE_DIR, "build", "v8-recording")
@@ -420,6 +421,43 @@ def v8():
                       metrics, cases, note=note, case_header="THP", skip=skip)
 
 
+def v9():
+    """vm-scalability anon-cow-seq on the Haswell-EP (one socket, scaled: the config says how)."""
+    import configparser
+    cfg = exp_config("v9-anon-cow-seq.cfg")
+    ini = configparser.ConfigParser(inline_comment_prefixes=("#",))
+    ini.read_string("[top]\n" + open(cfg).read())
+    procs = int(ini["workload"]["processes"])
+    size_mib = int(ini["workload"]["size"].rstrip("M"))
+    tput = Metric("tput", "throughput", "MB/s", extensive=False, digits=0)
+    tput.transform = (lambda ns: procs * size_mib * 1048576 / (ns * 1e-9) / 1e6 if ns else None)
+    ipc = Metric("ipc", "user micro-ops per cycle", "", extensive=False, digits=3)
+
+    def user_ipc(s):
+        try:
+            user = s["core.cycles"] - s["core.idle_cycles"] - s["kcost.cycles"]
+            return s["core.uops"] / user if user > 0 else None
+        except KeyError:
+            return None
+    ipc.compute = user_ipc
+    copies = Metric("copies", "huge-page copies", "", extensive=False)
+    l2 = Metric("l2", "L2 misses", "", extensive=False)
+    hot = Metric("hot", "faulting stores served by the L1D", "", extensive=False)
+    metrics = [tput, ipc, copies, hot, l2]
+    cases = []
+    for order in ["sequential", "target-last"]:
+        cases.append(Case(f"{procs} processes, {size_mib} MiB each", order, cfg,
+                          [("kernel.huge_copy_order", order)],
+                          {"tput": "region.time_ns", "ipc": "core.uops / user cycles",
+                           "copies": "kernel.huge_pmd_copy", "hot": "core.fault_resume_store.l1d",
+                           "l2": "cache.l2.misses"}))
+    note = ("throughput = processes x area / region.time_ns (first fork to the last exit); user micro-ops per "
+            "cycle = core.uops / (core.cycles - core.idle_cycles - kcost.cycles); scaled: one socket of the "
+            "2-socket machine, 16 MiB per child (configs/experiments/v9-anon-cow-seq.cfg)")
+    return Experiment("V9", "Huge page copy order: anon-cow-seq (Xeon E5-2699 v3, one socket)", "validation",
+                      0, metrics, cases, note=note, case_header="run", variant_header="huge_copy_order")
+
+
 def v11():
     t = Metric("time", "fork() time", "ms", 1e-6, True, 3)
     cases = []
@@ -433,7 +471,7 @@ def v11():
 
 
 BUILDERS = {"C1": c1, "C2": c2, "C3": c3, "C4": c4, "C5": c5, "C6": c6, "V3": v3, "V4": v4, "V5": v5,
-            "V6": v6, "V7": v7, "V8": v8, "V11": v11}
+            "V6": v6, "V7": v7, "V8": v8, "V9": v9, "V11": v11}
 
 
 def experiments(ids=None):

@@ -45,7 +45,13 @@ def evaluate(exp, outcomes, size=None):
             sim = None
             status = out.status
             note = out.message
-            if out.status == "ok":
+            if out.status == "ok" and getattr(m, "compute", None):
+                # A value of several stats (V9's user-mode micro-ops per cycle).
+                sim = m.compute(out.stats)
+                if sim is None:
+                    status = "missing"
+                    note = f"a stat of '{stat}' is not in the output"
+            elif out.status == "ok":
                 v = out.stats.get(stat)
                 if isinstance(v, (int, float)):
                     sim = m.transform(v) if getattr(m, "transform", None) else v * m.factor

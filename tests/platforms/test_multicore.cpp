@@ -116,6 +116,23 @@ TEST_CASE("kernel locks in simulated time: rwsem semantics", "[multicore]") {
   CHECK(stats.total_value("kernel.lock.mmap_lock.contended") == 2);
   CHECK(stats.total_value("kernel.lock.ptl.contended") == 2);
   CHECK(stats.total_value("kernel.lock.mmap_lock.wait_ns") == 220);
+
+  // An entry that starts first but takes a lock late (a fault that copies a huge page, then
+  // takes the folio's lock for a moment): an entry starting after it that wants the lock before
+  // that hold begins takes it at once; one that wants it during the hold waits for it.
+  int folio;
+  lt.begin(0, 2'000'000);
+  lt.acquire(&folio, LC::large_mapcount, true, 500, 0);  // at 2500 ns, for 2 ns
+  lt.release(&folio, LC::large_mapcount, true, 502, 0);
+  CHECK(lt.end() == 0);
+  lt.begin(1, 2'010'000);
+  lt.acquire(&folio, LC::large_mapcount, true, 0, 0);  // at 2010 ns
+  lt.release(&folio, LC::large_mapcount, true, 3, 0);
+  CHECK(lt.end() == 0);
+  lt.begin(2, 2'020'000);
+  lt.acquire(&folio, LC::large_mapcount, true, 481, 0);  // at 2501 ns: inside the first hold
+  lt.release(&folio, LC::large_mapcount, true, 482, 0);
+  CHECK(lt.end() == Approx(1));
 }
 
 TEST_CASE("an x86 TLB shootdown reaches exactly the CPUs in mm_cpumask", "[multicore]") {
@@ -536,4 +553,40 @@ TEST_CASE("idle CPUs: an SMT thread whose sibling runs wakes without the idle st
                             &trace);
   CHECK(stat(j, "sched.idle_wakeups") == 0);
   CHECK(stamps(trace, "cpu_idle", "state=4294967295").empty());
+}
+
+TEST_CASE("anon-cow-seq: the children spread over the cores, each copies every huge page once", "[multicore][v9]") {
+  const std::vector<std::string> base = {"platform.name=xeon-e5-2699v3", "platform.cores=4",
+                                         "workload.name=anon-cow-seq", "workload.size=4M",
+                                         "workload.folio=2M-pmd", "workload.processes=4",
+                                         "kernel.check_invariants=true", "output.host_stats=false"};
+  std::vector<std::string> copy = base;
+  copy.push_back("kernel.thp_cow=copy");
+  std::string trace;
+  const std::string j = run(copy, &trace);
+  // 4 children x 2 THPs, each copied whole at the child's first store into it.
+  CHECK(stat(j, "kernel.huge_pmd_copy") == 8);
+  CHECK(stat(j, "kernel.split_huge_pmd") == 0);
+  CHECK(stat(j, "kernel.pages_copied") == 8 * 512);
+  // Each child writes all of the area: 4M / 8 stores, with its loop micro-ops.
+  CHECK(stat(j, "core.uops") >= 4 * (4u << 20) / 8 * 3);
+  // The children ran on four CPUs (fork balancing), not one after the other on the parent's.
+  for (const char* cpu : {"[000]", "[001]", "[002]", "[003]"})
+    CHECK(trace.find(std::string(cpu) + " .....") != std::string::npos);
+  CHECK(trace.find("result=huge_copy") != std::string::npos);
+  // The copy order decides where the faulting store finds its line when it retires after the
+  // copy: target-last (the default) copies its sub-page last, so the line is in the L1D; a
+  // sequential copy has long evicted it from there.
+  CHECK(stat(j, "core.fault_resume_store.l1d") == 8);
+  std::vector<std::string> seq = copy;
+  seq.push_back("kernel.huge_copy_order=sequential");
+  CHECK(stat(run(seq), "core.fault_resume_store.l1d") == 0);
+  // 6.12's split instead: no whole copy, one 4K copy per fault.
+  std::vector<std::string> split = base;
+  split.push_back("kernel.thp_cow=split");
+  const std::string s = run(split);
+  CHECK(stat(s, "kernel.huge_pmd_copy") == 0);
+  CHECK(stat(s, "kernel.split_huge_pmd") == 8);
+  // The same config twice: the same statistics.
+  CHECK(run(copy) == j);
 }
