@@ -104,5 +104,12 @@ def read_rows(path):
 
 
 def order_key(value, order):
+    """Sort key: the values `order` names first, in its order; then numbers by value (1, 6, 12,
+    18, not as text); then the rest as text."""
     s = str(value)
-    return (order.index(s), s) if s in order else (len(order), s)
+    if s in order:
+        return (order.index(s), 0, 0.0, s)
+    try:
+        return (len(order), 0, float(s), s)
+    except ValueError:
+        return (len(order), 1, 0.0, s)

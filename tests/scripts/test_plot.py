@@ -42,6 +42,16 @@ class PlotTest(unittest.TestCase):
             self.assertEqual(f.read(8), PNG_MAGIC)
         self.assertGreater(os.path.getsize(path), 2000)
 
+    def test_order_of_the_x_axis(self):
+        # Folio sizes in their order, numbers by value (not 1, 12, 18, 6), text last.
+        import sys
+        sys.path.insert(0, os.path.join(SOURCE, "scripts"))
+        from mmusim_tools.stats import FOLIO_ORDER, order_key
+        self.assertEqual(sorted(["18", "6", "1", "12"], key=lambda v: order_key(v, FOLIO_ORDER)),
+                         ["1", "6", "12", "18"])
+        self.assertEqual(sorted(["2M-pte", "x", "4K", "64K", "2"], key=lambda v: order_key(v, FOLIO_ORDER)),
+                         ["4K", "64K", "2M-pte", "2", "x"])
+
     def test_sweep_csv(self):
         rows = []
         for folio, fb, fp in [("4K", 65601, 65601), ("64K", 65601, 4161), ("2M-pmd", 193, 193)]:
