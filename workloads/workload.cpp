@@ -59,18 +59,48 @@ Uop marker(Mark m, uint64_t a0 = 0, uint64_t a1 = 0) {
   return u;
 }
 
-// The benchmark's aligned allocation of the region: an mmap with room to align it to 2 MiB, its
-// 2 MiB-aligned base in what mmap returned, and the MADV_HUGEPAGE its folio kind wants (none for
-// 4K pages).
-Uop map_region(const WorkloadParams& p) {
-  return syscall(Sys::Mmap, p.size + kPmd, kProtRead | kProtWrite, kMapPrivateAnon);
-}
-uint64_t region_base(int64_t mmap_ret) { return (uint64_t(mmap_ret) + kPmd - 1) & ~(kPmd - 1); }
-bool madvise_region(const WorkloadParams& p, uint64_t base, Uop* u) {
-  if (!thp_setup_for(p.folio).madvise_region) return false;
-  *u = syscall(Sys::Madvise, base, p.size, kMadvHugepage);
-  return true;
-}
+// The benchmark's aligned allocation of the region, one system call a step: an mmap with room to
+// align it to 2 MiB, then the MADV_HUGEPAGE its folio kind wants (none for 4K pages) on the
+// 2 MiB-aligned base. step() gives the next call (false when there is none left: `base` is set).
+struct RegionAlloc {
+  unsigned stage = 0;
+  uint64_t base = 0;
+  bool step(const WorkloadParams& p, int64_t last_ret, Uop* u) {
+    if (stage == 0) {
+      stage = 1;
+      *u = syscall(Sys::Mmap, p.size + kPmd, kProtRead | kProtWrite, kMapPrivateAnon);
+      return true;
+    }
+    if (stage == 1) {
+      stage = 2;
+      base = (uint64_t(last_ret) + kPmd - 1) & ~(kPmd - 1);
+      if (thp_setup_for(p.folio).madvise_region) {
+        *u = syscall(Sys::Madvise, base, p.size, kMadvHugepage);
+        return true;
+      }
+    }
+    return false;
+  }
+};
+
+// A program that allocates its region first (RegionAlloc): alloc_step() pushes the next call and
+// is false once the region is there, at base_.
+class RegionProgram : public StepProgram {
+ protected:
+  bool alloc_step(const WorkloadParams& p) {
+    Uop u;
+    if (alloc_.step(p, last_ret_, &u)) {
+      push(u);
+      return true;
+    }
+    base_ = alloc_.base;
+    return false;
+  }
+  uint64_t base_ = 0;
+
+ private:
+  RegionAlloc alloc_;
+};
 
 class ExitProgram : public StepProgram {
  protected:
@@ -87,7 +117,7 @@ class ExitProgram : public StepProgram {
 
 // fork-reuse: map the region, populate it with writes (folios of the configured size), fork, the
 // child exits at once, the parent waits, then runs the measured pass.
-class ForkReuseProgram : public StepProgram {
+class ForkReuseProgram : public RegionProgram {
  public:
   explicit ForkReuseProgram(const WorkloadParams& p, bool fork_time)
       : p_(p), fork_time_(fork_time), npages_(p.size / kPage) {}
@@ -108,24 +138,16 @@ class ForkReuseProgram : public StepProgram {
 
  protected:
   enum class Phase {
-    MapRegion, Madvise, MapResults, Populate, SplitPmd, Fork, Wait, Threads, Barrier, RegionBegin,
+    MapRegion, MapResults, Populate, SplitPmd, Fork, Wait, Threads, Barrier, RegionBegin,
     Measure, Join, RegionEnd, ForkTimeWait, Exit, Done
   };
 
   bool step() override {
     switch (phase_) {
       case Phase::MapRegion:
-        push(map_region(p_));
-        phase_ = Phase::Madvise;
-        return true;
-      case Phase::Madvise: {
-        base_ = region_base(last_ret_);
+        if (alloc_step(p_)) return true;
         phase_ = Phase::MapResults;
-        Uop m;
-        if (!madvise_region(p_, base_, &m)) return step();
-        push(m);
-        return true;
-      }
+        return step();
       case Phase::MapResults:
         phase_ = Phase::Populate;
         if (p_.pattern == Pattern::seq_byte_clock && !fork_time_) {
@@ -362,7 +384,7 @@ class ForkReuseProgram : public StepProgram {
   bool fork_time_;
   uint64_t npages_;
   Phase phase_ = Phase::MapRegion;
-  uint64_t base_ = 0, results_ = 0;
+  uint64_t results_ = 0;
   bool results_pending_ = false;
   uint64_t i_ = 0, i_end_ = 0, iterations_ = 0, step_ = 1;
   std::vector<uint32_t> order_;
@@ -400,27 +422,19 @@ class ForkReuseWorkload : public Workload {
 // p[i] = i), so its first store into each huge page is at the page's first byte and takes the
 // COW fault there. The measured region runs from before the first fork to the last child's exit
 // (usemem times each child from before the forks); bytes written: processes x SIZE.
-class AnonCowSeqParent : public StepProgram {
+class AnonCowSeqParent : public RegionProgram {
  public:
   explicit AnonCowSeqParent(const WorkloadParams& p) : p_(p) {}
   double progress() const override { return phase_ >= Phase::Wait ? 1.0 : 0.0; }
 
  protected:
-  enum class Phase { Map, Madvise, Populate, Fork, Wait, Done };
+  enum class Phase { Map, Populate, Fork, Wait, Done };
   bool step() override {
     switch (phase_) {
       case Phase::Map:
-        push(map_region(p_));
-        phase_ = Phase::Madvise;
-        return true;
-      case Phase::Madvise: {
-        base_ = region_base(last_ret_);
+        if (alloc_step(p_)) return true;
         phase_ = Phase::Populate;
-        Uop m;
-        if (!madvise_region(p_, base_, &m)) return step();
-        push(m);
-        return true;
-      }
+        return step();
       case Phase::Populate:
         if (i_ < p_.size / kPage) {
           push(store(base_ + i_ * kPage, 1, 0, kIpPopulate));
@@ -458,7 +472,7 @@ class AnonCowSeqParent : public StepProgram {
  private:
   WorkloadParams p_;
   Phase phase_ = Phase::Map;
-  uint64_t base_ = 0, i_ = 0;
+  uint64_t i_ = 0;
   unsigned forked_ = 0;
   size_t waited_ = 0;
   std::vector<int64_t> pids_;
