@@ -16,6 +16,27 @@ LockTiming::LockTiming(Stats& stats, double ghz) : ghz_(ghz) {
   }
 }
 
+// The earliest time from `t` on at which no hold of `st` that `conflicts(hold, time)` is in the
+// way: past each such hold's release, until none is (the writers' holds always count; the
+// readers' only against a writer).
+template <class F>
+static uint64_t past_holds(const std::vector<LockTiming::Hold>& writers,
+                           const std::vector<LockTiming::Hold>& readers, bool write, uint64_t t,
+                           F conflicts) {
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (const auto* holds : {&writers, &readers}) {
+      if (holds == &readers && !write) break;
+      for (const LockTiming::Hold& h : *holds)
+        if (conflicts(h, t, holds == &writers)) {
+          t = h.rel;
+          moved = true;
+        }
+    }
+  }
+  return t;
+}
+
 void LockTiming::event(const void* lock, kmm::LockClass cls, bool write, bool acquire, double cycles,
                        uint64_t line_pa) {
   const uint64_t t = start_ps_ + ps(cycles + delay_);
@@ -34,26 +55,12 @@ void LockTiming::event(const void* lock, kmm::LockClass cls, bool write, bool ac
     // it only if a hold as long as that one, taken now, would reach into it: otherwise this
     // acquisition goes first (and if its hold turns out longer, its release comes after that
     // hold, below).
-    uint64_t avail = t;
-    // `from`: when the hold began to count against others (a writer's arrival: a waiting writer
-    // queues ahead; a reader's acquisition).
-    auto blocks = [&](const Hold& h, uint64_t from) {
-      return from <= avail ? avail < h.rel : avail + (h.rel - h.acq) > h.acq;
-    };
-    for (bool moved = true; moved;) {
-      moved = false;
-      for (const Hold& h : st.writers)
-        if (blocks(h, h.arrival)) {
-          avail = h.rel;
-          moved = true;
-        }
-      if (write)
-        for (const Hold& h : st.readers)
-          if (blocks(h, h.acq)) {
-            avail = h.rel;
-            moved = true;
-          }
-    }
+    // A hold counts against others from a writer's arrival (a waiting writer queues ahead) or a
+    // reader's acquisition.
+    const uint64_t avail = past_holds(st.writers, st.readers, write, t, [](const Hold& h, uint64_t at, bool w) {
+      const uint64_t from = w ? h.arrival : h.acq;
+      return from <= at ? at < h.rel : at + (h.rel - h.acq) > h.acq;
+    });
     if (avail > t) {
       c.contended->inc();
       c.wait_ns->inc((avail - t) / 1000);
@@ -74,20 +81,9 @@ void LockTiming::event(const void* lock, kmm::LockClass cls, bool write, bool ac
     // earlier); if the two overlap, that one kept the lock (its entry's timing is done) and this
     // hold comes after it: the entry waits the difference from here on.
     const uint64_t len = t - acq;
-    for (bool moved = true; moved;) {
-      moved = false;
-      for (const Hold& h : st.writers)
-        if (h.acq >= acq && h.acq < acq + len && h.rel > acq) {
-          acq = h.rel;
-          moved = true;
-        }
-      if (write)
-        for (const Hold& h : st.readers)
-          if (h.acq >= acq && h.acq < acq + len && h.rel > acq) {
-            acq = h.rel;
-            moved = true;
-          }
-    }
+    acq = past_holds(st.writers, st.readers, write, acq, [len](const Hold& h, uint64_t at, bool) {
+      return h.acq >= at && h.acq < at + len && h.rel > at;
+    });
     uint64_t rel = t;
     if (acq + len > t) {
       rel = acq + len;

@@ -41,6 +41,11 @@ namespace mmusim {
 
 class LockTiming : public kmm::LockObserver, public EntryHistory {
  public:
+  // A hold of the lock, in simulated time: it was asked for at `arrival`, taken at `acq`,
+  // released at `rel`.
+  struct Hold {
+    uint64_t arrival, acq, rel;
+  };
   LockTiming(Stats& stats, double ghz);
 
   void begin(int cpu, uint64_t start_ps) {
@@ -88,11 +93,6 @@ class LockTiming : public kmm::LockObserver, public EntryHistory {
   // behind the kernel entries by up to its quantum, core.quantum: 20 us at 4.9 GHz).
   void prune();
   uint64_t horizon() const { return start_ps_ > kKeepPs ? start_ps_ - kKeepPs : 0; }
-  // A hold of the lock, in simulated time: it was asked for at `arrival`, taken at `acq`,
-  // released at `rel`.
-  struct Hold {
-    uint64_t arrival, acq, rel;
-  };
   struct State {
     std::vector<Hold> writers;  // exclusive holds (a writer of an rwsem, a spinlock)
     std::vector<Hold> readers;  // shared holds

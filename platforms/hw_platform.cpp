@@ -125,9 +125,10 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
   }
   // An inclusive LLC (cache.llc.inclusive) drops what it evicts from every core's L1D and L2.
   for (auto& c : cores_)
-    if (c->owns_mmu()) llc_sharers_.push_back(&c->caches());
-  for (auto& c : cores_)
-    if (c->owns_mmu()) c->caches().set_llc_sharers(&llc_sharers_);
+    if (c->owns_mmu()) {
+      llc_sharers_.push_back(&c->caches());
+      c->caches().set_llc_sharers(&llc_sharers_);
+    }
   mmu_.kernel = &sys_.kernel();
   mmu_.ipi_handler_cycles = pp.ipi_handler.cycles(pp.clock_ghz);
   mmu_.ipi_latency_cycles = pp.ipi_latency.cycles(pp.clock_ghz);

@@ -34,9 +34,8 @@ Schema declare_schema(const std::function<std::string(kmm::Cost)>& hw_default,
   wl::WorkloadParams().visit(p);
   kmm::CostModel().visit(p, hw_default);
   FunctionalParams().visit(p);
-  for (auto [name, variant] : {std::pair{PlatformName::i7_12700kf, "i7-12700kf"},
-                               std::pair{PlatformName::neoverse_n1, "neoverse-n1"},
-                               std::pair{PlatformName::xeon_e5_2699v3, "xeon-e5-2699v3"}}) {
+  for (PlatformName name : {PlatformName::i7_12700kf, PlatformName::neoverse_n1, PlatformName::xeon_e5_2699v3}) {
+    const char* variant = platform_name(name);
     auto it = stated.find(variant);
     Params vp = Params::declaring(s, variant, it == stated.end() ? nullptr : &it->second);
     hw::CoreMmuParams hp = platform_preset(name);

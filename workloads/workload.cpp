@@ -707,6 +707,10 @@ SyscallClass syscall_class(uint64_t nr) {
 std::unique_ptr<Workload> make_workload(const WorkloadParams& p, Stats* stats) {
   if (p.pattern == Pattern::stride && (p.stride == 0 || p.stride > p.size))
     fatal("workload.stride = {} must be in [1, workload.size]", p.stride);
+  if (p.threads > 1 && p.name == WorkloadName::anon_cow_seq)
+    fatal("workload.threads = {}: anon-cow-seq runs one thread per process (its children are "
+          "workload.processes); use 1",
+          p.threads);
   if (p.threads > 1 && (p.name == WorkloadName::fork_time || p.measure == WorkloadParams::Measure::populate))
     fatal("workload.threads = {}: the threads share the measured pass of fork-reuse; with "
           "workload.name = fork-time or workload.measure = populate use 1",

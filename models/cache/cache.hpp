@@ -66,9 +66,11 @@ class Cache {
   bool install(uint64_t pa, bool write = false) { return lookup_fill(pa >> kLineShift, write); }
   // The dirty line the last access or install evicted (its address), or kNoLine.
   static constexpr uint64_t kNoLine = ~uint64_t(0);
-  uint64_t evicted_dirty() const { return evicted_dirty_; }
+  uint64_t evicted_dirty() const {
+    return victim_ != kInvalid && (victim_ & kDirty) ? (victim_ & ~kFlags) << kLineShift : kNoLine;
+  }
   // The line (its address, clean or dirty) the last access or install evicted, or kNoLine.
-  uint64_t evicted() const { return evicted_; }
+  uint64_t evicted() const { return victim_ != kInvalid ? (victim_ & ~kFlags) << kLineShift : kNoLine; }
   // A dirty line written back into this level: if it holds the line, it is dirty here now (no
   // replacement-state change) and true; else false (it goes further out).
   bool write_back_into(uint64_t pa);
@@ -111,8 +113,7 @@ class Cache {
   // miss fills (Replacement::fill_way: invalidate_all() is the only way lines leave, and it
   // calls forget_all()).
   bool lookup_fill(uint64_t line, bool write) {
-    evicted_dirty_ = kNoLine;
-    evicted_ = kNoLine;
+    victim_ = kInvalid;
     hit_shared_ = false;
     const uint64_t mark = write ? kDirty : 0;
     const uint32_t first = set_of(line) * ways_;
@@ -128,10 +129,7 @@ class Cache {
         hit_shared_ = (t[w] & kShared) != 0;
       } else {
         w = ways_ - 1;
-        if (t[w] != kInvalid) {
-          evicted_ = (t[w] & ~kFlags) << kLineShift;
-          if (t[w] & kDirty) evicted_dirty_ = evicted_;
-        }
+        victim_ = t[w];
         if (!presence_.empty()) presence_replace(t[w], line);
       }
       for (; w > 0; --w) t[w] = t[w - 1];
@@ -146,10 +144,7 @@ class Cache {
         return true;
       }
     const uint32_t v = repl_.fill_way(first, ways_, [&](uint32_t i) { return tags_[i] == kInvalid; });
-    if (tags_[v] != kInvalid) {
-      evicted_ = (tags_[v] & ~kFlags) << kLineShift;
-      if (tags_[v] & kDirty) evicted_dirty_ = evicted_;
-    }
+    victim_ = tags_[v];
     if (!presence_.empty()) presence_replace(tags_[v], line);
     tags_[v] = line | mark;
     repl_.touch(v);
@@ -164,8 +159,7 @@ class Cache {
   std::vector<uint64_t> tags_;  // line address, kInvalid when empty; set s is [s * ways, (s + 1) * ways)
   bool recency_order_;  // LRU: the tags' order is the policy's state (repl_ holds no slots)
   Replacement repl_;
-  uint64_t evicted_dirty_ = kNoLine;
-  uint64_t evicted_ = kNoLine;
+  uint64_t victim_ = kInvalid;  // the tag the last access or install replaced (kInvalid: none)
   bool hit_shared_ = false;
   std::vector<uint16_t> presence_;
   uint64_t presence_mask_ = 0;
@@ -300,7 +294,6 @@ class MemoryHierarchy {
   // An inclusive LLC (cache.llc.inclusive): every hierarchy that shares it, whose L1D and L2 lose
   // a line the LLC evicts (null: this one alone), and the count of copies so removed.
   void set_llc_sharers(const std::vector<MemoryHierarchy*>* sharers) { llc_sharers_ = sharers; }
-  bool llc_inclusive() const { return inclusive_; }
 
   // The kernel's bulk zeroing/copying/reading of [pa, pa + bytes): installs every line in every
   // level (without counting hits/misses). Returns how many lines each level served, so the caller

@@ -140,6 +140,15 @@ TEST_CASE("random-ops: its parameters are checked", "[differential]") {
   CHECK(p.out.find("workload.processes") != std::string::npos);
 }
 
+TEST_CASE("anon-cow-seq: threads of one process are refused, naming the keys", "[differential]") {
+  TempDir t;
+  const std::string cfg = t.file("acs.cfg", "[workload]\nname = anon-cow-seq\nsize = 4M\nprocesses = 2\nthreads = 2\n");
+  Result r = mmusim("run " + cfg + " --set platform.name=functional");
+  CHECK(r.status == 2);
+  CHECK(r.out.find("workload.threads") != std::string::npos);
+  CHECK(r.out.find("workload.processes") != std::string::npos);
+}
+
 // ---- resource limits and the forward-progress watchdog ----------------------------------------
 
 TEST_CASE("a run that needs more memory than allowed is refused before it starts", "[limits]") {
