@@ -145,7 +145,7 @@ struct KernelPrivate {
   const std::vector<std::vector<folio*>>& lru_batch;
   const std::map<uint64_t, pfn_t>& deposited;
   const folio* huge_zero;
-  const std::array<std::set<pfn_t>, MAX_PAGE_ORDER + 1>& free_area;
+  const std::vector<FreeArea>& free_area;  // per node
   const Kernel::TlbEnumerator& tlb_enum;
 };
 
@@ -811,14 +811,20 @@ class Checker {
   // ---- the allocator ---------------------------------------------------------------------------
   void check_free_lists() {
     uint64_t sum = 0;
-    for (unsigned o = 0; o <= MAX_PAGE_ORDER; ++o)
-      for (pfn_t pfn : priv_.free_area[o]) {
-        const page* p = k_.pfn_to_page(pfn);
-        if (!(p->flags & PG_buddy) || p->order != o || p->refcount != 0 || p->mapcount != 0 ||
-            p->large_mapcount != 0 || p->entire_mapcount != 0)
-          fail(INV3_FREE, "free block of order {} at pfn {:#x} is not a clean free page: {}", o, pfn, folio_state(p));
-        sum += uint64_t(1) << o;
-      }
+    for (size_t nid = 0; nid < priv_.free_area.size(); ++nid)
+      for (unsigned o = 0; o <= MAX_PAGE_ORDER; ++o)
+        for (pfn_t pfn : priv_.free_area[nid][o]) {
+          const page* p = k_.pfn_to_page(pfn);
+          if (!(p->flags & PG_buddy) || p->order != o || p->refcount != 0 || p->mapcount != 0 ||
+              p->large_mapcount != 0 || p->entire_mapcount != 0)
+            fail(INV3_FREE, "free block of order {} at pfn {:#x} is not a clean free page: {}", o, pfn, folio_state(p));
+          // A block never spans two nodes, and is on its own node's lists.
+          const pfn_t last = pfn + (pfn_t(1) << o) - 1;
+          if (k_.pfn_to_nid(pfn) != int(nid) || k_.pfn_to_nid(last) != int(nid))
+            fail(INV3_FREE, "free block of order {} at pfn {:#x} is on node {}'s lists but its frames are on "
+                 "nodes {} to {}", o, pfn, nid, k_.pfn_to_nid(pfn), k_.pfn_to_nid(last));
+          sum += uint64_t(1) << o;
+        }
     if (sum != k_.nr_free_pages())
       fail(INV3_FREE, "the free lists hold {} pages but nr_free_pages() is {}", sum, k_.nr_free_pages());
   }

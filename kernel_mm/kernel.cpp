@@ -84,6 +84,14 @@ void KernelParams::visit(mmusim::Params& p) {
   p.boolean("thp.use_zero_page", thp_use_zero_page, true,
             "/sys/kernel/mm/transparent_hugepage/use_zero_page: map the huge zero page on a read "
             "fault of a PMD-sized range");
+  p.enumeration("memory.numa", numa, NumaPolicy::first_touch,
+                {{"first-touch", NumaPolicy::first_touch}, {"interleave", NumaPolicy::interleave}},
+                "With several NUMA nodes (platform.sockets > 1, one node per socket, memory.size "
+                "split evenly): where pages come from. first-touch = the default memory policy "
+                "(MPOL_DEFAULT): the node of the CPU whose fault or allocation asks, another node "
+                "only when that one is full; interleave = MPOL_INTERLEAVE: a VMA's folios by their "
+                "offset in it, round robin over the nodes (interleave_nid()), other allocations "
+                "(page tables) in turn. One node: no effect");
   p.integer("kernel.lru_batch", lru_batch, 31, 1, 1024,
             "Small folios waiting in the per-CPU LRU-add batch, each holding a reference "
             "(PAGEVEC_SIZE in 6.12)");
@@ -228,6 +236,12 @@ Kernel::Kernel(const KernelParams& params, mmusim::pg::Isa isa, MmuHw& hw, mmusi
   mmap_lock_stats_ = {};
   arch_ = make_arch(isa, *this);
   store_barrier_items_ = arch_->store_barrier_items();
+  if (params_.nr_nodes > 1) {
+    ctr_.numa_hit = &stats.counter("kernel.numa_hit", "pages allocated on the node the memory policy asked for (/proc/vmstat numa_hit)", "pages");
+    ctr_.numa_miss = &stats.counter("kernel.numa_miss", "pages allocated on another node because the one asked for was full (numa_miss)", "pages");
+    ctr_.numa_local = &stats.counter("kernel.numa_local", "pages allocated on the node of the allocating CPU (local_node)", "pages");
+    ctr_.numa_other = &stats.counter("kernel.numa_other", "pages allocated on another node than the allocating CPU's (other_node)", "pages");
+  }
   init_memmap();
 }
 
@@ -248,11 +262,22 @@ void Kernel::init_memmap() {
   mem_map_[1].flags = PG_reserved;
   mem_map_[1].refcount = 1;
   lru_batch_.resize(kMaxCpus);
+  // NUMA: node n holds the frames [n * node_span_, (n + 1) * node_span_), the last node also the
+  // rest; a span is a whole number of MAX_PAGE_ORDER blocks, so no buddy pair crosses two nodes.
+  const unsigned nodes = std::max(1u, params_.nr_nodes);
+  const uint64_t block = uint64_t(1) << MAX_PAGE_ORDER;
+  node_span_ = nodes == 1 ? nr_frames_ : nr_frames_ / nodes / block * block;
+  if (node_span_ == 0)
+    mmusim::fatal("memory.size = {} is too small for {} NUMA nodes (platform.sockets): each node needs "
+                  "at least {} of memory", mmusim::format_size(nr_frames_ << PAGE_SHIFT), nodes,
+                  mmusim::format_size(block << PAGE_SHIFT));
+  free_area_.assign(nodes, FreeArea{});
   // Free everything else in the largest aligned blocks.
   pfn_t pfn = 2;
   while (pfn < nr_frames_) {
     unsigned order = MAX_PAGE_ORDER;
-    while (order > 0 && ((pfn & ((1ull << order) - 1)) != 0 || pfn + (1ull << order) > nr_frames_)) --order;
+    const pfn_t node_end = pfn_to_nid(pfn) + 1 == int(nodes) ? nr_frames_ : (pfn_t(pfn_to_nid(pfn)) + 1) * node_span_;
+    while (order > 0 && ((pfn & ((1ull << order) - 1)) != 0 || pfn + (1ull << order) > node_end)) --order;
     buddy_free(pfn, order);
     pfn += 1ull << order;
   }
@@ -264,12 +289,13 @@ void Kernel::init_memmap() {
 
 void Kernel::buddy_free(pfn_t pfn, unsigned order) {
   nr_free_ += 1ull << order;
+  FreeArea& free_area = free_area_[size_t(pfn_to_nid(pfn))];
   while (order < MAX_PAGE_ORDER) {
     pfn_t buddy = pfn ^ (1ull << order);
-    if (buddy >= nr_frames_) break;
+    if (buddy >= nr_frames_ || pfn_to_nid(buddy) != pfn_to_nid(pfn)) break;
     page* b = &mem_map_[buddy];
     if (!(b->flags & PG_buddy) || b->order != order) break;
-    free_area_[order].erase(buddy);
+    free_area[order].erase(buddy);
     b->flags &= ~PG_buddy;
     pfn = std::min(pfn, buddy);
     ++order;
@@ -277,15 +303,34 @@ void Kernel::buddy_free(pfn_t pfn, unsigned order) {
   page* p = &mem_map_[pfn];
   p->flags = PG_buddy;
   p->order = static_cast<uint8_t>(order);
-  free_area_[order].insert(pfn);
+  free_area[order].insert(pfn);
 }
 
-pfn_t Kernel::buddy_alloc(unsigned order) {
+// get_page_from_freelist() over the zonelist (mm/page_alloc.c): the preferred node `nid` first,
+// then the others in turn (with two nodes, the other; the SLIT distances of the machines modelled
+// are equal between any two different nodes). Counts what zone_statistics() counts.
+pfn_t Kernel::buddy_alloc(unsigned order, int nid) {
+  const int nodes = int(free_area_.size());
+  for (int i = 0; i < nodes; ++i) {
+    const int n = (nid + i) % nodes;
+    const pfn_t pfn = rmqueue_node(order, n);
+    if (!pfn) continue;
+    if (nodes > 1) {
+      (n == nid ? ctr_.numa_hit : ctr_.numa_miss)->inc(1ull << order);
+      (n == numa_node_id() ? ctr_.numa_local : ctr_.numa_other)->inc(1ull << order);
+    }
+    return pfn;
+  }
+  return 0;
+}
+
+pfn_t Kernel::rmqueue_node(unsigned order, int nid) {
+  FreeArea& free_area = free_area_[size_t(nid)];
   unsigned o = order;
-  while (o <= MAX_PAGE_ORDER && free_area_[o].empty()) ++o;
+  while (o <= MAX_PAGE_ORDER && free_area[o].empty()) ++o;
   if (o > MAX_PAGE_ORDER) return 0;
-  pfn_t pfn = *free_area_[o].begin();
-  free_area_[o].erase(free_area_[o].begin());
+  pfn_t pfn = *free_area[o].begin();
+  free_area[o].erase(free_area[o].begin());
   mem_map_[pfn].flags &= ~PG_buddy;
   // expand(): give back the upper halves.
   while (o > order) {
@@ -294,15 +339,34 @@ pfn_t Kernel::buddy_alloc(unsigned order) {
     page* u = &mem_map_[upper];
     u->flags = PG_buddy;
     u->order = static_cast<uint8_t>(o);
-    free_area_[o].insert(upper);
+    free_area[o].insert(upper);
   }
   nr_free_ -= 1ull << order;
   return pfn;
 }
 
+// vma_alloc_folio() (mm/mempolicy.c): under MPOL_INTERLEAVE the node is interleave_nid() of the
+// folio's index in the VMA (get_vma_policy(): vm_pgoff >> order plus the offset in folios); under
+// MPOL_DEFAULT the local node (folio_alloc()).
+folio* Kernel::vma_alloc_folio(unsigned order, vm_area_struct* vma, uint64_t addr, bool zero) {
+  if (params_.numa != NumaPolicy::interleave || nr_nodes() == 1 || !vma) return folio_alloc(order, zero);
+  const uint64_t ilx = (vma->vm_pgoff >> order) + ((addr - vma->vm_start) >> (PAGE_SHIFT + order));
+  return folio_alloc_node(order, zero, int(ilx % nr_nodes()));
+}
+
+// folio_alloc() / alloc_pages(): the node of the running CPU under MPOL_DEFAULT; under
+// MPOL_INTERLEAVE the next node in turn (interleave_nodes(), here one turn for the whole kernel
+// rather than per task).
 folio* Kernel::folio_alloc(unsigned order, bool zero) {
+  int nid = numa_node_id();
+  if (params_.numa == NumaPolicy::interleave && nr_nodes() > 1) nid = int(interleave_next_++ % nr_nodes());
+  return folio_alloc_node(order, zero, nid);
+}
+
+// __folio_alloc_node() / __alloc_pages() with a preferred node.
+folio* Kernel::folio_alloc_node(unsigned order, bool zero, int nid) {
   MMUSIM_CHECK(order <= MAX_PAGE_ORDER, "folio order {} above MAX_PAGE_ORDER", order);
-  pfn_t pfn = buddy_alloc(order);
+  pfn_t pfn = buddy_alloc(order, nid);
   if (!pfn) return nullptr;
   folio* f = &mem_map_[pfn];
   const unsigned long nr = 1ul << order;

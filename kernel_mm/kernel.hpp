@@ -12,6 +12,7 @@
 // After each entry they read what it cost with `take_cost()`.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <deque>
@@ -51,6 +52,10 @@ enum class HugeCopyOrder : uint8_t { sequential, target_last };
 // whole huge page was copied (commit 3917c80280c9, "thp: change CoW semantics for anon-THP").
 enum class ThpCow : uint8_t { split, copy };
 enum class FaultRetry : uint8_t { fallback, retry_once };
+// memory.numa: where a NUMA machine's pages come from (the task's memory policy,
+// mm/mempolicy.c): first-touch = MPOL_DEFAULT (the node of the CPU that allocates, "local"
+// allocation), interleave = MPOL_INTERLEAVE over every node.
+enum class NumaPolicy : uint8_t { first_touch, interleave };
 enum class SpuriousFlush : uint8_t { none, local };
 // THP sysfs settings: /sys/kernel/mm/transparent_hugepage/enabled and hugepages-<size>kB/enabled.
 enum class ThpMode : uint8_t { always, inherit, madvise, never };
@@ -76,6 +81,12 @@ struct KernelParams {
                                                      ThpMode::inherit};
   bool thp_use_zero_page = true;
   unsigned lru_batch = 31;        // PAGEVEC_SIZE: small folios waiting in the per-CPU LRU-add batch
+  NumaPolicy numa = NumaPolicy::first_touch;  // memory.numa
+  // The machine's NUMA topology, from the platform (platform.sockets), not a key of its own: one
+  // node per socket, CPUs [n * cpus_per_node, (n + 1) * cpus_per_node) on node n, memory split
+  // evenly between the nodes (Kernel::pfn_to_nid).
+  unsigned nr_nodes = 1;
+  unsigned cpus_per_node = 1u << 16;
 
   void visit(mmusim::Params& p);
 };
@@ -92,6 +103,9 @@ struct KernelCounters {
       &tlb_flush_spurious_fix;
   mmusim::Counter &folios_allocated, &folios_freed, &pages_zeroed, &pages_copied, &pt_pages;
   mmusim::Counter &forks, &exits, &ptes_copied_fork, &ptes_zapped, &invariant_checks, &local_checks;
+  // Several NUMA nodes only (registered then): /proc/vmstat's numa_hit, numa_miss, local_node,
+  // other_node, summed over the nodes.
+  mmusim::Counter *numa_hit = nullptr, *numa_miss = nullptr, *numa_local = nullptr, *numa_other = nullptr;
 };
 
 // What one fault did, for the trace's mm_fault_done and the latency breakdown.
@@ -177,6 +191,8 @@ class LockObserver {
   // of physical address `pa`, at this point of the entry.
   virtual void line_access(uint64_t pa, LineClass cls, bool write, double cycles_so_far) {}
 };
+
+using FreeArea = std::array<std::set<pfn_t>, MAX_PAGE_ORDER + 1>;
 
 class Kernel {
  public:
@@ -359,14 +375,21 @@ class Kernel {
   uint64_t page_to_phys(const page* p) const { return page_to_pfn(p) << PAGE_SHIFT; }
   uint64_t nr_frames() const { return nr_frames_; }
   uint64_t nr_free_pages() const { return nr_free_; }
+  // NUMA (KernelParams::nr_nodes): the node of a frame (pfn_to_nid()) and of the running CPU
+  // (numa_node_id()).
+  unsigned nr_nodes() const { return unsigned(free_area_.size()); }
+  int pfn_to_nid(pfn_t pfn) const {
+    return int(std::min<uint64_t>(pfn / node_span_, free_area_.size() - 1));
+  }
+  uint64_t node_span_frames() const { return node_span_; }
+  int numa_node_id() const { return int(unsigned(cpu_) / params_.cpus_per_node); }
   pfn_t zero_pfn() const { return zero_pfn_; }  // my_zero_pfn(): the shared zero page
   bool is_zero_pfn(pfn_t pfn) const { return pfn == zero_pfn_; }
 
   folio* folio_alloc(unsigned order, bool zero);  // __folio_alloc(); null when out of memory
-  // vma_alloc_folio(): policy-free here.
-  folio* vma_alloc_folio(unsigned order, vm_area_struct* vma, uint64_t addr, bool zero) {
-    return folio_alloc(order, zero);
-  }
+  // vma_alloc_folio() (mm/mempolicy.c): the node memory.numa chooses for `addr` in `vma`.
+  folio* vma_alloc_folio(unsigned order, vm_area_struct* vma, uint64_t addr, bool zero);
+  folio* folio_alloc_node(unsigned order, bool zero, int nid);
   folio* folio_prealloc(mm_struct* mm, vm_area_struct* vma, uint64_t addr, bool need_zero);
   void folio_put(folio* f);           // drop a reference; frees the folio at zero
   void folios_put_refs(folio* f, int refs);
@@ -644,7 +667,8 @@ class Kernel {
   void init_memmap();
   mm_struct* mm_alloc();
   void buddy_free(pfn_t pfn, unsigned order);
-  pfn_t buddy_alloc(unsigned order);
+  pfn_t buddy_alloc(unsigned order, int nid);
+  pfn_t rmqueue_node(unsigned order, int nid);
 
   KernelParams params_;
   mmusim::pg::Isa isa_;
@@ -670,7 +694,9 @@ class Kernel {
   uint64_t kobj_next_pa_ = 0;  // kobj_line(): just above the vmemmap
   page* mem_map_ = nullptr;  // calloc'd: untouched entries cost no host memory
   uint64_t nr_free_ = 0;
-  std::array<std::set<pfn_t>, MAX_PAGE_ORDER + 1> free_area_;
+  std::vector<FreeArea> free_area_;  // per NUMA node (its pglist_data's zone's free_area)
+  uint64_t node_span_ = 0;           // frames per node (the last node also takes the rest)
+  uint64_t interleave_next_ = 0;     // memory.numa = interleave: the next node without a VMA offset
   pfn_t zero_pfn_ = 0;
   folio* huge_zero_folio_ = nullptr;
   std::vector<std::vector<folio*>> lru_batch_;  // per CPU

@@ -18,13 +18,19 @@ void PlatformParams::visit(Params& p) {
                  {"xeon-e5-2699v3", PlatformName::xeon_e5_2699v3},
                  {"functional", PlatformName::functional}},
                 "i7-12700kf: x86-64 Golden Cove P-core model; neoverse-n1: arm64 Neoverse N1 "
-                "model; xeon-e5-2699v3: x86-64 Haswell-EP core model (one socket); functional: no "
+                "model; xeon-e5-2699v3: x86-64 Haswell-EP core model (platform.sockets = 2 for the two-socket machine); functional: no "
                 "hardware timing, operations in program order, no "
                 "speculation (for checking kernel logic fast)");
   p.enumeration("platform.isa", isa, pg::Isa::x86_64,
                 {{"x86_64", pg::Isa::x86_64}, {"arm64", pg::Isa::arm64}},
                 "the ISA of the functional platform (the other platforms have their own)");
   p.integer("platform.cores", cores, 1, 1, 64, "number of simulated cores");
+  p.integer("platform.sockets", sockets, 1, 1, 8,
+            "sockets (packages) the cores are split between, evenly: cores [n * cores/sockets, "
+            "(n + 1) * cores/sockets) are on socket n. Each socket has its own LLC and memory "
+            "(a NUMA node: memory.size split evenly, placed by memory.numa); another socket's "
+            "memory takes memory.remote_latency, a line modified in another socket's caches "
+            "coherence.remote_transfer_latency");
   p.boolean("platform.smt", smt, false,
             "two hardware threads per core (Hyper-Threading; the i7-12700kf's P-cores): logical "
             "CPUs 2n and 2n+1 share core n's caches, TLBs and walkers, each with half its ROB, "
@@ -73,6 +79,10 @@ void PlatformParams::visit(Params& p) {
              "multi-core: a kernel access to a cache line another core holds in a state that "
              "forbids it (modified there, or wanted exclusive) waits this long for the line "
              "(core-to-core latency; models/cache/coherence.hpp)");
+  p.duration("coherence.remote_transfer_latency", remote_line_transfer, "0ns",
+             "several sockets: a line another socket's caches hold modified comes over the "
+             "socket link in this long (the remote HitM latency); 0 = not set (required when "
+             "platform.sockets > 1)");
   p.duration("coherence.line_occupancy", line_occupancy, "35ns",
              "multi-core: a line moving between cores serves one transfer at a time: a request "
              "that finds it moving waits until this long after that transfer began");
@@ -103,6 +113,12 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
   kp_.visit(rd);
   wp_.visit(rd);
   cost_.visit(rd);
+  if (pp_.cores % pp_.sockets != 0)
+    fatal("{}: platform.sockets = {} does not divide platform.cores = {} ({}): every socket has "
+          "the same number of cores", cfg.setting("platform.sockets").origin, pp_.sockets, pp_.cores,
+          cfg.setting("platform.cores").origin);
+  kp_.nr_nodes = pp_.sockets;
+  kp_.cpus_per_node = pp_.cpus_per_socket();
 
   if (pp_.name != PlatformName::functional && !cfg.is_default("platform.isa") &&
       pp_.isa != pp_.effective_isa())

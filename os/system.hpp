@@ -47,9 +47,12 @@ struct PlatformParams {
   PlatformName name = PlatformName::functional;
   pg::Isa isa = pg::Isa::x86_64;  // the functional platform's ISA
   unsigned cores = 1;
+  unsigned sockets = 1;  // platform.sockets: the cores split evenly, one NUMA node each
   bool smt = false;  // platform.smt: two hardware threads per core (the i7-12700kf's P-cores)
   unsigned threads_per_core() const { return smt ? 2 : 1; }
   unsigned cpus() const { return cores * threads_per_core(); }  // logical CPUs
+  unsigned cpus_per_socket() const { return cpus() / sockets; }
+  unsigned socket_of(unsigned cpu) const { return cpu / cpus_per_socket(); }
   double clock_ghz = 0;
   std::string log_level;
   bool host_stats = true;
@@ -64,6 +67,7 @@ struct PlatformParams {
   Duration idle_exit_latency;
   // Multi-core: a modified cache line of kernel data moving to another core.
   Duration line_transfer;      // coherence.transfer_latency
+  Duration remote_line_transfer;  // coherence.remote_transfer_latency (several sockets)
   Duration line_occupancy;     // coherence.line_occupancy
   void visit(Params& p);
   pg::Isa effective_isa() const;

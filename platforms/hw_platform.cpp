@@ -90,9 +90,11 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
   visit_hw_params(p, rd);
   const pg::Isa isa = sys_.platform().effective_isa();
   const PlatformParams& pp = sys_.platform();
-  // Private L1D/L2, TLBs and walkers per core; one LLC for all (UARCH A.2: 25 MB shared).
+  // Private L1D/L2, TLBs and walkers per core; one LLC for all the cores of a socket (UARCH A.2:
+  // 25 MB shared).
   p.caches.llc.validate();
-  llc_ = std::make_unique<hw::Cache>(p.caches.llc, stats);
+  for (unsigned s = 0; s < pp.sockets; ++s) llcs_.push_back(std::make_unique<hw::Cache>(p.caches.llc, stats));
+  llc_sharers_.resize(pp.sockets);
   // SMT: logical CPUs 2n and 2n+1 are the two hardware threads of core n. They share its caches,
   // TLBs and walkers (one CoreMmu; CPUID leaf 0x18 lists each P-core TLB once, for both threads:
   // docs/research-smt-ecores.md §1 [H]); each thread's entries carry its tag, so that the
@@ -115,7 +117,8 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
     const unsigned thread = c % tpc;
     hw::CoreMmu* sibling = thread ? &cores_.at(c - thread)->mmu() : nullptr;
     cores_.push_back(std::make_unique<hw::CoreModule>(cname.c_str(), int(c), p, isa, os_,
-                                                      sys_.kernel().phys(), stats, &trace, llc_.get(),
+                                                      sys_.kernel().phys(), stats, &trace,
+                                                      llcs_[pp.socket_of(c)].get(),
                                                       sibling, uint16_t(thread << kSmtTagShift)));
     mmu_.cores.push_back(cores_.back().get());
     if (thread) {
@@ -124,10 +127,11 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
     }
   }
   // An inclusive LLC (cache.llc.inclusive) drops what it evicts from every core's L1D and L2.
-  for (auto& c : cores_)
-    if (c->owns_mmu()) {
-      llc_sharers_.push_back(&c->caches());
-      c->caches().set_llc_sharers(&llc_sharers_);
+  for (unsigned c = 0; c < cores_.size(); ++c)
+    if (cores_[c]->owns_mmu()) {
+      auto& sharers = llc_sharers_[pp.socket_of(c)];
+      sharers.push_back(&cores_[c]->caches());
+      cores_[c]->caches().set_llc_sharers(&sharers);
     }
   mmu_.kernel = &sys_.kernel();
   mmu_.ipi_handler_cycles = pp.ipi_handler.cycles(pp.clock_ghz);
@@ -145,10 +149,12 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
                                                 uint64_t(pp.tlbi_window.ns(pp.clock_ghz) * 1000.0),
                                                 broadcasts, contended);
     mmu_.tlbi = tlbi_.get();
-    // One DRAM for all: the cores' fills share its read bandwidth (memory.read_bandwidth, the DDR
+    // One DRAM per socket: the cores' fills share its read bandwidth (memory.read_bandwidth, the DDR
     // channels' peak). The write-back paths stay per core (memory.write_bandwidth is one core's).
-    fills_ = std::make_unique<hw::DramChannel>(double(hw::kLineBytes) / p.caches.memory_read_bandwidth * pp.clock_ghz, stats);
-    for (auto& c : cores_) c->caches().share_fills(fills_.get());
+    for (unsigned s = 0; s < pp.sockets; ++s)
+      fills_.push_back(std::make_unique<hw::DramChannel>(double(hw::kLineBytes) / p.caches.memory_read_bandwidth * pp.clock_ghz, stats));
+    for (unsigned c = 0; c < cores_.size(); ++c) cores_[c]->caches().share_fills(fills_[pp.socket_of(c)].get());
+    if (pp.sockets > 1) setup_sockets(cfg, p, stats);
     // MESI between the cores' L1D/L2 for every access (loads, store drains, walks, the kernel's
     // touches); the kernel's accesses are timed by the kernel-line transfers below.
     for (auto& c : cores_)
@@ -166,6 +172,11 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
     lines_ = std::make_unique<hw::KernelLineCoherence>(std::move(caches), pp.line_transfer.cycles(pp.clock_ghz),
                                                        pp.line_occupancy.cycles(pp.clock_ghz), pp.clock_ghz,
                                                        classes, stats);
+    if (pp.sockets > 1) {
+      std::vector<unsigned> socket_of;
+      for (unsigned c = 0; c < pp.cpus(); ++c) socket_of.push_back(pp.socket_of(c));
+      lines_->set_sockets(std::move(socket_of), pp.remote_line_transfer.cycles(pp.clock_ghz));
+    }
     sys_.set_line_transfers(lines_.get());
     // A core's walks read the page tables as they were at the walk's simulated time.
     for (auto& c : cores_) c->walker().set_entry_history(sys_.entry_history(), pp.clock_ghz);
@@ -186,6 +197,39 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
       }
     }
   });
+}
+
+// Several sockets (platform.sockets): each socket's memory is a NUMA node (the kernel's
+// pfn_to_nid() split), reached from the others over the socket link (MemoryHierarchy::Numa).
+void HwPlatform::setup_sockets(const Config& cfg, const hw::CoreMmuParams& p, Stats& stats) {
+  const PlatformParams& pp = sys_.platform();
+  const double remote_ns = p.caches.memory_remote_latency.ns(pp.clock_ghz);
+  if (pp.remote_line_transfer.value <= 0 || remote_ns <= 0 || p.caches.memory_remote_bandwidth <= 0)
+    fatal("{}: platform.sockets = {} needs what crosses between sockets: set "
+          "coherence.remote_transfer_latency (is {}), memory.remote_latency (is {}) and "
+          "memory.remote_bandwidth (is {})",
+          cfg.setting("platform.sockets").origin, pp.sockets, cfg.setting("coherence.remote_transfer_latency").text,
+          cfg.setting("memory.remote_latency").text, cfg.setting("memory.remote_bandwidth").text);
+  const double local_ns = p.caches.memory_latency.ns(pp.clock_ghz);
+  if (remote_ns < local_ns)
+    fatal("{}: memory.remote_latency = {} is below memory.latency = {}: another node's memory is "
+          "not nearer than the local one", cfg.setting("memory.remote_latency").origin,
+          cfg.setting("memory.remote_latency").text, cfg.setting("memory.latency").text);
+  numa_.node_bytes = sys_.kernel().node_span_frames() << kmm::PAGE_SHIFT;
+  for (unsigned s = 0; s < pp.sockets; ++s) {
+    numa_.llcs.push_back(llcs_[s].get());
+    numa_.fills.push_back(fills_[s].get());
+    links_.push_back(std::make_unique<hw::DramChannel>(double(hw::kLineBytes) / p.caches.memory_remote_bandwidth * pp.clock_ghz, stats));
+    numa_.links.push_back(links_.back().get());
+    numa_.sharers.push_back(&llc_sharers_[s]);
+  }
+  numa_.remote_memory_extra = uint32_t(std::lround((remote_ns - local_ns) * pp.clock_ghz));
+  numa_.remote_transfer = uint32_t(std::lround(pp.remote_line_transfer.cycles(pp.clock_ghz)));
+  numa_.remote_fills = &stats.counter("memory.remote_fills", "lines the cores' loads, stores and walks read from another node's memory", "lines");
+  numa_.kernel_remote = &stats.counter("memory.remote_lines_kernel", "lines the kernel's page copies, zeroing and struct page updates got from the other socket: its memory or a modified copy in its caches (not timed: the kernel's price list covers them)", "lines");
+  numa_.remote_forwards = &stats.counter("coherence.socket.forwards", "lines the cores' loads, stores and walks took modified from another socket's LLC", "lines");
+  for (unsigned c = 0; c < cores_.size(); ++c)
+    if (cores_[c]->owns_mmu()) cores_[c]->caches().set_numa(&numa_, pp.socket_of(c));
 }
 
 void HwPlatform::finish(double host_seconds) {

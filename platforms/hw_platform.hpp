@@ -61,14 +61,17 @@ class HwPlatform : public Platform {
   hw::CoreModule& core(int cpu) { return *cores_.at(size_t(cpu)); }
 
  private:
+  void setup_sockets(const Config& cfg, const hw::CoreMmuParams& p, Stats& stats);
   PlatformMmuHw mmu_;
   System sys_;
   SystemOs os_;
-  std::unique_ptr<hw::Cache> llc_;  // shared by the cores
-  std::vector<hw::MemoryHierarchy*> llc_sharers_;  // every core's caches under the LLC (one per core)
+  std::vector<std::unique_ptr<hw::Cache>> llcs_;  // one per socket, shared by its cores
+  std::vector<std::vector<hw::MemoryHierarchy*>> llc_sharers_;  // per socket: its cores' caches (one per core)
   std::unique_ptr<hw::TlbiBroadcast> tlbi_;
   std::unique_ptr<hw::KernelLineCoherence> lines_;
-  std::unique_ptr<hw::DramChannel> fills_;  // several cores: the DRAM read path they share
+  std::vector<std::unique_ptr<hw::DramChannel>> fills_;  // several cores: each node's DRAM read path
+  std::vector<std::unique_ptr<hw::DramChannel>> links_;  // several sockets: each one's reads from other nodes
+  hw::MemoryHierarchy::Numa numa_;                       // several sockets
   hw::MemoryHierarchy::Peers peers_;         // several cores: MESI between their private caches  // several cores: the kernel data's transfers
   std::vector<std::unique_ptr<hw::CoreModule>> cores_;
 };

@@ -57,6 +57,13 @@ void HierarchyParams::visit(Params& p) {
          "GB/s of dirty 64-byte lines one core's LLC can write back to DRAM: each write-back takes "
          "64 B / bandwidth, and a line whose place a dirty victim holds waits for the victim's "
          "transfer (models/cache/dram.hpp)");
+  p.duration("memory.remote_latency", memory_remote_latency, duration_text(memory_remote_latency),
+             "several sockets: load-to-use latency of a line from another node's memory (over "
+             "the socket link); 0 = not set (required when platform.sockets > 1)");
+  p.real("memory.remote_bandwidth", memory_remote_bandwidth, memory_remote_bandwidth, 0, 100000,
+         "several sockets: GB/s of lines one socket can read from the other nodes' memory (the "
+         "socket link; a fill that finds it busy waits, as on memory.read_bandwidth's path); 0 = "
+         "not set (required when platform.sockets > 1)");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -91,6 +98,14 @@ bool Cache::probe_dirty(uint64_t pa) const {
   size_t base = size_t(set_of(line)) * ways_;
   for (uint32_t w = 0; w < ways_; ++w)
     if ((tags_[base + w] & ~kShared) == (line | kDirty)) return true;
+  return false;
+}
+
+bool Cache::probe_shared(uint64_t pa) const {
+  uint64_t line = pa >> kLineShift;
+  size_t base = size_t(set_of(line)) * ways_;
+  for (uint32_t w = 0; w < ways_; ++w)
+    if ((tags_[base + w] & ~kDirty) == (line | kShared)) return true;
   return false;
 }
 
@@ -230,8 +245,12 @@ MemoryHierarchy::Touch MemoryHierarchy::touch(uint64_t pa, uint64_t bytes, bool 
       } else {
         if (l2_.evicted_dirty() != Cache::kNoLine) write_back(l2_.evicted_dirty(), 2, kUntimed);
         if (peers_) snoop_miss(a, write, false);
-        if (llc_->install(a)) l = LLC;
-        llc_victim(kUntimed);
+        if (numa_) {
+          l = numa_beyond_l2(a, write, kUntimed, false);
+        } else {
+          if (llc_->install(a)) l = LLC;
+          llc_victim(kUntimed);
+        }
       }
     }
     ++t.lines[l];
@@ -249,9 +268,56 @@ MemoryHierarchy::Level MemoryHierarchy::access_beyond_l1(uint64_t pa, uint64_t t
   }
   if (l2_.evicted_dirty() != Cache::kNoLine) write_back(l2_.evicted_dirty(), 2, t);
   if (peers_) snoop_miss(pa, write);
+  if (numa_) return numa_beyond_l2(pa, write, t, true);
   const bool hit = llc_->access(pa);
   llc_victim(t);
   return hit ? LLC : DRAM;
+}
+
+MemoryHierarchy::Level MemoryHierarchy::numa_beyond_l2(uint64_t pa, bool write, uint64_t t, bool timed) {
+  fill_path_ = fills_;
+  link_ = nullptr;
+  // The other sockets' LLCs (their cores' private copies: snoop_miss(), every core being a peer).
+  bool there = false, there_dirty = false;
+  for (size_t s = 0; s < numa_->llcs.size(); ++s) {
+    Cache* o = numa_->llcs[s];
+    if (s == socket_ || !o->probe(pa)) continue;
+    there = true;
+    there_dirty = there_dirty || o->probe_dirty(pa);
+    if (write) o->invalidate(pa);
+    else o->set_shared(pa, true, true);
+  }
+  const bool hit = timed ? llc_->access(pa) : llc_->install(pa);
+  llc_victim(timed ? t : kUntimed);
+  if (there && !write) {
+    llc_->set_shared(pa, true, false);
+    l1d_.set_shared(pa, true, false);
+    l2_.set_shared(pa, true, false);
+  } else if (write) {
+    llc_->set_shared(pa, false, false);
+  }
+  auto wait = [&](uint32_t cycles) {
+    const uint32_t beyond = cycles > latency_[LLC] ? cycles - latency_[LLC] : 0;
+    snoop_cycles_ = std::max(snoop_cycles_, beyond);
+  };
+  if (hit) {
+    // (A write to a line another socket held: the invalidation's round trip.)
+    if (there && write) wait(numa_->remote_transfer);
+    return LLC;
+  }
+  if (there_dirty) {
+    wait(numa_->remote_transfer);
+    if (Counter* c = timed ? numa_->remote_forwards : numa_->kernel_remote) c->inc();
+    return LLC;
+  }
+  const unsigned home = numa_->node_of(pa);
+  fill_path_ = numa_->fills[home];
+  if (home != socket_) {
+    link_ = numa_->links[socket_];
+    snoop_cycles_ += numa_->remote_memory_extra;
+    if (Counter* c = timed ? numa_->remote_fills : numa_->kernel_remote) c->inc();
+  }
+  return DRAM;
 }
 
 void MemoryHierarchy::upgrade(uint64_t pa, bool timed) {
@@ -270,6 +336,13 @@ void MemoryHierarchy::upgrade(uint64_t pa, bool timed) {
   l2_.set_shared(pa, false, false);
   // (No source gives the cost of an RFO for a line held shared: taken as one transfer, U.)
   if (others) snoop_cycles_ = peers_->transfer_cycles;
+  // Several sockets: a copy in another socket's LLC goes too (the invalidation crosses the link).
+  if (numa_ && llc_->probe_shared(pa)) {
+    llc_->set_shared(pa, false, false);
+    for (size_t s = 0; s < numa_->llcs.size(); ++s)
+      if (s != socket_) numa_->llcs[s]->invalidate(pa);
+    snoop_cycles_ = std::max(snoop_cycles_, numa_->remote_transfer);
+  }
 }
 
 void MemoryHierarchy::l2_hit_state(uint64_t pa, bool write, bool timed) {
@@ -280,7 +353,7 @@ void MemoryHierarchy::l2_hit_state(uint64_t pa, bool write, bool timed) {
 
 void MemoryHierarchy::snoop_miss(uint64_t pa, bool write, bool timed) {
   if (!others_may_hold(pa)) return;
-  bool held = false, modified = false;
+  bool held = false, modified = false, remote = false;
   for (MemoryHierarchy* o : peers_->all) {
     if (o == this || (!o->l1d_.maybe_present(pa) && !o->l2_.maybe_present(pa))) continue;
     const bool a = o->l1d_.probe(pa), b = o->l2_.probe(pa);
@@ -288,6 +361,7 @@ void MemoryHierarchy::snoop_miss(uint64_t pa, bool write, bool timed) {
     held = true;
     const bool dirty = o->l1d_.probe_dirty(pa) || o->l2_.probe_dirty(pa);
     modified = modified || dirty;
+    remote = remote || (dirty && o->socket_ != socket_);
     if (write) {
       o->l1d_.invalidate(pa);
       o->l2_.invalidate(pa);
@@ -309,7 +383,8 @@ void MemoryHierarchy::snoop_miss(uint64_t pa, bool write, bool timed) {
     if (modified && !llc_->write_back_into(pa)) llc_->install(pa, true);
     else if (!in_llc) llc_->install(pa, false);
     llc_victim(kUntimed);
-    snoop_cycles_ = peers_->transfer_cycles > latency_[LLC] ? peers_->transfer_cycles - latency_[LLC] : 0;
+    const uint32_t transfer = remote && numa_ ? numa_->remote_transfer : peers_->transfer_cycles;
+    snoop_cycles_ = transfer > latency_[LLC] ? transfer - latency_[LLC] : 0;
     if (timed && modified && peers_->transfers) peers_->transfers->inc();
   }
 }

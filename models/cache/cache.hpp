@@ -77,6 +77,7 @@ class Cache {
   // Is the line present (dirty)? No stats, no replacement-state change.
   bool probe(uint64_t pa) const;
   bool probe_dirty(uint64_t pa) const;
+  bool probe_shared(uint64_t pa) const;
   // Several cores (MemoryHierarchy's snoops): the last access or install hit a line marked
   // shared; mark the line shared or not (and clean: its data went to the LLC), or drop it.
   // Return whether the line was there (invalidate: whether it was dirty).
@@ -190,6 +191,9 @@ struct HierarchyParams {
   Duration memory_latency;  // DRAM load-to-use; converted with the core clock
   double memory_read_bandwidth = 0;   // GB/s of lines filled from DRAM into this core's caches
   double memory_write_bandwidth = 0;  // GB/s of dirty lines this core's LLC writes back
+  // Several sockets (platform.sockets > 1): another node's memory, over the socket link.
+  Duration memory_remote_latency;     // memory.remote_latency (0: not set)
+  double memory_remote_bandwidth = 0;  // memory.remote_bandwidth, GB/s per socket (0: not set)
 
   void visit(Params& p);
 };
@@ -244,6 +248,39 @@ class MemoryHierarchy {
       l2_.track_presence(mine_.data(), p->lines_all.data(), mask);
     }
   }
+  // Several sockets (platform.sockets > 1; Numa is the platform's, one for all hierarchies). Each
+  // socket has its own LLC and memory (a NUMA node: the physical addresses
+  // [n * node_bytes, (n + 1) * node_bytes), the last node also the rest). An L2 miss looks at
+  // the other sockets' LLCs (Haswell-EP's early snoop: docs/research-haswell-ep.md §3): a line
+  // held modified there is forwarded (coherence.remote_transfer_latency, MLC's remote HitM) and
+  // stays shared clean in both; a clean copy elsewhere does not serve the miss (memory does, [U]:
+  // no clean remote forward measured) but is shared with it; a write takes the line exclusive,
+  // invalidating the other sockets' copies. A line that two sockets' LLCs hold is marked shared in
+  // both, and so are the private copies filled from it, so that a write hitting them later
+  // invalidates the other socket's copy (upgrade()). A miss to memory takes memory.latency from
+  // the local node and memory.remote_latency from another, and waits for the home node's read
+  // path (its memory.read_bandwidth) and for a remote line also this socket's link
+  // (memory.remote_bandwidth). Write-backs stay on the core's own path (not the home node's).
+  struct Numa {
+    uint64_t node_bytes = 0;
+    std::vector<Cache*> llcs;           // by socket
+    std::vector<DramChannel*> fills;    // by node: its memory's read path
+    std::vector<DramChannel*> links;    // by socket: the lines it reads from other nodes
+    std::vector<const std::vector<MemoryHierarchy*>*> sharers;  // by socket: its cores' hierarchies
+    uint32_t remote_memory_extra = 0;   // memory.remote_latency - memory.latency, cycles
+    uint32_t remote_transfer = 0;       // coherence.remote_transfer_latency, cycles
+    Counter* remote_fills = nullptr;    // lines read from another node's memory (timed accesses)
+    Counter* remote_forwards = nullptr; // modified lines forwarded from another socket (timed)
+    Counter* kernel_remote = nullptr;   // lines the kernel's bulk touches got from the other socket
+    unsigned node_of(uint64_t pa) const {
+      return unsigned(std::min<uint64_t>(pa / node_bytes, fills.size() - 1));
+    }
+  };
+  void set_numa(const Numa* n, unsigned socket) {
+    numa_ = n;
+    socket_ = socket;
+  }
+  unsigned socket() const { return socket_; }
   // The cycles the last access_level() waited for another core's copy, beyond its level's latency.
   uint32_t snoop_cycles() const { return peers_ ? snoop_cycles_ : 0; }
   // Load-to-use latency in core cycles of an access at cycle `t`: the level that hits, and for
@@ -282,14 +319,18 @@ class MemoryHierarchy {
   // wl::kUopFullLine), and the line's place is free once a dirty victim's write-back has its
   // transfer: whichever comes later.
   uint32_t dram_fill_wait(uint64_t t, bool full_line) {
-    const uint64_t w = full_line ? victim_wait_ : std::max(fills_->read(t), victim_wait_);
+    uint64_t w = victim_wait_;
+    if (!full_line) {
+      w = std::max(w, fill_path_->read(t));
+      if (link_) w = std::max(w, link_->read(t));
+    }
     return uint32_t(std::min<uint64_t>(w, uint64_t(1) << 30));
   }
   uint32_t latency(Level l) const { return latency_[l]; }
   DramChannel& dram() { return *fills_; }  // the fills' path
   // Several cores: the fills of every core share one path to DRAM (its bandwidth is the DDR
   // channels' peak, memory.read_bandwidth), instead of this hierarchy's own.
-  void share_fills(DramChannel* shared) { fills_ = shared ? shared : &dram_; }
+  void share_fills(DramChannel* shared) { fills_ = fill_path_ = shared ? shared : &dram_; }
   DramChannel& dram_writes() { return dram_wb_; }
   // An inclusive LLC (cache.llc.inclusive): every hierarchy that shares it, whose L1D and L2 lose
   // a line the LLC evicts (null: this one alone), and the count of copies so removed.
@@ -316,6 +357,14 @@ class MemoryHierarchy {
   Cache* llc_;
   DramChannel dram_;     // fills: memory.read_bandwidth
   DramChannel* fills_ = &dram_;  // dram_, or the path all cores share (share_fills)
+  // The last miss to memory's read path (fills_, or with several sockets its home node's) and
+  // the socket link it crossed (null: local).
+  DramChannel* fill_path_ = &dram_;
+  DramChannel* link_ = nullptr;
+  const Numa* numa_ = nullptr;
+  unsigned socket_ = 0;
+  // access_beyond_l1() / touch() after the L2 missed, with several sockets.
+  Level numa_beyond_l2(uint64_t pa, bool write, uint64_t t, bool timed);
   DramChannel dram_wb_;  // write-backs: memory.write_bandwidth
   uint64_t victim_wait_ = 0;
   uint32_t latency_[4];

@@ -88,7 +88,8 @@ double KernelLineCoherence::access(int cpu, uint64_t pa, bool write, uint64_t t,
     c.transfers->inc();
     all_transfers_->inc();
     if (s > t) c.queued->inc();
-    cycles = double(s - t) * ghz_ / 1000.0 + transfer_cycles_;
+    const bool remote = !socket_of_.empty() && socket_of_[size_t(from)] != socket_of_[size_t(cpu)];
+    cycles = double(s - t) * ghz_ / 1000.0 + (remote ? remote_transfer_cycles_ : transfer_cycles_);
     at = t + ps(cycles);
     cycles_frac_[cls] += cycles;
     const uint64_t whole = uint64_t(cycles_frac_[cls]);

@@ -49,6 +49,12 @@ class KernelLineCoherence : public LineTransfers {
   // Core `cpu` accesses the line of `pa` at `t_ps` (`write`: it needs the line exclusive). Returns
   // the cycles the access waits for the line (0 when it is there or comes from the LLC / DRAM).
   double access(int cpu, uint64_t pa, bool write, uint64_t t_ps, unsigned cls) override;
+  // Several sockets: the socket of each CPU, and what a transfer between two sockets takes
+  // (coherence.remote_transfer_latency) instead of the transfer latency.
+  void set_sockets(std::vector<unsigned> socket_of, double remote_transfer_cycles) {
+    socket_of_ = std::move(socket_of);
+    remote_transfer_cycles_ = remote_transfer_cycles;
+  }
 
 
  private:
@@ -67,6 +73,8 @@ class KernelLineCoherence : public LineTransfers {
 
   std::vector<MemoryHierarchy*> caches_;
   double transfer_cycles_, occupancy_cycles_, ghz_;
+  std::vector<unsigned> socket_of_;  // empty: one socket
+  double remote_transfer_cycles_ = 0;
   uint64_t start_ps_ = 0;
   std::unordered_map<uint64_t, Line> lines_;
   struct ClassCounters {

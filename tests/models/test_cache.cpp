@@ -463,3 +463,75 @@ TEST_CASE("cache: an inclusive LLC's eviction back-invalidates every core's copi
     CHECK(h.access(a, false, next_t()) == kDram);
   }
 }
+
+TEST_CASE("cache: two sockets: remote memory, a line forwarded from the other socket, its copies invalidated",
+          "[cache][numa]") {
+  // Two sockets of one core each, each with its LLC; node 0's memory below 1 MiB, node 1's above.
+  Stats s;
+  HierarchyParams p = presets::i7().caches;
+  Cache llc0(p.llc, s), llc1(p.llc, s);
+  MemoryHierarchy c0(p, kGhz, s, &llc0), c1(p, kGhz, s, &llc1);
+  MemoryHierarchy::Peers peers;
+  peers.all = {&c0, &c1};
+  peers.transfer_cycles = 171;
+  c0.set_peers(&peers);
+  c1.set_peers(&peers);
+  DramChannel m0(1.0, s), m1(1.0, s), l0(1.0, s), l1(1.0, s);
+  c0.share_fills(&m0);
+  c1.share_fills(&m1);
+  const std::vector<MemoryHierarchy*> s0{&c0}, s1{&c1};
+  MemoryHierarchy::Numa numa;
+  numa.node_bytes = 1 << 20;
+  numa.llcs = {&llc0, &llc1};
+  numa.fills = {&m0, &m1};
+  numa.links = {&l0, &l1};
+  numa.sharers = {&s0, &s1};
+  numa.remote_memory_extra = 100;
+  numa.remote_transfer = 500;
+  numa.remote_fills = &s.counter("t.remote_fills", "");
+  numa.remote_forwards = &s.counter("t.remote_forwards", "");
+  c0.set_numa(&numa, 0);
+  c1.set_numa(&numa, 1);
+  const uint64_t node1 = 1 << 20;
+  // Local and remote memory.
+  CHECK(c0.access(0x1000, false, next_t()) == kDram);
+  CHECK(c0.access(node1 + 0x1000, false, next_t()) == kDram + 100);
+  CHECK(c1.access(node1 + 0x2000, false, next_t()) == kDram);
+  CHECK(s.find_counter("t.remote_fills")->value() == 1);
+  // A line the other socket's core holds modified comes over the link (remote HitM), and is
+  // shared by both LLCs after; a write to it then invalidates the other socket's copies.
+  const uint64_t r = node1 + 0x8000;
+  CHECK(c1.access(r, true, next_t()) == kDram);
+  CHECK(c0.access(r, false, next_t()) == 500);
+  CHECK(llc0.probe_shared(r));
+  CHECK(llc1.probe_shared(r));
+  CHECK(c1.access(r, true, next_t()) == 5 + 500);
+  CHECK_FALSE(llc0.probe(r));
+  CHECK_FALSE(c0.l1d().probe(r));
+  CHECK_FALSE(llc1.probe_shared(r));
+  // A line modified in the other socket's LLC only: forwarded; the reader's later write takes it
+  // exclusive and the other LLC's copy goes.
+  const uint64_t q = 0x9000;
+  llc1.install(q, true);
+  CHECK(c0.access(q, false, next_t()) == 500);
+  CHECK(s.find_counter("t.remote_forwards")->value() == 1);
+  CHECK_FALSE(llc1.probe_dirty(q));
+  CHECK(c0.access(q, true, next_t()) == 5 + 500);
+  CHECK_FALSE(llc1.probe(q));
+  CHECK(c0.access(q, true, next_t()) == 5);  // exclusive now: no one to ask
+  // A clean copy in the other socket's LLC does not serve the miss: memory does (remote here).
+  const uint64_t c = node1 + 0xa000;
+  llc1.install(c, false);
+  CHECK(c0.access(c, false, next_t()) == kDram + 100);
+  CHECK(llc1.probe_shared(c));
+  // A remote fill waits for the socket link as well as for the home node's memory: two misses
+  // at one cycle on a link of 49 cycles per line.
+  DramChannel slow_link(49.0, s);
+  numa.links[0] = &slow_link;
+  const uint64_t t = next_t();
+  const uint32_t first = c0.access(node1 + 0x40000, false, t);
+  const uint32_t second = c0.access(node1 + 0x80000, false, t);
+  CHECK(first == kDram + 100);
+  CHECK(second > first);
+  CHECK(second <= first + 49);
+}

@@ -590,3 +590,54 @@ TEST_CASE("anon-cow-seq: the children spread over the cores, each copies every h
   // The same config twice: the same statistics.
   CHECK(run(copy) == j);
 }
+
+TEST_CASE("two sockets: each child's pages on its own node, its copies read across the link", "[multicore][v9][numa]") {
+  const std::vector<std::string> base = {"platform.name=xeon-e5-2699v3", "platform.cores=4",
+                                         "platform.sockets=2", "workload.name=anon-cow-seq",
+                                         "workload.size=4M", "workload.folio=2M-pmd",
+                                         "workload.processes=4", "kernel.thp_cow=copy",
+                                         "kernel.check_invariants=true", "output.host_stats=false"};
+  std::string trace;
+  const std::string j = run(base, &trace);
+  // Children on both sockets (CPUs 2 and 3 are socket 1's).
+  for (const char* cpu : {"[000]", "[001]", "[002]", "[003]"})
+    CHECK(trace.find(std::string(cpu) + " .....") != std::string::npos);
+  // First touch: every allocation on the allocating CPU's node, none fell back.
+  CHECK(stat(j, "kernel.numa_miss") == 0);
+  CHECK(stat(j, "kernel.numa_other") == 0);
+  CHECK(stat(j, "kernel.numa_local") >= 8 * 512);
+  // The children on socket 1 copy the parent's huge pages, which are on node 0 (or modified in
+  // socket 0's LLC): the first of them to copy a page takes its 512 x 64 lines across the link,
+  // the second finds most of them in socket 1's LLC then (shared with socket 0's).
+  const uint64_t crossed = stat(j, "memory.remote_lines_kernel");
+  CHECK(crossed >= 2 * 512 * 64 * 9 / 10);
+  CHECK(crossed < 2 * 2 * 512 * 64);
+  // Their page tables were copied at fork by the parent's CPU, on node 0: their walks cross too.
+  CHECK(stat(j, "memory.remote_fills") + stat(j, "coherence.socket.forwards") > 0);
+  CHECK(run(base) == j);
+  // One socket: none of this.
+  std::vector<std::string> one = base;
+  one[2] = "platform.sockets=1";
+  const nlohmann::ordered_json o = mmusim_test::stats_json(run(one));
+  CHECK_FALSE(o.contains("kernel.numa_hit"));
+  CHECK_FALSE(o.contains("memory.remote_fills"));
+}
+
+TEST_CASE("two sockets: impossible combinations are refused, naming the keys", "[multicore][numa]") {
+  const std::string cfg = std::string(MMUSIM_SOURCE_DIR) + "/configs/default.cfg";
+  // The cores do not split evenly.
+  mmusim_test::Result r = mmusim_test::run_mmusim(
+      "run " + cfg + " --quiet --set platform.name=xeon-e5-2699v3 --set platform.cores=3 --set platform.sockets=2");
+  CHECK(r.status == 2);
+  CHECK(r.out.find("platform.sockets = 2 does not divide platform.cores = 3") != std::string::npos);
+  // A platform file without the latencies between sockets.
+  r = mmusim_test::run_mmusim("run " + cfg + " --quiet --set platform.cores=2 --set platform.sockets=2");
+  CHECK(r.status == 2);
+  CHECK(r.out.find("memory.remote_latency") != std::string::npos);
+  CHECK(r.out.find("coherence.remote_transfer_latency") != std::string::npos);
+  // Remote memory nearer than local.
+  r = mmusim_test::run_mmusim("run " + cfg + " --quiet --set platform.name=xeon-e5-2699v3 --set platform.cores=2 "
+                              "--set platform.sockets=2 --set memory.remote_latency=50ns");
+  CHECK(r.status == 2);
+  CHECK(r.out.find("memory.remote_latency = 50ns is below memory.latency") != std::string::npos);
+}
