@@ -40,10 +40,29 @@ int Scheduler::cpu_for_fork(int parent_cpu) const {
       if (!q->exited && !q->blocked) ++n;
     return n;
   };
-  int best = parent_cpu;
-  size_t best_load = load(parent_cpu);
-  for (unsigned i = 0; i < running_.size() && best_load > 0; ++i) {
+  const unsigned cpus = unsigned(running_.size());
+  const unsigned per_socket = cpus / sockets_;
+  // find_idlest_group() at the NUMA level: the node with the most idle CPUs, the parent's on a tie.
+  unsigned socket = unsigned(parent_cpu) / per_socket;
+  if (sockets_ > 1 && load(parent_cpu) > 0) {
+    auto idle = [&](unsigned s) {
+      unsigned n = 0;
+      for (unsigned c = s * per_socket; c < (s + 1) * per_socket; ++c) n += load(int(c)) == 0;
+      return n;
+    };
+    unsigned best_idle = idle(socket);
+    for (unsigned s = 0; s < sockets_; ++s)
+      if (idle(s) > best_idle) {
+        best_idle = idle(s);
+        socket = s;
+      }
+  }
+  const bool parents = unsigned(parent_cpu) / per_socket == socket;
+  int best = parents ? parent_cpu : -1;
+  size_t best_load = parents ? load(parent_cpu) : ~size_t(0);
+  for (unsigned i = 0; i < cpus && best_load > 0; ++i) {
     const int cpu = cpu_for_thread(i);
+    if (unsigned(cpu) / per_socket != socket) continue;
     const size_t l = load(cpu);
     if (l < best_load) {
       best = cpu;

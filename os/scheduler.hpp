@@ -33,10 +33,12 @@ class Scheduler {
   explicit Scheduler(unsigned cpus = 1) { set_cpus(cpus); }
   // `threads_per_core`: SMT (2): logical CPUs 2n and 2n+1 are the hardware threads of core n, as
   // Linux numbers an Alder Lake's P-cores (docs/research-smt-ecores.md §3).
-  void set_cpus(unsigned cpus, unsigned threads_per_core = 1) {
+  // `sockets`: CPUs [n * cpus / sockets, (n + 1) * cpus / sockets) are socket n's (a NUMA node).
+  void set_cpus(unsigned cpus, unsigned threads_per_core = 1, unsigned sockets = 1) {
     running_.assign(cpus, nullptr);
     runq_.assign(cpus, {});
     threads_per_core_ = threads_per_core;
+    sockets_ = sockets;
   }
 
   // A new task placed on `cpu` (not yet runnable: make_runnable()).
@@ -57,7 +59,11 @@ class Scheduler {
   // sched_balance_find_dst_cpu() (kernel/sched/fair.c) takes the idlest CPU of the parent's
   // domain. Here: the CPU with the fewest tasks running or queued, the parent's own on a tie,
   // else in cpu_for_thread()'s order (an idle core before an idle SMT sibling). One CPU: the
-  // parent's.
+  // parent's. Several sockets: the search starts at the NUMA domain, whose groups are the nodes
+  // (find_idlest_group()): the node with the most idle CPUs, the parent's on a tie, then the
+  // idlest CPU in it. (6.12 also lets a few tasks stay on the parent's node while another has more
+  // idle CPUs, sd->imb_numa_nr / allow_numa_imbalance(): not modelled; the kernels before 5.18,
+  // V9's among them, spread at once as here.)
   int cpu_for_fork(int parent_cpu) const;
 
   SimTask* current(int cpu) const { return running_[size_t(cpu)]; }
@@ -78,6 +84,7 @@ class Scheduler {
   std::vector<std::unique_ptr<SimTask>> tasks_;
   std::vector<SimTask*> running_;
   unsigned threads_per_core_ = 1;
+  unsigned sockets_ = 1;
   std::vector<std::deque<SimTask*>> runq_;
   std::function<void(int)> wake_;
 };

@@ -166,7 +166,7 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
   if (pp_.cpus() > 64)
     fatal("{}: platform.cores = {} with platform.smt = true makes {} logical CPUs; at most 64",
           cfg.setting("platform.cores").origin, pp_.cores, pp_.cpus());
-  sched_.set_cpus(pp_.cpus(), pp_.threads_per_core());
+  sched_.set_cpus(pp_.cpus(), pp_.threads_per_core(), pp_.sockets);
   if (pp_.cpus() > 1) {
     // Kernel locks become simulated resources that CPUs wait for.
     locks_ = std::make_unique<LockTiming>(stats, pp_.clock_ghz);

@@ -94,4 +94,22 @@ TEST_CASE("scheduler: a fork child starts on the idlest CPU", "[os]") {
     REQUIRE(s.switch_to_next(0) == p);
     CHECK(s.cpu_for_fork(0) == 2);
   }
+  SECTION("two sockets: the node with the most idle CPUs first, the parent's on a tie") {
+    Scheduler s(6);
+    s.set_cpus(6, 1, 2);  // socket 0: CPUs 0-2, socket 1: CPUs 3-5
+    SimTask* p = s.add(&k.t[0], nullptr, 0);
+    s.make_runnable(p);
+    REQUIRE(s.switch_to_next(0) == p);
+    CHECK(s.cpu_for_fork(0) == 3);  // 2 idle CPUs here, 3 there
+    s.make_runnable(s.add(&k.t[1], nullptr, 3));
+    CHECK(s.cpu_for_fork(0) == 1);  // 2 and 2: the parent's node
+    s.make_runnable(s.add(&k.t[2], nullptr, 1));
+    CHECK(s.cpu_for_fork(0) == 4);  // 1 here, 2 there
+    s.make_runnable(s.add(&k.t[3], nullptr, 4));
+    CHECK(s.cpu_for_fork(0) == 2);
+    s.make_runnable(s.add(&k.t[4], nullptr, 2));
+    CHECK(s.cpu_for_fork(0) == 5);
+    s.make_runnable(s.add(&k.t[5], nullptr, 5));
+    CHECK(s.cpu_for_fork(0) == 0);  // none idle anywhere: the parent's node, its own CPU
+  }
 }
