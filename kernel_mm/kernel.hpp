@@ -187,6 +187,9 @@ class LockObserver {
   // another CPU's entry, overlapping this one in simulated time, wrote the entry later.
   virtual void pte_write(const uint64_t* entry, unsigned n, double cycles_so_far) {}
   virtual uint64_t lockless_read(const uint64_t* entry, uint64_t value, double cycles_so_far) { return value; }
+  // A page-table page allocated (`entries`, its 512 entries): what its frame held in an earlier
+  // life (a table an overlapping entry of another CPU freed) is no history of this table.
+  virtual void table_alloc(const uint64_t* entries, unsigned n) {}
   // The entry reads (or, `write`, writes or updates atomically) the kernel data in the cache line
   // of physical address `pa`, at this point of the entry.
   virtual void line_access(uint64_t pa, LineClass cls, bool write, double cycles_so_far) {}

@@ -94,7 +94,9 @@ pfn_t Kernel::pte_alloc_one(mm_struct* mm) {
   if (!f) return 0;
   pfn_t pfn = page_to_pfn(f);
   f->flags |= PG_table;
-  phys_.frame_data(pfn);  // a table always has backing: the kernel holds pointers into it
+  // (A table always has backing: the kernel holds pointers into it.)
+  const auto* entries = reinterpret_cast<const uint64_t*>(phys_.frame_data(pfn));
+  if (lock_obs_) lock_obs_->table_alloc(entries, unsigned(PAGE_SIZE / sizeof(uint64_t)));
   charge(Cost::pt_alloc);
   ctr_.pt_pages.inc();
   return pfn;

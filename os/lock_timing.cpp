@@ -115,6 +115,18 @@ void LockTiming::pte_write(const uint64_t* entry, unsigned n, double cycles) {
   if (pte_log_n_ >= prune_at_) prune();
 }
 
+void LockTiming::table_alloc(const uint64_t* entries, unsigned n) {
+  for (unsigned i = 0; i < n; ++i) {
+    uint16_t& f = filter_[bucket(entries + i)];
+    if (!f) continue;
+    auto it = pte_log_.find(entries + i);
+    if (it == pte_log_.end()) continue;
+    pte_log_n_ -= it->second.size();
+    pte_log_.erase(it);
+    --f;
+  }
+}
+
 uint64_t LockTiming::lockless_read(const uint64_t* entry, uint64_t value, double cycles) {
   // (The entry's own writes before this read are all earlier than its time.)
   return value_at(entry, value, start_ps_ + ps(cycles + delay_));

@@ -72,6 +72,11 @@ class LockTiming : public kmm::LockObserver, public EntryHistory {
   }
   void pte_write(const uint64_t* entry, unsigned n, double cycles) override;
   uint64_t lockless_read(const uint64_t* entry, uint64_t value, double cycles) override;
+  // A new table's entries have no past: the writes logged for its frame's earlier life are
+  // forgotten. (Several CPUs: an entry that frees a table runs at its start, so a table it frees
+  // can be reused by an entry that starts later but before the frees' stamps; without this, a
+  // walk of the new table at a time before them would read the old table's values.)
+  void table_alloc(const uint64_t* entries, unsigned n) override;
   // The line's transfer from another core, if it needs one, delays what follows in the entry.
   void line_access(uint64_t pa, kmm::LineClass cls, bool write, double cycles) override {
     if (lines_) delay_ += lines_->access(cpu_, pa, write, start_ps_ + ps(cycles + delay_), unsigned(cls));

@@ -26,6 +26,9 @@ struct SimTask {
   bool blocked = false;
   bool exited = false;
   SimTask* waiting_for = nullptr;  // wait() on this child
+  // A fork child runs from the end of its parent's fork() on (kernel_clone() wakes it last,
+  // wake_up_new_task()): a CPU that switches to it sooner waits until then (several cores).
+  uint64_t not_before_ps = 0;
 };
 
 class Scheduler {

@@ -31,6 +31,7 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
   }
   const uint64_t gate_key = (u.flags & wl::kUopOrdered) ? t.prog->gate_key() : 0;
   double extra_cycles = 0;
+  SimTask* forked = nullptr;
   enter_kernel(cpu, now_ps);
   k.enter(t.t, cpu, now_ps);  // the sys_* functions charge Cost::syscall themselves
   switch (u.sys) {
@@ -49,7 +50,8 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
       kmm::task_struct* child = k.sys_fork(t.t);
       const int cpu = sched_.cpu_for_fork(t.cpu);
       child->cpu = cpu;
-      sched_.make_runnable(sched_.add(child, workload_->child_program(forks_++, u.addr), cpu));
+      forked = sched_.add(child, workload_->child_program(forks_++, u.addr), cpu);
+      sched_.make_runnable(forked);
       out.ret = child->pid;
       break;
     }
@@ -147,6 +149,7 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
     }
   }
   out.cycles = leave_kernel() + extra_cycles;
+  if (forked) forked->not_before_ps = now_ps + cycles_to_ps(out.cycles);
   if (!out.blocked && !out.exited) t.prog->syscall_return(out.ret);
   return out;
 }

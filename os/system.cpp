@@ -168,6 +168,9 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
           cfg.setting("platform.cores").origin, pp_.cores, pp_.cpus());
   sched_.set_cpus(pp_.cpus(), pp_.threads_per_core(), pp_.sockets);
   if (pp_.cpus() > 1) {
+    fork_start_waits_ = &stats.counter("sched.fork_start_waits",
+                                       "fork children a CPU switched to before their parent's fork() had "
+                                       "returned: the CPU waited for it (its wait counts as the task's time)");
     // Kernel locks become simulated resources that CPUs wait for.
     locks_ = std::make_unique<LockTiming>(stats, pp_.clock_ghz);
     kernel_->set_lock_timing(&cost_, pp_.clock_ghz, locks_.get());
@@ -247,12 +250,24 @@ SimTask* System::schedule(int cpu, uint64_t now_ps, double* cycles) {
   SimTask* cur = sched_.current(cpu);
   if (sched_.keeps_running(cpu)) return cur;
   SimTask* next = sched_.switch_to_next(cpu);
-  if (!next) {
+  if (!next && sync_) {
     // The idle task: enter_lazy_tlb() (kernel/sched/core.c context_switch() to a task without an
     // mm), in simulated-time order with the other CPUs' kernel entries (their flushes read it).
-    if (sync_) sync_(cpu, now_ps);
+    // While this CPU waited for them, one may have made a task runnable here (its wake-up found
+    // the CPU not yet idle): look again, or the wake-up is lost.
+    sync_(cpu, now_ps);
+    next = sched_.switch_to_next(cpu);
+  }
+  if (!next) {
     kernel_->arch().enter_lazy_tlb(cpu);
     return nullptr;
+  }
+  // A fork child switched to before its parent's fork() has returned: the CPU waits for it.
+  double wait = 0;
+  if (next->not_before_ps > now_ps) {
+    wait = double(next->not_before_ps - now_ps) * pp_.clock_ghz / 1000.0;
+    now_ps = next->not_before_ps;
+    if (fork_start_waits_) fork_start_waits_->inc();
   }
   enter_kernel(cpu, now_ps);
   kernel_->enter(next->t, cpu, now_ps);
@@ -261,7 +276,7 @@ SimTask* System::schedule(int cpu, uint64_t now_ps, double* cycles) {
     kernel_->charge(kmm::Cost::ctx_switch);
     ctx_switches_.inc();
   }
-  *cycles = leave_kernel();
+  *cycles = wait + leave_kernel();
   if (trace_.on())
     trace_.event(now_ps, cpu, TraceTask{next->t->comm, next->t->pid}, "sched_switch",
                  {TraceField::dec("prev_pid", cur ? uint64_t(cur->t->pid) : 0),

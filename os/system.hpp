@@ -177,6 +177,7 @@ class System {
 
   Counter& faults_region_;
   Counter& ctx_switches_;
+  Counter* fork_start_waits_ = nullptr;  // several CPUs
   Counter* syscalls_refused_ = nullptr;  // (a trace workload's)
   Distribution& fault_latency_;
   Distribution* kind_latency_[16] = {};

@@ -9,6 +9,7 @@
 // seeded from its parent's at the fork. The total number of operations is workload.ops; a child's
 // share is reserved from it when it is forked.
 #include <deque>
+#include <map>
 #include <vector>
 
 #include "base/error.hpp"
@@ -37,7 +38,10 @@ struct Shared {
   uint64_t next_index = 0;    // the number the next operation gets ("after op #N")
   uint64_t child_mean = 0;    // mean length of a child's sub-sequence
   unsigned live = 1;          // processes alive (forked and not yet exited)
-  std::deque<std::unique_ptr<RopsProgram>> forked;  // children waiting for child_program()
+  // Children waiting for child_program(), by the tag of the fork() that makes them (several cores:
+  // parents generate their forks in one order, the kernel runs them in simulated-time order).
+  std::map<uint64_t, std::unique_ptr<RopsProgram>> forked;
+  uint64_t next_fork_tag = 1;
   Counter* ops = nullptr;
   Counter* procs = nullptr;
   Counter* loads = nullptr;
@@ -153,10 +157,11 @@ class RopsProgram : public StepProgram {
           sh_.ops_left -= n;
           ++sh_.live;
           if (sh_.procs) sh_.procs->inc();
-          sh_.forked.push_back(std::make_unique<RopsProgram>(sh_, ref_.fork_child(), rng_.next(), false, n));
+          const uint64_t tag = sh_.next_fork_tag++;
+          sh_.forked[tag] = std::make_unique<RopsProgram>(sh_, ref_.fork_child(), rng_.next(), false, n);
           wait_after_fork_ = rng_.below(2) == 0;
           pending_ = Pending::Fork;
-          push(syscall(Sys::Fork));
+          push(syscall(Sys::Fork, tag));
           break;
         }
         case OpKind::Wait:
@@ -217,11 +222,12 @@ class RandomOpsWorkload : public Workload {
   std::unique_ptr<Program> main_program() override {
     return std::make_unique<RopsProgram>(sh_, RefProc{}, p_.seed ^ 0x72616e646f6d6f70ull, true, 0);
   }
-  std::unique_ptr<Program> child_program(unsigned, uint64_t) override {
-    // The fork() that asks for it was the last micro-op its parent generated: the front.
-    if (sh_.forked.empty()) panic("random-ops: a fork() without a child program");
-    std::unique_ptr<RopsProgram> c = std::move(sh_.forked.front());
-    sh_.forked.pop_front();
+  std::unique_ptr<Program> child_program(unsigned, uint64_t tag) override {
+    // The child the fork() with this tag made (its parent's reference model at that fork).
+    auto it = sh_.forked.find(tag);
+    if (it == sh_.forked.end()) panic("random-ops: a fork() (tag {}) without a child program", tag);
+    std::unique_ptr<RopsProgram> c = std::move(it->second);
+    sh_.forked.erase(it);
     return c;
   }
   uint64_t region_bytes() const override { return 0; }
