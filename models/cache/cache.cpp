@@ -85,28 +85,25 @@ Cache::Cache(const CacheParams& p, Stats& stats)
   misses_ = &g.counter("misses", "Accesses that did not (the line is installed)", "accesses");
 }
 
-bool Cache::probe(uint64_t pa) const {
-  uint64_t line = pa >> kLineShift;
-  size_t base = size_t(set_of(line)) * ways_;
+// The tag of `pa`'s line, or kInvalid.
+uint64_t Cache::tag_of(uint64_t pa) const {
+  const uint64_t line = pa >> kLineShift;
+  const size_t base = size_t(set_of(line)) * ways_;
   for (uint32_t w = 0; w < ways_; ++w)
-    if ((tags_[base + w] & ~kFlags) == line) return true;
-  return false;
+    if ((tags_[base + w] & ~kFlags) == line) return tags_[base + w];
+  return kInvalid;
 }
 
+bool Cache::probe(uint64_t pa) const { return tag_of(pa) != kInvalid; }
+
 bool Cache::probe_dirty(uint64_t pa) const {
-  uint64_t line = pa >> kLineShift;
-  size_t base = size_t(set_of(line)) * ways_;
-  for (uint32_t w = 0; w < ways_; ++w)
-    if ((tags_[base + w] & ~kShared) == (line | kDirty)) return true;
-  return false;
+  const uint64_t t = tag_of(pa);
+  return t != kInvalid && (t & kDirty);
 }
 
 bool Cache::probe_shared(uint64_t pa) const {
-  uint64_t line = pa >> kLineShift;
-  size_t base = size_t(set_of(line)) * ways_;
-  for (uint32_t w = 0; w < ways_; ++w)
-    if ((tags_[base + w] & ~kDirty) == (line | kShared)) return true;
-  return false;
+  const uint64_t t = tag_of(pa);
+  return t != kInvalid && (t & kShared);
 }
 
 bool Cache::write_back_into(uint64_t pa) {

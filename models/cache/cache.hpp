@@ -106,6 +106,7 @@ class Cache {
   // line without it and not dirty is Exclusive; dirty is Modified.
   static constexpr uint64_t kShared = uint64_t(1) << 61;
   static constexpr uint64_t kFlags = kDirty | kShared;
+  uint64_t tag_of(uint64_t pa) const;
   uint32_t set_of(uint64_t line) const {
     return set_mask_ ? uint32_t(line & set_mask_) : uint32_t(line % sets_);
   }

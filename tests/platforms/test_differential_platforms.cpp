@@ -46,6 +46,14 @@ std::string platform_args(const std::string& platform) {
   return a;
 }
 
+// A random-ops run's stats: every operation done, loads compared, forks, invariants checked.
+void check_run(const std::string& js, uint64_t ops) {
+  CHECK(stat(js, "check.ops") == double(ops));
+  CHECK(stat(js, "check.bytes_compared") > 0);
+  CHECK(stat(js, "check.forks") > 0);
+  CHECK(stat(js, "kernel.invariant_checks") > 0);
+}
+
 void run_differential(const std::string& platform) {
   TempDir t;
   const std::string cfg = t.file("rops.cfg", kRandomOps);
@@ -62,10 +70,7 @@ void run_differential(const std::string& platform) {
         INFO(r.out);
         REQUIRE(r.status == 0);
         const std::string js = slurp(t.path("s.json"));
-        CHECK(stat(js, "check.ops") == double(ops));
-        CHECK(stat(js, "check.bytes_compared") > 0);
-        CHECK(stat(js, "check.forks") > 0);
-        CHECK(stat(js, "kernel.invariant_checks") > 0);
+        check_run(js, ops);
         total_ops += uint64_t(stat(js, "check.ops"));
         bytes += uint64_t(stat(js, "check.bytes_compared"));
         checks += uint64_t(stat(js, "kernel.invariant_checks"));
@@ -133,11 +138,7 @@ TEST_CASE("random-ops on several cores and two sockets: every load checked, inva
                         std::to_string(ops) + " --seed 12 --stats " + t.path("s.json") + " --quiet");
       INFO(r.out);
       REQUIRE(r.status == 0);
-      const std::string js = slurp(t.path("s.json"));
-      CHECK(stat(js, "check.ops") == double(ops));
-      CHECK(stat(js, "check.bytes_compared") > 0);
-      CHECK(stat(js, "check.forks") > 0);
-      CHECK(stat(js, "kernel.invariant_checks") > 0);
+      check_run(slurp(t.path("s.json")), ops);
     }
   }
 }
