@@ -52,7 +52,9 @@ double PlatformMmuHw::x86_ipi(int from, int to, double sent_at, double work) {
 void PlatformMmuHw::kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool write) {
   // (The kernel's boot, before the cores are attached, has no caches to warm.)
   if (cores.empty()) return;
-  cores.at(size_t(cpu))->caches().touch(pa, bytes, write);
+  const hw::MemoryHierarchy::Touch t = cores.at(size_t(cpu))->caches().touch(pa, bytes, write);
+  for (size_t l = 0; l < 4; ++l)
+    if (kernel_lines[l]) kernel_lines[l]->inc(t.lines[l]);
 }
 
 hw::CoreMmuParams platform_preset(PlatformName name) {
@@ -134,6 +136,15 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
       cores_[c]->caches().set_llc_sharers(&sharers);
     }
   mmu_.kernel = &sys_.kernel();
+  // The kernel's side of the caches' statistics (cache.<level>.hits/misses are the cores' loads,
+  // stores and walks): the lines its copies, zeroing and struct page updates found at each level.
+  static const char* levels[] = {"l1d", "l2", "llc", "dram"};
+  for (size_t l = 0; l < 4; ++l)
+    mmu_.kernel_lines[l] = &stats.counter(std::string("cache.kernel.") + levels[l],
+                                          std::string("lines of the kernel's bulk copies, zeroing and struct page "
+                                                      "updates found in ") + (l == 3 ? "no cache (memory)" : levels[l]) +
+                                              " (installed in every level; their time is the kernel's price list)",
+                                          "lines");
   mmu_.ipi_handler_cycles = pp.ipi_handler.cycles(pp.clock_ghz);
   mmu_.ipi_latency_cycles = pp.ipi_latency.cycles(pp.clock_ghz);
   mmu_.ack_cycles = pp.line_transfer.cycles(pp.clock_ghz);

@@ -4,6 +4,8 @@
 // i7-12700kf (x86-64) and the neoverse-n1 (arm64); their presets give the parameters.
 #pragma once
 
+#include <array>
+
 #include <memory>
 #include <vector>
 
@@ -38,6 +40,8 @@ class PlatformMmuHw : public kmm::MmuHw {
   hw::TlbiBroadcast* tlbi = nullptr;
   const kmm::Kernel* kernel = nullptr;  // for the current time of a kernel entry
   Counter* ipis = nullptr;
+  // cache.kernel.<level>: where the kernel's bulk traffic found its lines (MemoryHierarchy::touch).
+  std::array<Counter*, 4> kernel_lines{};
 };
 
 // The hardware of a platform: its structure (declared once per platform variant; the values are

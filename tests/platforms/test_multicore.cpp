@@ -612,6 +612,12 @@ TEST_CASE("two sockets: each child's pages on its own node, its copies read acro
   const uint64_t crossed = stat(j, "memory.remote_lines_kernel");
   CHECK(crossed >= 2 * 512 * 64 * 9 / 10);
   CHECK(crossed < 2 * 2 * 512 * 64);
+  // The kernel's lines, by where they were found: at least each copy's 2 x 512 x 64 (source
+  // and destination), most of them in no cache or the LLC.
+  uint64_t kernel_lines = 0;
+  for (const char* l : {"l1d", "l2", "llc", "dram"}) kernel_lines += stat(j, std::string("cache.kernel.") + l);
+  CHECK(kernel_lines >= 8 * 2 * 512 * 64);
+  CHECK(stat(j, "cache.kernel.llc") + stat(j, "cache.kernel.dram") > kernel_lines / 2);
   // Their page tables were copied at fork by the parent's CPU, on node 0: their walks cross too.
   CHECK(stat(j, "memory.remote_fills") + stat(j, "coherence.socket.forwards") > 0);
   CHECK(run(base) == j);
