@@ -34,7 +34,7 @@
 //  6  a page mapped more than once (shared by fork) is read-only in every mapping (and !PAE, by 5).
 //  7  RSS: MM_ANONPAGES == anon pages mapped by PTEs + HPAGE_PMD_NR x anon PMDs (the zero page
 //     and the huge zero folio are not counted, as in do_anonymous_page/do_huge_pmd_anonymous_page);
-//     the other RSS counters are 0 (no file, swap, shmem). pgtables_bytes == PAGE_SIZE x (PUD +
+//     MM_FILEPAGES: see CACHE below; the other RSS counters are 0 (no swap, shmem). pgtables_bytes == PAGE_SIZE x (PUD +
 //     PMD + PTE tables present + tables deposited under this mm's huge PMDs): mm_inc_nr_puds/
 //     pmds/ptes; the PGD is not counted (as in the kernel).
 //  8  TLB coherence, if a TLB enumerator is registered (except on a CPU that defers its flush of
@@ -64,6 +64,13 @@
 //    uses any more cannot be placed in a chain and is accepted); folio->index + page index ==
 //    linear_page_index(vma, address) (__folio_set_anon).
 //  - tasks: a zombie has no mm; a task's mm is a live mm.
+//  - page cache (CACHE; docs/research-filemap-swap-io.md §8 items 1, 2 and 10): a folio in a
+//    file's cache is that file's at its index, uptodate, neither anon nor PageAnonExclusive, not
+//    left locked, and holds one reference per page for the cache (refcount = mapcount + cache +
+//    LRU-add batch slots); nrpages adds up; a PTE that maps a page-cache page lies in a VMA of
+//    that file at that page's offset, is writable only in a shared mapping and then only with the
+//    folio dirty; MM_FILEPAGES = the PTEs that map page-cache pages. (Invariants 4-6 are about
+//    anonymous pages: a shared file page may be writable in several mappings.)
 //
 // Speed: one walk collects a record per present leaf; records are sorted by PFN so each folio's
 // mappings are contiguous; a pass over 262144 PTEs costs a few tens of milliseconds.
@@ -102,6 +109,7 @@ constexpr const char* INV_LOCK = "LOCK (no lock held at a quiescent point)";
 constexpr const char* INV_VMA = "VMA (mappings inside VMAs)";
 constexpr const char* INV_RMAP = "RMAP (anon_vma and index)";
 constexpr const char* INV_TASK = "TASK (task/mm state)";
+constexpr const char* INV_CACHE = "CACHE (page cache and file mappings)";
 
 std::string flag_names(uint32_t f) {
   static const std::pair<uint32_t, const char*> names[] = {
@@ -111,7 +119,7 @@ std::string flag_names(uint32_t f) {
       {PG_buddy, "buddy"},     {PG_table, "table"},
       {PG_reserved, "reserved"}, {PG_partially_mapped, "partially_mapped"},
       {PG_dirty, "dirty"},     {PG_ksm, "ksm"},
-      {PG_large_mapcount_locked, "large_mapcount_locked"},
+      {PG_large_mapcount_locked, "large_mapcount_locked"}, {PG_uptodate, "uptodate"},
   };
   std::string s;
   for (auto& [bit, name] : names)
@@ -135,6 +143,7 @@ struct MapRec {
 
 struct MmTally {
   uint64_t anon_ptes = 0;
+  uint64_t file_ptes = 0;  // PTEs mapping page-cache folios (MM_FILEPAGES)
   uint64_t anon_pmds = 0;
   uint64_t tables = 0;  // PUD + PMD + PTE tables + deposited tables (what pgtables_bytes counts)
   const vm_area_struct* vma_cache = nullptr;
@@ -481,7 +490,8 @@ class Checker {
         continue;
       }
       check_mapped_pfn(mi, va, pte.val, pfn, "PTE");
-      ++tally_[mi].anon_ptes;
+      if (folio_test_anon(page_folio(k_.pfn_to_page(pfn)))) ++tally_[mi].anon_ptes;
+      else ++tally_[mi].file_ptes;
       recs_.push_back(MapRec{pfn, va, pte.val, vma, mi, false, w});
     }
     if (isa_ == pgf::Isa::arm64) check_contpte(mi, va0, t);
@@ -572,6 +582,7 @@ class Checker {
       accounted_pages_ += uint64_t(folio_nr_pages(f));
       i = j;
     }
+    check_page_cache();
     // Folios only the LRU-add batch holds (e.g. the old page after a COW copy).
     for (const auto& [f, n] : lru_refs_) {
       if (folio_mapcount(f) != 0)
@@ -588,7 +599,8 @@ class Checker {
   // What a folio says of itself (run_local()).
   void check_folio_alone(const folio* f) {
     const long nr = folio_nr_pages(f);
-    if (!folio_test_anon(f)) fail(INV_RMAP, "a mapped folio is not anon: {}", folio_state(f));
+    if (!folio_test_anon(f) && !f->mapping)
+      fail(INV_RMAP, "a mapped folio is neither anon nor in a page cache: {}", folio_state(f));
     if (folio_test_large(f)) {
       long sum = 0;
       for (long p = 0; p < nr; ++p) sum += f[p].mapcount;
@@ -627,7 +639,7 @@ class Checker {
         ++n_pte;
         ++pte_cnt_[m.pfn - hp];
         pte_wr_[m.pfn - hp] |= m.writable;
-        if (i > 0 && !r[i - 1].pmd && r[i - 1].pfn == m.pfn && r[i - 1].mm == m.mm)
+        if (folio_test_anon(f) && i > 0 && !r[i - 1].pmd && r[i - 1].pfn == m.pfn && r[i - 1].mm == m.mm)
           fail(INV5, "an anon page is mapped twice in one mm ({} and {}); {}", rec_state(r[i - 1]), rec_state(m),
                folio_state(f));
       }
@@ -636,9 +648,10 @@ class Checker {
       if (it == per_mm_.end()) per_mm_.emplace_back(id, 1);
       else ++it->second;
     }
-    if (!folio_test_anon(f))
-      fail(INV_RMAP, "a mapped folio is not anon (this port has only anonymous memory): {}; mappings: {}",
-           folio_state(f), recs_of(r, n, 0, true));
+    const bool anon = folio_test_anon(f);
+    if (!anon && !f->mapping)
+      fail(INV_RMAP, "a mapped folio is neither anon nor in a page cache: {}; mappings: {}", folio_state(f),
+           recs_of(r, n, 0, true));
 
     // Invariant 1.
     for (long p = 0; p < nr; ++p)
@@ -689,10 +702,17 @@ class Checker {
     }
     if (f->refcount < mapcount)
       fail(INV3, "refcount {} < mapcount {}: {}", f->refcount, mapcount, folio_state(f));
-    if (!folio_maybe_dma_pinned(f) && !folio_test_swapcache(f) && f->refcount != mapcount + lru)
-      fail(INV3, "refcount {} != mapcount {} + {} LRU-add batch reference(s) (no pins, no pending mmu_gather at "
-           "a quiescent point): {}; mappings: {}", f->refcount, mapcount, lru, folio_state(f),
-           recs_of(r, n, 0, true));
+    // A page-cache folio: one more reference per page for the cache (__filemap_add_folio()).
+    const int cache = anon ? 0 : int(nr);
+    if (!folio_maybe_dma_pinned(f) && !folio_test_swapcache(f) && f->refcount != mapcount + lru + cache)
+      fail(INV3, "refcount {} != mapcount {} + {} LRU-add batch reference(s) + {} page-cache reference(s) (no "
+           "pins, no pending mmu_gather at a quiescent point): {}; mappings: {}", f->refcount, mapcount, lru, cache,
+           folio_state(f), recs_of(r, n, 0, true));
+    if (!anon) {
+      check_cached_folio(f);
+      for (size_t i = 0; i < n; ++i) check_file_rmap(f, hp, r[i]);
+      return;
+    }
     for (long p = 1; p < nr; ++p)
       if (f[p].refcount != 0)
         fail(INV3, "tail page {} has refcount {} (tails hold none): {}", p, f[p].refcount, folio_state(f));
@@ -723,6 +743,67 @@ class Checker {
 
     // anon rmap: anon_vma and index (__folio_set_anon, folio_move_anon_rmap, anon_vma_fork).
     for (size_t i = 0; i < n; ++i) check_rmap(f, hp, r[i]);
+  }
+
+  // Page cache (docs/research-filemap-swap-io.md §8, invariant 1): the folio is its mapping's at
+  // its index, uptodate, not PageAnonExclusive, not left locked.
+  void check_cached_folio(const folio* f) {
+    const address_space* m = f->mapping;
+    auto it = m->i_pages.find(f->index);
+    if (it == m->i_pages.end() || it->second != f)
+      fail(INV_CACHE, "folio->mapping is file {} ({}) but its page cache holds {} at index {:#x}: {}", m->ino, m->name,
+           it == m->i_pages.end() ? "nothing" : "another folio", f->index, folio_state(f));
+    if (!folio_test_uptodate(f)) fail(INV_CACHE, "a page-cache folio is not uptodate: {}", folio_state(f));
+    if (f->flags & (PG_anon | PG_anon_exclusive))
+      fail(INV_CACHE, "a page-cache folio is marked anon or PageAnonExclusive: {}", folio_state(f));
+    if (f->flags & PG_locked) fail(INV_LOCK, "folio left locked: {}", folio_state(f));
+  }
+
+  // A PTE that maps a page-cache page (invariant 2 of §8): in a VMA of the same file at the page's
+  // offset; writable only in a shared mapping, and then the folio is dirty.
+  void check_file_rmap(const folio* f, pfn_t hp, const MapRec& m) {
+    const vm_area_struct* v = m.vma;
+    if (v->vm_file != f->mapping)
+      fail(INV_CACHE, "a page of file {} is mapped in a VMA of {}: {}; {}; {}", f->mapping->ino,
+           v->vm_file ? std::to_string(v->vm_file->ino) : "no file (anonymous)", rec_state(m), vma_state(v),
+           folio_state(f));
+    const uint64_t linear = v->vm_pgoff + ((m.va - v->vm_start) >> PAGE_SHIFT);
+    if (linear != f->index + (m.pfn - hp))
+      fail(INV_CACHE, "file page index {:#x} mapped at linear_page_index {:#x}: {}; {}; {}", f->index + (m.pfn - hp),
+           linear, rec_state(m), vma_state(v), folio_state(f));
+    if (m.writable && !(v->vm_flags & VM_SHARED))
+      fail(INV_CACHE, "a page-cache page is writable in a private mapping (a write must copy it): {}; {}; {}",
+           rec_state(m), vma_state(v), folio_state(f));
+    if (m.writable && !folio_test_dirty(f))
+      fail(INV_CACHE, "a page-cache page is writable but the folio is not dirty: {}; {}", rec_state(m), folio_state(f));
+  }
+
+  // The page-cache folios no page table maps: the cache's reference (and LRU-add batch slots) only.
+  void check_page_cache() {
+    for (const auto& up : k_.files()) {
+      const address_space* m = up.get();
+      uint64_t pages = 0;
+      for (const auto& [index, f] : m->i_pages) {
+        pages += uint64_t(folio_nr_pages(f));
+        if (f->mapping != m || f->index != index || f->head_off != 0 || (f->flags & PG_buddy))
+          fail(INV_CACHE, "file {} ({}): the page cache holds at index {:#x} a folio that is not its own: {}", m->ino,
+               m->name, index, folio_state(f));
+        if (folio_mapcount(f) != 0) continue;  // checked with its mappings
+        check_cached_folio(f);
+        int lru = 0;
+        if (auto it = lru_refs_.find(f); it != lru_refs_.end()) {
+          lru = it->second;
+          lru_refs_.erase(it);
+        }
+        if (f->refcount != int(folio_nr_pages(f)) + lru)
+          fail(INV3, "an unmapped page-cache folio has refcount {} (expected {} for the cache + {} LRU-add batch "
+               "slot(s)): {}", f->refcount, folio_nr_pages(f), lru, folio_state(f));
+        accounted_pages_ += uint64_t(folio_nr_pages(f));
+      }
+      if (pages != m->nrpages)
+        fail(INV_CACHE, "file {} ({}): nrpages {} but the page cache holds {} pages", m->ino, m->name, m->nrpages,
+             pages);
+    }
   }
 
   void check_rmap(const folio* f, pfn_t hp, const MapRec& m) {
@@ -795,11 +876,13 @@ class Checker {
       if (get_mm_counter(mm, MM_ANONPAGES) != anon)
         fail(INV7_RSS, "mm {}: MM_ANONPAGES {} but {} anon PTE(s) + {} anon PMD(s) x {} = {}", mm->id,
              get_mm_counter(mm, MM_ANONPAGES), t.anon_ptes, t.anon_pmds, HPAGE_PMD_NR, anon);
-      static const std::pair<int, const char*> others[] = {
-          {MM_FILEPAGES, "MM_FILEPAGES"}, {MM_SWAPENTS, "MM_SWAPENTS"}, {MM_SHMEMPAGES, "MM_SHMEMPAGES"}};
+      if (get_mm_counter(mm, MM_FILEPAGES) != int64_t(t.file_ptes))
+        fail(INV7_RSS, "mm {}: MM_FILEPAGES {} but {} PTE(s) map page-cache pages", mm->id,
+             get_mm_counter(mm, MM_FILEPAGES), t.file_ptes);
+      static const std::pair<int, const char*> others[] = {{MM_SWAPENTS, "MM_SWAPENTS"}, {MM_SHMEMPAGES, "MM_SHMEMPAGES"}};
       for (auto& [c, name] : others)
         if (get_mm_counter(mm, c) != 0)
-          fail(INV7_RSS, "mm {}: {} is {} (no file, swap or shmem pages in this port)", mm->id, name,
+          fail(INV7_RSS, "mm {}: {} is {} (no swap or shmem pages in this port)", mm->id, name,
                get_mm_counter(mm, c));
       const int64_t bytes = int64_t(t.tables * PAGE_SIZE);
       if (mm->pgtables_bytes != bytes)
@@ -839,6 +922,8 @@ class Checker {
     std::vector<pfn_t> known(tables_);
     for (const MapRec& m : recs_) known.push_back(k_.page_to_pfn(page_folio(k_.pfn_to_page(m.pfn))));
     for (const auto& [f, n] : lru_refs_) known.push_back(k_.page_to_pfn(f));
+    for (const auto& m : k_.files())
+      for (const auto& [index, f] : m->i_pages) known.push_back(k_.page_to_pfn(f));
     std::sort(known.begin(), known.end());
     std::string ex;
     int shown = 0;

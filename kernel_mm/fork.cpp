@@ -135,6 +135,7 @@ std::unique_ptr<vm_area_struct> vm_area_dup(const vm_area_struct* orig) {
   v->vm_flags = orig->vm_flags;
   v->vm_pgoff = orig->vm_pgoff;
   v->anon = orig->anon;
+  v->vm_file = orig->vm_file;  // get_file()
   return v;
 }
 
@@ -184,7 +185,7 @@ int Kernel::dup_mmap(mm_struct* mm, mm_struct* oldmm) {
     tmp->vm_flags &= ~VM_LOCKED_MASK;  // vm_flags_clear(tmp, VM_LOCKED_MASK)
     // Link the vma into the MT.
     vm_area_struct* t = vma_insert(mm, std::move(tmp));
-    // (no vm_ops->open, no file)
+    // (no vm_ops->open; a file VMA's i_mmap link is not kept: no rmap walks of files)
     if (!(t->vm_flags & VM_WIPEONFORK)) retval = copy_page_range(t, mpnt);
     if (retval) break;
   }
@@ -447,8 +448,10 @@ static int copy_present_pte_per_pte(Kernel& k, vm_area_struct* dst_vma, vm_area_
     }
     rss[MM_ANONPAGES]++;
   } else if (pg) {
-    // page_dup_file_rmap(): no file pages in this port.
-    mmusim::panic("fork of a non-anonymous page pfn {:#x}", k.page_to_pfn(pg));
+    folio_get(f);
+    k.charge(Cost::folio_op);
+    k.folio_dup_file_rmap_pte(f, pg, dst_vma);
+    rss[MM_FILEPAGES]++;                           // rss[mm_counter_file(folio)]++
   }
 
   // If it's a COW mapping, write protect it both in the parent and the child
@@ -490,7 +493,6 @@ int Kernel::copy_present_ptes(vm_area_struct* dst_vma, vm_area_struct* src_vma, 
   if (!pg) goto copy_pte;
 
   f = page_folio(pg);
-  MMUSIM_CHECK(folio_test_anon(f), "fork of a non-anonymous page pfn {:#x}", page_to_pfn(pg));
 
   // If we likely have to copy, just don't bother with batching. Make sure that the common "small
   // folio" case is as fast as possible by keeping the batching logic separate.
@@ -508,8 +510,10 @@ int Kernel::copy_present_ptes(vm_area_struct* dst_vma, vm_area_struct* src_vma, 
       }
       rss[MM_ANONPAGES] += nr;
       MMUSIM_CHECK(!PageAnonExclusive(pg), "shared anon page still exclusive");
+    } else {
+      folio_dup_file_rmap_ptes(f, pg, nr, dst_vma);
+      rss[MM_FILEPAGES] += nr;  // rss[mm_counter_file(folio)]
     }
-    // (folio_dup_file_rmap_ptes(): no file folios.)
     if (any_writable) pte = arch_->pte_mkwrite(pte, src_vma);
     __copy_present_ptes(dst_vma, src_vma, dst_pte, src_pte, pte, addr, nr);
     ctr_.ptes_copied_fork.inc(uint64_t(nr));
@@ -531,6 +535,9 @@ int Kernel::copy_present_ptes(vm_area_struct* dst_vma, vm_area_struct* src_vma, 
     }
     rss[MM_ANONPAGES]++;
     MMUSIM_CHECK(!PageAnonExclusive(pg), "shared anon page still exclusive");
+  } else {
+    folio_dup_file_rmap_pte(f, pg, dst_vma);
+    rss[MM_FILEPAGES]++;  // rss[mm_counter_file(folio)]
   }
 
 copy_pte:

@@ -30,6 +30,10 @@ constexpr unsigned long THP_ORDERS_ALL_ANON = ((1ul << (HPAGE_PMD_ORDER + 1)) - 
 // params().thp_order[] settings; hugepage_global_{always,enabled}() is params().thp_enabled.
 unsigned long Kernel::thp_vma_allowable_orders(vm_area_struct* vma, vm_flags_t vm_flags, bool in_pf,
                                                bool enforce_sysfs, unsigned long orders) {
+  // A file VMA (the branch of __thp_vma_allowable_orders() for !vma_is_anonymous()): THPs at
+  // fault time only through ->huge_fault (DAX, shmem), and for collapse only with
+  // CONFIG_READ_ONLY_THP_FOR_FS on read-only executables; the files here have neither.
+  if (vma->vm_file) return 0;
   const bool global_always = params_.thp_enabled == ThpMode::always;
   const bool global_enabled = params_.thp_enabled == ThpMode::always || params_.thp_enabled == ThpMode::madvise;
   // Optimization to check if required orders are enabled early.
@@ -73,7 +77,7 @@ unsigned long Kernel::thp_vma_allowable_orders(vm_area_struct* vma, vm_flags_t v
     }
     if (!orders) return 0;
   }
-  // shmem / file VMAs: none. vma_is_temporary_stack(): no stacks.
+  // shmem VMAs: none; file VMAs: above. vma_is_temporary_stack(): no stacks.
   // THPeligible bit of smaps should show 1 for proper VMAs even though anon_vma is not
   // initialized yet. Allow page fault since anon_vma may be not initialized until the first page
   // fault.
@@ -462,7 +466,7 @@ void Kernel::__split_huge_pmd_locked(vm_area_struct* vma, pmd_t* pmd, uint64_t h
 
   ctr_.huge_pmd_split.inc();  // count_vm_event(THP_SPLIT_PMD)
 
-  // !vma_is_anonymous(): no file VMAs.
+  // !vma_is_anonymous(): no huge PMD maps a file here (no large page-cache folios).
 
   if (is_huge_zero_pmd(*pmd)) {
     // We are going from a zero huge page write protected to zero small page also write protected.

@@ -147,6 +147,9 @@ const char* fault_kind_name(FaultKind k) {
     case FaultKind::huge_copy: return "huge_copy";
     case FaultKind::zero_page: return "zero_page";
     case FaultKind::sigsegv: return "sigsegv";
+    case FaultKind::file_map: return "file_map";
+    case FaultKind::file_read: return "file_read";
+    case FaultKind::sigbus: return "sigbus";
   }
   return "?";
 }
@@ -218,7 +221,15 @@ KernelCounters::KernelCounters(mmusim::Stats& s)
       ptes_copied_fork(s.counter("kernel.fork_ptes_copied", "PTEs copied by fork")),
       ptes_zapped(s.counter("kernel.ptes_zapped", "PTEs zapped by munmap/exit/MADV_DONTNEED")),
       invariant_checks(s.counter("kernel.invariant_checks", "invariant-checker passes over all mms")),
-      local_checks(s.counter("kernel.local_checks", "local checks after a fault (kernel.check_local)")) {}
+      local_checks(s.counter("kernel.local_checks", "local checks after a fault (kernel.check_local)")),
+      do_read_fault(s.counter("kernel.do_read_fault", "read faults on file mappings (do_read_fault)")),
+      do_cow_fault(s.counter("kernel.do_cow_fault", "write faults on a missing PTE of a private file mapping: the file page copied (do_cow_fault)")),
+      do_shared_fault(s.counter("kernel.do_shared_fault", "write faults on a missing PTE of a shared file mapping (do_shared_fault)")),
+      pgmajfault(s.counter("kernel.pgmajfault", "faults that had to read the file (PGMAJFAULT, VM_FAULT_MAJOR)")),
+      fault_around_ptes(s.counter("kernel.fault_around_ptes", "PTEs mapped by fault-around (filemap_map_pages), the faulting one included", "ptes")),
+      filemap_read_pages(s.counter("kernel.filemap_read_pages", "pages read from files into the page cache (read-around and single reads)", "pages")),
+      filemap_fault_retry(s.counter("kernel.filemap_fault_retry", "file faults that dropped the fault lock for the read and returned VM_FAULT_RETRY (maybe_unlock_mmap_for_io)")),
+      faults_sigbus(s.counter("faults.sigbus", "faults that found no page behind a mapping (SIGBUS: beyond the end of the file)")) {}
 
 // ------------------------------------------------------------------------------------------------
 // Construction

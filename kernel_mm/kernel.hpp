@@ -103,6 +103,9 @@ struct KernelCounters {
       &tlb_flush_spurious_fix;
   mmusim::Counter &folios_allocated, &folios_freed, &pages_zeroed, &pages_copied, &pt_pages;
   mmusim::Counter &forks, &exits, &ptes_copied_fork, &ptes_zapped, &invariant_checks, &local_checks;
+  // File-backed memory (filemap.cpp).
+  mmusim::Counter &do_read_fault, &do_cow_fault, &do_shared_fault, &pgmajfault, &fault_around_ptes,
+      &filemap_read_pages, &filemap_fault_retry, &faults_sigbus;
   // Several NUMA nodes only (registered then): /proc/vmstat's numa_hit, numa_miss, local_node,
   // other_node, summed over the nodes.
   mmusim::Counter *numa_hit = nullptr, *numa_miss = nullptr, *numa_local = nullptr, *numa_other = nullptr;
@@ -111,7 +114,10 @@ struct KernelCounters {
 // What one fault did, for the trace's mm_fault_done and the latency breakdown.
 enum class FaultKind : uint8_t {
   none, alloc, reuse, copy, spurious, race, huge_alloc, huge_reuse, huge_split, huge_copy, zero_page,
-  sigsegv
+  sigsegv,
+  file_map,   // a page-cache page mapped (fault-around or ->fault of a cached page): a minor fault
+  file_read,  // a file page read from the disk first (VM_FAULT_MAJOR)
+  sigbus      // no page behind the mapping (beyond the end of the file)
 };
 const char* fault_kind_name(FaultKind k);
 struct FaultRecord {
@@ -232,7 +238,8 @@ class Kernel {
   // present. Charged as a system call and its munmap; the population is not (exec.cpp).
   int64_t mmap_file_stand_in(task_struct* t, uint64_t addr, uint64_t len, int prot);
   // The syscalls the workloads use. Return -errno on failure, as the kernel does.
-  int64_t sys_mmap(task_struct* t, uint64_t addr, uint64_t len, int prot, int flags);
+  int64_t sys_mmap(task_struct* t, uint64_t addr, uint64_t len, int prot, int flags,
+                   address_space* file = nullptr, uint64_t offset = 0);
   int sys_munmap(task_struct* t, uint64_t addr, uint64_t len);
   int sys_mprotect(task_struct* t, uint64_t addr, uint64_t len, int prot);
   int sys_madvise(task_struct* t, uint64_t addr, uint64_t len, int advice);
@@ -466,6 +473,13 @@ class Kernel {
   }
   int folio_try_dup_anon_rmap_pmd(folio* f, page* pg, vm_area_struct* dst_vma, vm_area_struct* src_vma);
   void folio_move_anon_rmap(folio* f, vm_area_struct* vma);
+  // Page-cache folios (filemap.cpp): folio_add_file_rmap_ptes() when a fault maps them,
+  // folio_dup_file_rmap_ptes() when fork copies their PTEs.
+  void folio_add_file_rmap_ptes(folio* f, page* pg, int nr_pages, vm_area_struct* vma);
+  void folio_dup_file_rmap_ptes(folio* f, page* pg, int nr_pages, vm_area_struct* dst_vma);
+  void folio_dup_file_rmap_pte(folio* f, page* pg, vm_area_struct* dst_vma) {
+    folio_dup_file_rmap_ptes(f, pg, 1, dst_vma);
+  }
   // CONFIG_MM_ID (newer): the large mapcount with its MM-id slots, under the large-mapcount lock.
   void folio_add_large_mapcount(folio* f, int diff, vm_area_struct* vma);
   void folio_sub_large_mapcount(folio* f, int diff, vm_area_struct* vma);
@@ -483,6 +497,27 @@ class Kernel {
   vm_fault_t __handle_mm_fault(vm_area_struct* vma, uint64_t address, uint32_t flags);
   vm_fault_t handle_pte_fault(vm_fault* vmf);
   vm_fault_t do_pte_missing(vm_fault* vmf);
+  // File faults (mm/memory.c's do_fault() family and mm/filemap.c; filemap.cpp).
+  vm_fault_t do_fault(vm_fault* vmf);
+  vm_fault_t do_read_fault(vm_fault* vmf);
+  vm_fault_t do_cow_fault(vm_fault* vmf);
+  vm_fault_t do_shared_fault(vm_fault* vmf);
+  vm_fault_t __do_fault(vm_fault* vmf);
+  vm_fault_t do_fault_around(vm_fault* vmf);
+  bool should_fault_around(vm_fault* vmf);
+  vm_fault_t finish_fault(vm_fault* vmf);
+  void set_pte_range(vm_fault* vmf, folio* f, page* pg, unsigned nr, uint64_t addr);
+  vm_fault_t do_page_mkwrite(vm_fault* vmf, folio* f);
+  vm_fault_t fault_dirty_shared_page(vm_fault* vmf);
+  vm_fault_t wp_page_shared(vm_fault* vmf, folio* f);
+  vm_fault_t finish_mkwrite_fault(vm_fault* vmf, folio* f);
+  vm_fault_t filemap_fault(vm_fault* vmf);
+  vm_fault_t filemap_map_pages(vm_fault* vmf, uint64_t start_pgoff, uint64_t end_pgoff);
+  vm_fault_t filemap_page_mkwrite(vm_fault* vmf);
+  // vma->vm_page_prot: the VMA's protection, without write for a shared file mapping that wants
+  // write notification (vma_set_page_prot(), mm/mmap.c).
+  pgprot_t vma_page_prot(const vm_area_struct* vma) const;
+  bool vma_wants_writenotify(const vm_area_struct* vma) const;
   vm_fault_t do_anonymous_page(vm_fault* vmf);
   folio* alloc_anon_folio(vm_fault* vmf, bool* again);
   vm_fault_t vmf_anon_prepare(vm_fault* vmf);
@@ -666,6 +701,23 @@ class Kernel {
 
   FaultRecord& fault_record() { return last_fault_; }
 
+  // ============ files and the page cache (filemap.cpp; mm/filemap.c, mm/readahead.c) =============
+  // A file of `size` bytes whose contents follow from `seed` (file_word()), nothing cached.
+  address_space* file_create(const std::string& name, uint64_t size, uint64_t seed);
+  const std::vector<std::unique_ptr<address_space>>& files() const { return files_; }
+  // The 8 bytes at `offset` (8-aligned) of a file as written on its disk (beyond i_size: zero).
+  static uint64_t file_word(const address_space* m, uint64_t offset);
+  folio* filemap_get_folio(address_space* mapping, uint64_t index);  // +1 reference, or null
+  int filemap_add_folio(address_space* mapping, folio* f, uint64_t index);
+  void filemap_read_folio(address_space* mapping, folio* f);  // contents from the disk
+  // Drops the fault lock on the first attempt of a fault that may retry (*fpin: it was dropped).
+  void maybe_unlock_mmap_for_io(vm_fault* vmf, bool* fpin);
+  void do_sync_mmap_readahead(vm_fault* vmf, bool* fpin);
+  void folio_mark_dirty(folio* f);
+  // Reads `nr` pages from [index, ...) into the page cache: one I/O request (its device time is
+  // the faulting task's: Cost::io_request + io_page per page).
+  unsigned page_cache_ra_unbounded(address_space* mapping, uint64_t index, unsigned nr);
+
  private:
   void init_memmap();
   mm_struct* mm_alloc();
@@ -705,6 +757,7 @@ class Kernel {
   std::vector<std::vector<folio*>> lru_batch_;  // per CPU
   std::map<uint64_t, pfn_t> deposited_;         // PMD slot (phys addr) -> deposited PTE table
 
+  std::vector<std::unique_ptr<address_space>> files_;
   std::vector<std::unique_ptr<mm_struct>> mms_;
   std::vector<std::unique_ptr<task_struct>> tasks_;
   int next_pid_ = 1;

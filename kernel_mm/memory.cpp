@@ -21,8 +21,8 @@ namespace {
 inline uint64_t linear_page_index(const vm_area_struct* vma, uint64_t address) {
   return ((address - vma->vm_start) >> PAGE_SHIFT) + vma->vm_pgoff;
 }
-// vma_is_anonymous(): no vm_ops anywhere in this port.
-inline bool vma_is_anonymous(const vm_area_struct*) { return true; }
+// vma_is_anonymous(): no vm_ops; a file VMA has generic_file_vm_ops (filemap.cpp).
+inline bool vma_is_anonymous(const vm_area_struct* vma) { return !vma->vm_file; }
 // vma_is_accessible() (include/linux/mm.h)
 inline bool vma_is_accessible(const vm_area_struct* vma) { return vma->vm_flags & VM_ACCESS_FLAGS; }
 // is_cow_mapping() (include/linux/mm.h)
@@ -234,7 +234,7 @@ unlock:
 // do_pte_missing() (mm/memory.c:3961)
 vm_fault_t Kernel::do_pte_missing(vm_fault* vmf) {
   if (vma_is_anonymous(vmf->vma)) return do_anonymous_page(vmf);
-  panic("do_fault: no file mappings in this port");
+  return do_fault(vmf);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -651,7 +651,10 @@ vm_fault_t Kernel::wp_page_copy(vm_fault* vmf) {
   vmf->pte = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &vmf->ptl);
   if (vmf->pte && pte_same(arch_->ptep_get(vmf->pte), vmf->orig_pte)) {
     if (old_folio) {
-      // anon -> anon: the RSS stays (file pages do not exist here).
+      if (!folio_test_anon(old_folio)) {
+        dec_mm_counter(mm, MM_FILEPAGES);  // mm_counter_file(old_folio)
+        inc_mm_counter(mm, MM_ANONPAGES);
+      }
     } else {
       // ksm_might_unmap_zero_page(): no KSM.
       inc_mm_counter(mm, MM_ANONPAGES);
@@ -887,8 +890,11 @@ vm_fault_t Kernel::do_wp_page(vm_fault* vmf) {
   if (vmf->page_) f = page_folio(vmf->page_);
 
   // Shared mapping: we are guaranteed to have VM_WRITE and FAULT_FLAG_WRITE set at this point.
-  if (vma->vm_flags & (VM_SHARED | VM_MAYSHARE))
-    panic("wp_page_shared/wp_pfn_shared: no shared mappings in this port");
+  if (vma->vm_flags & (VM_SHARED | VM_MAYSHARE)) {
+    // wp_pfn_shared(): no PFN mappings are shared here.
+    MMUSIM_CHECK(vmf->page_, "write fault on a shared mapping of no page at {:#x}", vmf->address);
+    return wp_page_shared(vmf, f);
+  }
 
   // Private mapping: create an exclusive anonymous page copy if reuse is impossible. We might
   // miss VM_WRITE for FOLL_FORCE handling.

@@ -62,6 +62,26 @@ struct anon_vma {
   int refcount = 0;
 };
 
+struct page;
+
+// A file of the simulated filesystem: its inode (size, contents) and its page cache
+// (struct address_space, include/linux/fs.h; the xarray i_pages is a map by page index). The
+// contents are a function of the file's seed and the offset (Kernel::file_word), so that a read
+// is checkable; what a shared mapping writes stays in the page-cache folio (no writeback).
+// The read-ahead state (struct file_ra_state) is the file's here; the kernel keeps one per open
+// file.
+struct address_space {
+  uint32_t ino = 0;
+  std::string name;
+  uint64_t i_size = 0;      // bytes
+  uint64_t seed = 0;
+  std::map<uint64_t, page*> i_pages;  // page index -> folio
+  uint64_t nrpages = 0;
+  // struct file_ra_state
+  unsigned ra_pages = 32;   // bdi->ra_pages: VM_READAHEAD_PAGES (128 KiB), include/linux/mm.h
+  unsigned mmap_miss = 0;
+};
+
 struct vm_area_struct {
   uint64_t vm_start = 0;
   uint64_t vm_end = 0;
@@ -69,6 +89,7 @@ struct vm_area_struct {
   vm_flags_t vm_flags = 0;
   uint64_t vm_pgoff = 0;  // vm_start >> PAGE_SHIFT for anonymous VMAs
   std::shared_ptr<anon_vma> anon;  // vma->anon_vma (null until the first anon fault)
+  address_space* vm_file = nullptr;  // vma->vm_file->f_mapping; null: anonymous (no vm_ops)
 
   // Per-VMA lock (CONFIG_PER_VMA_LOCK, 6.12: vm_lock_seq + vm_lock->lock + detached).
   int64_t vm_lock_seq = -1;

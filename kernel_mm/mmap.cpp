@@ -3,8 +3,8 @@
 // anon_vma_prepare (mm/mmap.c, mm/vma.c, mm/rmap.c). munmap, mprotect and madvise live in
 // munmap.cpp.
 //
-// Simplifications (PORTMAP §8.3): only anonymous memory. MAP_SHARED|MAP_ANONYMOUS would need shmem
-// and is refused with -EINVAL; file mappings too. No VMA merging (vma_merge_new_range() /
+// Simplifications (PORTMAP §8.3): private anonymous memory and file mappings (filemap.cpp).
+// MAP_SHARED|MAP_ANONYMOUS would need shmem and is refused with -EINVAL. No VMA merging (vma_merge_new_range() /
 // vma_expand()): every mmap makes its own VMA, which only changes how many VMAs there are, not what
 // the fault and fork paths do inside one. No stack guard gaps (no VM_GROWSDOWN mappings). The maple
 // tree is an ordered map keyed by vm_end.
@@ -170,19 +170,31 @@ uint64_t Kernel::get_unmapped_area(mm_struct* mm, uint64_t addr, uint64_t len, u
 // ------------------------------------------------------------------------------------------------
 // mmap: ksys_mmap_pgoff() -> vm_mmap_pgoff() -> do_mmap() -> mmap_region() (mm/mmap.c, mm/util.c)
 
-int64_t Kernel::sys_mmap(task_struct* t, uint64_t addr, uint64_t len, int prot, int flags) {
+int64_t Kernel::sys_mmap(task_struct* t, uint64_t addr, uint64_t len, int prot, int flags, address_space* file,
+                         uint64_t offset) {
   mm_struct* mm = t->mm;
   charge(Cost::syscall);
 
-  // Only private anonymous memory: MAP_SHARED|MAP_ANONYMOUS needs shmem (shmem_zero_setup()),
-  // and there are no files to map.
-  if (!(flags & MAP_ANONYMOUS)) return -EINVAL;
-  if ((flags & (MAP_SHARED | MAP_PRIVATE)) != MAP_PRIVATE) return -EINVAL;
+  // MAP_SHARED|MAP_ANONYMOUS needs shmem (shmem_zero_setup()), which is not ported: refused.
+  // A file mapping takes the file (the fd's struct file) and a page-aligned offset (the x86 and
+  // arm64 sys_mmap(): "if (off & ~PAGE_MASK) return -EINVAL").
+  if (flags & MAP_ANONYMOUS) {
+    if ((flags & (MAP_SHARED | MAP_PRIVATE)) != MAP_PRIVATE) return -EINVAL;
+    file = nullptr;  // ksys_mmap_pgoff() ignores the fd of an anonymous mapping
+    offset = 0;
+  } else {
+    if (!file) return -EBADF;
+    if ((flags & (MAP_SHARED | MAP_PRIVATE)) != MAP_SHARED && (flags & (MAP_SHARED | MAP_PRIVATE)) != MAP_PRIVATE)
+      return -EINVAL;
+    if (offset & ~PAGE_MASK) return -EINVAL;
+  }
   // do_mmap()
   if (!len) return -EINVAL;
   // Careful about overflows..
   len = PAGE_ALIGN(len);
   if (!len) return -ENOMEM;
+  // offset overflow?
+  if ((offset >> PAGE_SHIFT) + (len >> PAGE_SHIFT) < (offset >> PAGE_SHIFT)) return -EOVERFLOW;
   if (flags & MAP_FIXED) {
     if (!IS_ALIGNED(addr, PAGE_SIZE)) return -EINVAL;
     if (addr > arch_->task_size() - len || addr < kMmapMinAddr) return -ENOMEM;
@@ -195,12 +207,16 @@ int64_t Kernel::sys_mmap(task_struct* t, uint64_t addr, uint64_t len, int prot, 
   mmap_write_lock(mm);  // vm_mmap_pgoff(): mmap_write_lock_killable()
 
   vm_flags_t vm_flags = calc_vm_prot_bits(prot) | VM_MAYREAD | VM_MAYWRITE | VM_MAYEXEC;
+  // A file opened for reading and writing (every file here is): MAP_SHARED adds VM_SHARED |
+  // VM_MAYSHARE, MAP_PRIVATE nothing (do_mmap()'s switch on flags & MAP_TYPE).
+  if (file && (flags & MAP_SHARED)) vm_flags |= VM_SHARED | VM_MAYSHARE;
 
   // __get_unmapped_area()
   if (!(flags & MAP_FIXED)) {
     // Ensures that larger anonymous mappings are THP aligned (IS_ENABLED(THP), no hint, length a
-    // multiple of PMD_SIZE).
-    const uint64_t align = (!addr && IS_ALIGNED(len, PMD_SIZE)) ? PMD_SIZE : 0;
+    // multiple of PMD_SIZE). A file's f_op->get_unmapped_area decides for it: the files here
+    // have no large folios, so none aligns (as mm_get_unmapped_area() for such a file).
+    const uint64_t align = (!file && !addr && IS_ALIGNED(len, PMD_SIZE)) ? PMD_SIZE : 0;
     addr = get_unmapped_area(mm, addr, len, align);
     if (IS_ERR_VALUE(addr)) {
       mmap_write_unlock(mm);
@@ -212,8 +228,8 @@ int64_t Kernel::sys_mmap(task_struct* t, uint64_t addr, uint64_t len, int prot, 
     }
   }
 
-  // Anonymous MAP_PRIVATE: "Set pgoff according to addr for anon_vma."
-  const uint64_t pgoff = addr >> PAGE_SHIFT;
+  // Anonymous MAP_PRIVATE: "Set pgoff according to addr for anon_vma."; a file: the offset.
+  const uint64_t pgoff = file ? offset >> PAGE_SHIFT : addr >> PAGE_SHIFT;
 
   // mmap_region() -> __mmap_region()
   // Find the first overlapping VMA; prepare to unmap any existing mapping in the area (the kernel
@@ -235,7 +251,9 @@ int64_t Kernel::sys_mmap(task_struct* t, uint64_t addr, uint64_t len, int prot, 
   vma->vm_end = addr + len;
   vma->vm_pgoff = pgoff;
   vma->vm_flags = vm_flags;
-  // vma_set_anonymous(); no ->mmap(); vma_link
+  // vma_set_anonymous(), or the file's ->mmap() (generic_file_mmap(): file_accessed(), vm_ops =
+  // generic_file_vm_ops); vma_set_page_prot() is vma_page_prot(); vma_link
+  vma->vm_file = file;
   vm_area_struct* v = vma_insert(mm, std::move(vma));
   charge(Cost::vma_op);
   // "New (or expanded) vma always get soft dirty status. Otherwise user-space soft-dirty page
@@ -244,7 +262,7 @@ int64_t Kernel::sys_mmap(task_struct* t, uint64_t addr, uint64_t len, int prot, 
   v->vm_flags |= VM_SOFTDIRTY;
 
   mmap_write_unlock(mm);
-  trace_mmap(t, addr, len, vm_flags, "anon");
+  trace_mmap(t, addr, len, vm_flags, !file ? "anon" : (vm_flags & VM_SHARED) ? "file-shared" : "file");
   check_invariants("mmap");
   return int64_t(addr);
 }

@@ -275,8 +275,14 @@ void Kernel::zap_present_folio_ptes(mmu_gather* tlb, vm_area_struct* vma, folio*
   const bool delay_rmap = false;
 
   if (!folio_test_anon(f)) {
-    // File folios (not in this port): dirty/young would go to the folio, delay_rmap if dirty.
+    // A page-cache folio: the PTEs' dirty bit goes to the folio (a shared mapping's writes).
     ptent = arch_->get_and_clear_full_ptes(mm, addr, pte, nr, tlb->fullmm);
+    // On SMP the kernel then also delays the rmap removal until after the TLB flush and forces
+    // the flush at the end of this table (tlb_delay_rmap(), tlb_flush_rmaps()), so that no
+    // writeback's folio_mkclean() can miss a write through a stale entry. There is no writeback
+    // here: the rmap goes at once and the flush is not forced [a simplification].
+    if (arch_->pte_dirty(ptent)) folio_mark_dirty(f);
+    // pte_young() && vma_has_recency(): folio_mark_accessed(), no LRU ages here.
     rss[MM_FILEPAGES] -= int(nr);  // mm_counter(folio)
   } else {
     // We don't need up-to-date accessed/dirty bits.

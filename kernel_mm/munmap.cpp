@@ -10,7 +10,8 @@
 // how the workloads make PTE-mapped 2M THPs, as selftests/mm/cow.c does) -> change_pte_range
 // (ptep_modify_prot_start/commit, pte_modify, the MM_CP_TRY_CHANGE_WRITABLE upgrade, the TLB flush
 // of changed PTEs through the gather).
-// madvise: MADV_DONTNEED (zap_page_range_single), MADV_[NO]HUGEPAGE, MADV_DONTFORK/DOFORK,
+// madvise: MADV_NORMAL/RANDOM/SEQUENTIAL (the readahead hints of file mappings), MADV_DONTNEED
+// (zap_page_range_single), MADV_[NO]HUGEPAGE, MADV_DONTFORK/DOFORK,
 // MADV_WIPEONFORK/KEEPONFORK; everything else is -EINVAL (madvise_behavior_valid()).
 //
 // Simplifications: anonymous private memory only (no files, no VM_SHARED), no pkeys, no
@@ -44,9 +45,9 @@ inline uint64_t addr_end(uint64_t addr, uint64_t end, uint64_t size) {
 }
 
 // vma_wants_manual_pte_write_upgrade() (include/linux/mm.h): private writable mappings must
-// check each PTE (COW); shared ones would ask vma_wants_writenotify() (no shared mappings here).
-bool vma_wants_manual_pte_write_upgrade(const vm_area_struct* vma) {
-  if (vma->vm_flags & VM_SHARED) return false;  // vma_wants_writenotify(): anon shmem does not
+// check each PTE (COW); shared ones ask vma_wants_writenotify().
+bool vma_wants_manual_pte_write_upgrade(const Kernel& k, const vm_area_struct* vma) {
+  if (vma->vm_flags & VM_SHARED) return k.vma_wants_writenotify(vma);
   return vma->vm_flags & VM_WRITE;
 }
 
@@ -89,6 +90,7 @@ struct vma_merge_struct {
   uint64_t start = 0, end = 0, pgoff = 0;
   vm_flags_t flags = 0;
   std::shared_ptr<anon_vma> anon;
+  address_space* file = nullptr;
 };
 
 // list_is_singular(&vma->anon_vma_chain): one anon_vma_chain entry, i.e. an anon_vma of its own
@@ -97,11 +99,12 @@ bool anon_vma_chain_singular(const vm_area_struct* vma) {
   return vma->anon && vma->anon->root_id == vma->anon->id;
 }
 
-// is_mergeable_vma() (mm/vma.c:10): same flags except VM_SOFTDIRTY; no files, policies, uffd
-// contexts or anon names here.
+// is_mergeable_vma() (mm/vma.c:10): same flags except VM_SOFTDIRTY, the same file; no policies,
+// uffd contexts or anon names here.
 bool is_mergeable_vma(const vma_merge_struct& vmg, bool merge_next) {
   const vm_area_struct* vma = merge_next ? vmg.next : vmg.prev;
   if ((vma->vm_flags ^ vmg.flags) & ~VM_SOFTDIRTY) return false;
+  if (vma->vm_file != vmg.file) return false;
   return true;
 }
 
@@ -440,6 +443,7 @@ vm_area_struct* Kernel::vma_modify_flags(vm_area_struct* prev, vm_area_struct* v
   vmg.pgoff = vma->vm_pgoff + ((start - vma->vm_start) >> PAGE_SHIFT);
   vmg.flags = new_flags;
   vmg.anon = vma->anon;
+  vmg.file = vma->vm_file;
 
   // First, try to merge.
   vm_area_struct* merged = vma_merge_existing_range(*this, vmg);
@@ -582,7 +586,7 @@ long Kernel::change_pmd_range(mmu_gather* tlb, vm_area_struct* vma, pud_t* pud, 
 // change_protection() (mm/mprotect.c:541) -> change_protection_range() -> p4d/pud/pmd levels.
 long Kernel::change_protection(mmu_gather* tlb, vm_area_struct* vma, uint64_t start, uint64_t end,
                                unsigned long cp_flags) {
-  const pgprot_t newprot = arch_->vm_get_page_prot(vma->vm_flags);  // vma->vm_page_prot
+  const pgprot_t newprot = vma_page_prot(vma);  // vma->vm_page_prot
   long pages = 0;
   uint64_t addr = start, next;
   MMUSIM_CHECK(addr < end, "change_protection [{:#x},{:#x})", addr, end);
@@ -606,7 +610,7 @@ long Kernel::change_protection(mmu_gather* tlb, vm_area_struct* vma, uint64_t st
 }
 
 long Kernel::change_protection(mmu_gather* tlb, vm_area_struct* vma, uint64_t start, uint64_t end) {
-  unsigned long cp_flags = vma_wants_manual_pte_write_upgrade(vma) ? MM_CP_TRY_CHANGE_WRITABLE : 0;
+  unsigned long cp_flags = vma_wants_manual_pte_write_upgrade(*this, vma) ? MM_CP_TRY_CHANGE_WRITABLE : 0;
   return change_protection(tlb, vma, start, end, cp_flags);
 }
 
@@ -641,7 +645,7 @@ int Kernel::mprotect_fixup(mmu_gather* tlb, vm_area_struct* vma, vm_area_struct*
   // vm_flags and vm_page_prot are protected by the mmap_lock held in write mode.
   vma_start_write(vma);
   vma->vm_flags = newflags;  // vm_flags_reset()
-  if (vma_wants_manual_pte_write_upgrade(vma)) mm_cp_flags |= MM_CP_TRY_CHANGE_WRITABLE;
+  if (vma_wants_manual_pte_write_upgrade(*this, vma)) mm_cp_flags |= MM_CP_TRY_CHANGE_WRITABLE;
   // vma_set_page_prot(vma): vm_page_prot is derived from vm_flags when needed here
 
   change_protection(tlb, vma, start, end, mm_cp_flags);
@@ -738,6 +742,9 @@ namespace {
 // madvise_behavior_valid() (mm/madvise.c), restricted to the advice this port implements.
 bool madvise_behavior_valid(int behavior) {
   switch (behavior) {
+    case MADV_NORMAL:
+    case MADV_RANDOM:
+    case MADV_SEQUENTIAL:
     case MADV_DONTNEED:
     case MADV_DONTFORK:
     case MADV_DOFORK:
@@ -814,6 +821,15 @@ int Kernel::sys_madvise(task_struct* t, uint64_t start, uint64_t len_in, int beh
         zap_page_range_single(vma, s, e - s);
         return 0;
       }
+      case MADV_NORMAL:
+        new_flags = new_flags & ~VM_RAND_READ & ~VM_SEQ_READ;
+        break;
+      case MADV_SEQUENTIAL:
+        new_flags = (new_flags & ~VM_RAND_READ) | VM_SEQ_READ;
+        break;
+      case MADV_RANDOM:
+        new_flags = (new_flags & ~VM_SEQ_READ) | VM_RAND_READ;
+        break;
       case MADV_DONTFORK:
         new_flags |= VM_DONTCOPY;
         break;

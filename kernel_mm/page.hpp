@@ -34,7 +34,10 @@ enum : uint32_t {
   PG_dirty = 1u << 10,
   PG_ksm = 1u << 11,            // never set: no KSM; kept so the conditions keep their shape
   PG_large_mapcount_locked = 1u << 12,  // FOLIO_MM_IDS_LOCK_BIT (newer kernel)
+  PG_uptodate = 1u << 13,       // the folio's contents are valid (a page-cache folio read in)
 };
+
+struct address_space;
 
 // Shared bit of folio->_mm_ids (mm/rmap.c, CONFIG_MM_ID).
 inline constexpr uint32_t FOLIO_MM_IDS_SHARED_BIT = 1u << 0;
@@ -62,7 +65,9 @@ struct page {
   int32_t mm_id_mapcount[2] = {-1, -1};  // kernel encoding: -1 = no mappings
   uint32_t mm_ids = 0;          // FOLIO_MM_IDS_SHARED_BIT
   uint32_t anon_vma = 0;        // folio->mapping: the owning anon_vma's id (0: none)
-  uint64_t index = 0;           // folio->index: linear page index within the anon_vma
+  address_space* mapping = nullptr;  // folio->mapping of a page-cache folio (its file's)
+  uint64_t index = 0;           // folio->index: linear page index within the anon_vma, or the
+                                // page offset in the file of a page-cache folio
   uint64_t last_cpupid = 0;     // folio_xchg_last_cpupid()
 
   // --- page-table pages (ptdesc) ---
@@ -84,6 +89,8 @@ inline bool folio_test_ksm(const folio* f) { return f->flags & PG_ksm; }
 inline bool folio_test_swapcache(const folio* f) { return f->flags & PG_swapcache; }
 inline bool folio_test_lru(const folio* f) { return f->flags & PG_lru; }
 inline bool folio_test_locked(const folio* f) { return f->flags & PG_locked; }
+inline bool folio_test_uptodate(const folio* f) { return f->flags & PG_uptodate; }
+inline bool folio_test_dirty(const folio* f) { return f->flags & PG_dirty; }
 inline bool folio_test_pmd_mappable(const folio* f) { return f->order >= HPAGE_PMD_ORDER; }
 inline bool folio_test_partially_mapped(const folio* f) { return f->flags & PG_partially_mapped; }
 inline unsigned long folio_page_idx(const folio* f, const page* p) { return (unsigned long)(p - f); }

@@ -288,6 +288,33 @@ void Kernel::folio_add_anon_rmap_pmd(folio* f, page* pg, vm_area_struct* vma, ui
   __folio_add_anon_rmap(*this, f, pg, HPAGE_PMD_NR, vma, address, flags, true);
 }
 
+// __folio_add_file_rmap() (mm/rmap.c:1468) -> folio_add_file_rmap_ptes() (1491): a page-cache
+// folio's pages mapped by `nr_pages` PTEs. (__folio_mod_stat(), mlock_vma_folio(): not kept.)
+void Kernel::folio_add_file_rmap_ptes(folio* f, page* pg, int nr_pages, vm_area_struct* vma) {
+  int nr_pmdmapped = 0;
+  MMUSIM_CHECK(!folio_test_anon(f), "file rmap of anon folio pfn {:#x}", folio_pfn(f));
+  __folio_add_rmap(*this, f, pg, nr_pages, vma, false, &nr_pmdmapped);
+}
+
+// __folio_dup_file_rmap() (include/linux/rmap.h:341) -> folio_dup_file_rmap_ptes(): fork()
+// copies the PTEs of a page-cache folio (the caller took the references).
+void Kernel::folio_dup_file_rmap_ptes(folio* f, page* pg, int nr_pages, vm_area_struct* dst_vma) {
+  MMUSIM_CHECK(!folio_test_anon(f), "file rmap dup of anon folio pfn {:#x}", folio_pfn(f));
+  const int orig_nr_pages = nr_pages;
+  if (!folio_test_large(f)) {
+    ++f->mapcount;  // atomic_inc(&folio->_mapcount)
+    struct_page_touch(f, 1, true);
+    charge(Cost::folio_op);
+    return;
+  }
+  struct_page_touch(pg, nr_pages, true);
+  do {
+    ++pg->mapcount;  // atomic_inc(&page->_mapcount)
+  } while (pg++, --nr_pages > 0);
+  charge(Cost::page_op, orig_nr_pages);
+  folio_add_large_mapcount(f, orig_nr_pages, dst_vma);
+}
+
 // folio_add_new_anon_rmap() (mm/rmap.c:1422)
 void Kernel::folio_add_new_anon_rmap(folio* f, vm_area_struct* vma, uint64_t address, rmap_t flags) {
   const int nr = int(folio_nr_pages(f));

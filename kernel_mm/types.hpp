@@ -139,6 +139,8 @@ inline constexpr vm_flags_t VM_PFNMAP = 0x00000400;
 inline constexpr vm_flags_t VM_UFFD_WP = 0x00001000;
 inline constexpr vm_flags_t VM_LOCKED = 0x00002000;
 inline constexpr vm_flags_t VM_IO = 0x00004000;
+inline constexpr vm_flags_t VM_SEQ_READ = 0x00008000;   // MADV_SEQUENTIAL
+inline constexpr vm_flags_t VM_RAND_READ = 0x00010000;  // MADV_RANDOM
 inline constexpr vm_flags_t VM_DONTCOPY = 0x00020000;
 inline constexpr vm_flags_t VM_DONTEXPAND = 0x00040000;
 inline constexpr vm_flags_t VM_ACCOUNT = 0x00100000;
@@ -171,6 +173,9 @@ inline vm_flags_t calc_vm_prot_bits(int prot) {
   if (prot & PROT_EXEC) f |= VM_EXEC;
   return f;
 }
+inline constexpr int MADV_NORMAL = 0;
+inline constexpr int MADV_RANDOM = 1;
+inline constexpr int MADV_SEQUENTIAL = 2;
 inline constexpr int MADV_DONTNEED = 4;
 inline constexpr int MADV_DONTFORK = 10;
 inline constexpr int MADV_DOFORK = 11;

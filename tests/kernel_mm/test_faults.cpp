@@ -288,9 +288,9 @@ TEST_CASE("faults: mmap places anonymous memory top-down, PMD-aligned for PMD mu
   CHECK(e.k.find_vma(t->mm, a3 - 1) == e.k.vma_lookup(t->mm, a3));
   CHECK(e.k.find_vma(t->mm, a1 + 3 * PAGE_SIZE) == nullptr);
 
-  // Refused: shared anonymous (needs shmem), file mappings, zero length.
+  // Refused: shared anonymous (needs shmem), a file mapping without a file (a bad fd), zero length.
   CHECK(e.k.sys_mmap(t, 0, PAGE_SIZE, PROT_READ, MAP_SHARED | MAP_ANONYMOUS) == -EINVAL);
-  CHECK(e.k.sys_mmap(t, 0, PAGE_SIZE, PROT_READ, MAP_PRIVATE) == -EINVAL);
+  CHECK(e.k.sys_mmap(t, 0, PAGE_SIZE, PROT_READ, MAP_PRIVATE) == -EBADF);
   CHECK(e.k.sys_mmap(t, 0, 0, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS) == -EINVAL);
 
   // A hint that is free is taken as is.

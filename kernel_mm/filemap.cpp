@@ -1,0 +1,624 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// File-backed memory: files of a simulated filesystem, their page cache (mm/filemap.c,
+// mm/readahead.c) and the fault paths of file mappings (mm/memory.c: do_fault() and what it
+// calls). Linux 6.12 (docs/research-filemap-swap-io.md §1 has the map, with line numbers).
+//
+// What is here:
+//   - a file is an inode with a size and contents that follow from a seed (file_word()); its
+//     address_space holds the page-cache folios by index; a folio read from the disk is filled
+//     with those contents, one a shared mapping wrote keeps what was written (no writeback: dirty
+//     folios stay dirty and cached);
+//   - the VMA's vm_ops are generic_file_vm_ops (filemap_fault, filemap_map_pages,
+//     filemap_page_mkwrite), as for a regular file of a disk filesystem without large folios;
+//   - read faults map the faulting page and fault around it (16 PTEs, fault_around_bytes =
+//     64 KiB), write faults on private mappings copy the file page (do_cow_fault()), write faults
+//     on shared mappings go through ->page_mkwrite and mark the folio dirty; the first write to a
+//     present read-only PTE of a shared mapping is wp_page_shared() (write notification);
+//   - a page-cache miss reads around the fault: 32 pages from pgoff - 16 (ra_pages = 128 KiB),
+//     while mmap_miss stays at or below MMAP_LOTSAMISS (100), else the one page; the first
+//     attempt of a fault that reads drops the fault lock first (maybe_unlock_mmap_for_io()) and
+//     returns VM_FAULT_RETRY once the read is done, as 6.12 does; so does fault_dirty_shared_page()
+//     with VM_FAULT_COMPLETED.
+// Simplified (each marked where it happens): order-0 folios only; no asynchronous readahead (no
+// PG_readahead marker); reads are synchronous, their device time is charged to the faulting task
+// (Cost::io_request, Cost::io_page; a block device with a queue is not modelled yet), so no other
+// task can find a folio locked for I/O; no truncation, no writeback, no reclaim of the cache; no
+// i_mmap tree (no file rmap walks).
+#include <cstring>
+
+#include "base/error.hpp"
+#include "kernel_mm/kernel.hpp"
+
+namespace kmm {
+
+namespace {
+
+constexpr unsigned kFaultAroundPages = 65536 >> PAGE_SHIFT;  // fault_around_pages (mm/memory.c)
+constexpr unsigned MMAP_LOTSAMISS = 100;                     // mm/filemap.c
+
+inline uint64_t linear_page_index(const vm_area_struct* vma, uint64_t address) {
+  return ((address - vma->vm_start) >> PAGE_SHIFT) + vma->vm_pgoff;
+}
+inline unsigned pte_index(uint64_t addr) { return unsigned((addr >> PAGE_SHIFT) & (PTRS_PER_PTE - 1)); }
+inline uint64_t vma_pages(const vm_area_struct* vma) { return (vma->vm_end - vma->vm_start) >> PAGE_SHIFT; }
+inline uint64_t DIV_ROUND_UP(uint64_t n, uint64_t d) { return (n + d - 1) / d; }
+
+// fault_flag_allow_retry_first() (include/linux/mm.h)
+inline bool fault_flag_allow_retry_first(uint32_t flags) {
+  return (flags & FAULT_FLAG_ALLOW_RETRY) && !(flags & FAULT_FLAG_TRIED);
+}
+
+// splitmix64: the file's contents as a function of (seed, inode, word).
+inline uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+// Files
+
+address_space* Kernel::file_create(const std::string& name, uint64_t size, uint64_t seed) {
+  auto m = std::make_unique<address_space>();
+  m->ino = uint32_t(files_.size() + 1);
+  m->name = name;
+  m->i_size = size;
+  m->seed = seed;
+  files_.push_back(std::move(m));
+  return files_.back().get();
+}
+
+uint64_t Kernel::file_word(const address_space* m, uint64_t offset) {
+  if (offset >= m->i_size) return 0;
+  uint64_t w = mix(m->seed ^ (uint64_t(m->ino) << 48) ^ (offset >> 3));
+  // The bytes beyond the end of the file read as zero (the tail of the last page is zeroed).
+  if (m->i_size - offset < 8) w &= (uint64_t(1) << (8 * (m->i_size - offset))) - 1;
+  return w;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The page cache (mm/filemap.c)
+
+// filemap_get_folio() -> __filemap_get_folio(mapping, index, 0, 0) (mm/filemap.c:1873): the folio
+// at `index` with a reference, or null.
+folio* Kernel::filemap_get_folio(address_space* mapping, uint64_t index) {
+  auto it = mapping->i_pages.find(index);
+  if (it == mapping->i_pages.end()) return nullptr;
+  folio* f = it->second;
+  folio_get(f);  // folio_try_get()
+  charge(Cost::folio_op);
+  return f;
+}
+
+// filemap_add_folio() (mm/filemap.c:950) -> __filemap_add_folio() (863): the folio goes into the
+// cache locked, with one reference per page for the cache, then onto the LRU.
+int Kernel::filemap_add_folio(address_space* mapping, folio* f, uint64_t index) {
+  MMUSIM_CHECK(!folio_test_large(f), "page cache: large folios are not modelled");
+  if (mapping->i_pages.count(index)) return -EEXIST;
+  f->flags |= PG_locked;  // __folio_set_locked()
+  folio_ref_add(f, int(folio_nr_pages(f)));
+  f->mapping = mapping;
+  f->index = index;
+  mapping->i_pages.emplace(index, f);
+  mapping->nrpages += uint64_t(folio_nr_pages(f));
+  struct_page_touch(f, 1, true);
+  charge(Cost::folio_op);
+  lock_event(f, LockClass::folio_lock, true, true, struct_page_pa(folio_pfn(f)));
+  folio_add_lru_vma(f, nullptr);  // folio_add_lru()
+  return 0;
+}
+
+// filemap_read_folio() (mm/filemap.c:2361) with the filesystem's ->read_folio: the contents from
+// the disk; the folio becomes uptodate. (The device time is the request's, charged by the caller.)
+void Kernel::filemap_read_folio(address_space* mapping, folio* f) {
+  const uint64_t base = f->index << PAGE_SHIFT;
+  uint8_t* data = phys_.frame_data(folio_pfn(f));
+  for (uint64_t off = 0; off < PAGE_SIZE; off += 8) {
+    const uint64_t w = file_word(mapping, base + off);
+    std::memcpy(data + off, &w, 8);
+  }
+  f->flags |= PG_uptodate;  // folio_mark_uptodate()
+  ctr_.filemap_read_pages.inc();
+}
+
+// folio_mark_dirty() (mm/page-writeback.c) -> filemap_dirty_folio(): the folio and the inode
+// dirty (no writeback follows here).
+void Kernel::folio_mark_dirty(folio* f) {
+  if (folio_test_dirty(f)) return;
+  f->flags |= PG_dirty;
+  charge(Cost::folio_op);
+}
+
+// page_cache_ra_unbounded() (mm/readahead.c:205) with read_pages() (146): allocate and add the
+// folios of [index, index + nr) that are not cached, and read each run of them with one request.
+// The folios are unlocked when their read completes: here at once (synchronous reads).
+unsigned Kernel::page_cache_ra_unbounded(address_space* mapping, uint64_t index, unsigned nr) {
+  unsigned added = 0, run = 0;
+  auto read_run = [&]() {
+    if (!run) return;
+    charge(Cost::io_request);
+    charge(Cost::io_page, run);
+    run = 0;
+  };
+  for (unsigned i = 0; i < nr; ++i) {
+    if (mapping->i_pages.count(index + i)) {
+      // Page already present? Kick off the current batch of contiguous pages before continuing
+      // with the next batch.
+      read_run();
+      continue;
+    }
+    folio* f = folio_alloc(0, false);  // filemap_alloc_folio()
+    if (!f) break;
+    if (filemap_add_folio(mapping, f, index + i)) {
+      folio_put(f);
+      read_run();
+      continue;
+    }
+    filemap_read_folio(mapping, f);
+    folio_unlock(f);  // the read's completion: folio_end_read()
+    folio_put(f);     // readahead_folio(): the allocation's reference
+    ++run;
+    ++added;
+  }
+  read_run();
+  return added;
+}
+
+// maybe_unlock_mmap_for_io() (mm/internal.h:1046): FAULT_FLAG_RETRY_NOWAIT means we don't want to
+// wait on page locks or anything, so we only pin the file and drop the fault lock if only
+// FAULT_FLAG_ALLOW_RETRY is set, while this is the first attempt.
+void Kernel::maybe_unlock_mmap_for_io(vm_fault* vmf, bool* fpin) {
+  if (*fpin) return;
+  if (fault_flag_allow_retry_first(vmf->flags) && !(vmf->flags & FAULT_FLAG_RETRY_NOWAIT)) {
+    *fpin = true;  // get_file()
+    release_fault_lock(vmf);
+  }
+}
+
+// do_sync_mmap_readahead() (mm/filemap.c:3146), without VM_HUGEPAGE's PMD-order readahead (no
+// large page-cache folios). Drops the fault lock (*fpin) before it reads.
+void Kernel::do_sync_mmap_readahead(vm_fault* vmf, bool* fpin) {
+  address_space* mapping = vmf->vma->vm_file;
+  const vm_flags_t vm_flags = vmf->vma->vm_flags;
+  // If we don't want any read-ahead, don't bother (the caller reads the one page).
+  if (vm_flags & VM_RAND_READ) return;
+  if (!mapping->ra_pages) return;
+  if (vm_flags & VM_SEQ_READ) {
+    maybe_unlock_mmap_for_io(vmf, fpin);
+    // page_cache_sync_ra(): the window from the fault on.
+    page_cache_ra_unbounded(mapping, vmf->pgoff,
+                            unsigned(std::min<uint64_t>(mapping->ra_pages,
+                                                        DIV_ROUND_UP(mapping->i_size, PAGE_SIZE) - vmf->pgoff)));
+    return;
+  }
+  // Avoid banging the cache line if not needed
+  if (mapping->mmap_miss < MMAP_LOTSAMISS * 10) ++mapping->mmap_miss;
+  // Do we miss much more than hit in this file? If so, stop bothering with read-ahead. It will
+  // only hurt.
+  if (mapping->mmap_miss > MMAP_LOTSAMISS) return;
+  maybe_unlock_mmap_for_io(vmf, fpin);
+  // mmap read-around: ra->start = max(0, pgoff - ra_pages / 2), ra->size = ra_pages
+  // (ra->async_size = ra_pages / 4 marks PG_readahead: no asynchronous readahead here), then
+  // page_cache_ra_order(order 0) -> do_page_cache_ra(), which stops at the end of the file.
+  const uint64_t start = vmf->pgoff > mapping->ra_pages / 2 ? vmf->pgoff - mapping->ra_pages / 2 : 0;
+  const uint64_t end_index = DIV_ROUND_UP(mapping->i_size, PAGE_SIZE);
+  if (start >= end_index) return;
+  page_cache_ra_unbounded(mapping, start, unsigned(std::min<uint64_t>(mapping->ra_pages, end_index - start)));
+}
+
+// filemap_fault() (mm/filemap.c:3305), the VMA's ->fault. Returns VM_FAULT_LOCKED with
+// vmf->page_ referenced and its folio locked, or VM_FAULT_RETRY with the fault lock dropped.
+vm_fault_t Kernel::filemap_fault(vm_fault* vmf) {
+  address_space* mapping = vmf->vma->vm_file;
+  const uint64_t index = vmf->pgoff;
+  bool fpin = false;  // the file pinned and the fault lock dropped (maybe_unlock_mmap_for_io())
+  vm_fault_t ret = 0;
+
+  if (index >= DIV_ROUND_UP(mapping->i_size, PAGE_SIZE)) {
+    last_fault_.kind = FaultKind::sigbus;
+    ctr_.faults_sigbus.inc();
+    return VM_FAULT_SIGBUS;
+  }
+
+  // Do we have something in the page cache already?
+  folio* f = filemap_get_folio(mapping, index);
+  if (f) {
+    // We found the page, so try async readahead before waiting for the lock:
+    // do_async_mmap_readahead() (3215) counts the hit; PG_readahead is never set here.
+    if (!(vmf->flags & FAULT_FLAG_TRIED) && !(vmf->vma->vm_flags & VM_RAND_READ) && mapping->ra_pages &&
+        mapping->mmap_miss)
+      --mapping->mmap_miss;
+  } else {
+    // filemap_fault_recheck_pte_none(): only for VM_LOCKED VMAs (none here).
+    // No page in the page cache at all
+    ctr_.pgmajfault.inc();  // count_vm_event(PGMAJFAULT)
+    ret = VM_FAULT_MAJOR;
+    do_sync_mmap_readahead(vmf, &fpin);
+    // __filemap_get_folio(FGP_CREAT | FGP_FOR_MMAP): the readahead's folio, or a new one, added
+    // unlocked and not uptodate.
+    f = filemap_get_folio(mapping, index);
+    if (!f) {
+      f = folio_alloc(0, false);
+      if (!f) {
+        if (fpin) return ret | VM_FAULT_RETRY;
+        return VM_FAULT_OOM;
+      }
+      filemap_add_folio(mapping, f, index);
+      folio_unlock(f);  // FGP_FOR_MMAP: added unlocked
+    }
+  }
+
+  // lock_folio_maybe_drop_mmap() (3105): the trylock succeeds (reads here leave no folio
+  // locked, and one CPU at a time runs kernel code).
+  MMUSIM_CHECK(folio_trylock(f), "filemap_fault: folio of {} index {} is locked", mapping->name, index);
+
+  // We have a locked folio in the page cache, now we need to check that it's up-to-date.
+  if (!folio_test_uptodate(f)) {
+    // page_not_uptodate: read it in directly (3431), with the lock dropped if allowed.
+    maybe_unlock_mmap_for_io(vmf, &fpin);
+    charge(Cost::io_request);
+    charge(Cost::io_page);
+    filemap_read_folio(mapping, f);
+    // (6.12 then retries the lookup, or returns VM_FAULT_RETRY with fpin; the folio is
+    // uptodate and locked either way.)
+  }
+
+  // We've made it this far and we had to drop our mmap_lock, now is the time to return to the
+  // upper layer and have it re-find the vma and redo the fault.
+  if (fpin) {
+    folio_unlock(f);
+    folio_put(f);  // out_retry
+    ctr_.filemap_fault_retry.inc();
+    return ret | VM_FAULT_RETRY;
+  }
+  // Found the page and have a reference on it. We must recheck i_size under page lock (no
+  // truncation here: it holds).
+  vmf->page_ = f;  // folio_file_page()
+  return ret | VM_FAULT_LOCKED;
+}
+
+// next_uptodate_folio() (mm/filemap.c:3494): the next cached folio in [*index, end_pgoff] that is
+// uptodate, unlocked and within the file, locked and referenced.
+static folio* next_uptodate_folio(Kernel& k, address_space* mapping, uint64_t* index, uint64_t end_pgoff) {
+  const uint64_t max_idx = DIV_ROUND_UP(mapping->i_size, PAGE_SIZE);
+  for (auto it = mapping->i_pages.lower_bound(*index); it != mapping->i_pages.end() && it->first <= end_pgoff;
+       ++it) {
+    folio* f = it->second;
+    if (folio_test_locked(f)) continue;
+    if (!folio_test_uptodate(f)) continue;  // (or folio_test_readahead(): never set here)
+    if (it->first >= max_idx) continue;
+    folio_get(f);  // folio_try_get()
+    k.charge(Cost::folio_op);
+    if (!k.folio_trylock(f)) {
+      k.folio_put(f);
+      continue;
+    }
+    *index = it->first;
+    return f;
+  }
+  return nullptr;
+}
+
+// filemap_map_pages() (mm/filemap.c:3634), the VMA's ->map_pages: map the cached, uptodate pages
+// of [start_pgoff, end_pgoff] whose PTEs are none (filemap_map_order0_folio(), 3602). Returns
+// VM_FAULT_NOPAGE if the faulting address was mapped.
+vm_fault_t Kernel::filemap_map_pages(vm_fault* vmf, uint64_t start_pgoff, uint64_t end_pgoff) {
+  vm_area_struct* vma = vmf->vma;
+  address_space* mapping = vma->vm_file;
+  vm_fault_t ret = 0;
+  uint64_t rss = 0;
+  unsigned mmap_miss = 0;
+  uint64_t index = start_pgoff;
+
+  folio* f = next_uptodate_folio(*this, mapping, &index, end_pgoff);
+  if (f) {
+    // filemap_map_pmd(): no PMD-order folio; install the page table if there is none.
+    if (pmd_none(*vmf->pmd) && pte_alloc(vma->vm_mm, vmf->pmd)) {
+      folio_unlock(f);
+      folio_put(f);
+      return VM_FAULT_OOM;
+    }
+    const uint64_t addr0 = vma->vm_start + ((start_pgoff - vma->vm_pgoff) << PAGE_SHIFT);
+    vmf->pte = pte_offset_map_lock(vma->vm_mm, vmf->pmd, addr0, &vmf->ptl);
+    pte_t* pte0 = vmf->pte;
+    const uint64_t file_end = DIV_ROUND_UP(mapping->i_size, PAGE_SIZE) - 1;
+    if (end_pgoff > file_end) end_pgoff = file_end;
+    do {
+      const uint64_t addr = addr0 + ((index - start_pgoff) << PAGE_SHIFT);
+      vmf->pte = pte0 + (index - start_pgoff);
+      if (index <= end_pgoff) {
+        // filemap_map_order0_folio(): PageHWPoison no; not workingset: one more miss to forgive.
+        ++mmap_miss;
+        pt_touch(vmf->pte, sizeof(pte_t), false);
+        if (pte_none(arch_->ptep_get(vmf->pte))) {
+          if (vmf->address == addr) ret = VM_FAULT_NOPAGE;
+          set_pte_range(vmf, f, f, 1, addr);
+          ++rss;
+          folio_get(f);  // folio_ref_inc()
+          ctr_.fault_around_ptes.inc();
+        }
+      }
+      folio_unlock(f);
+      folio_put(f);
+      ++index;
+    } while (index <= end_pgoff && (f = next_uptodate_folio(*this, mapping, &index, end_pgoff)) != nullptr);
+    add_mm_counter(vma->vm_mm, MM_FILEPAGES, int64_t(rss));  // mm_counter_file()
+    pte_unmap_unlock(pte0, vmf->ptl);
+  }
+  if (mmap_miss >= mapping->mmap_miss) mapping->mmap_miss = 0;
+  else mapping->mmap_miss -= mmap_miss;
+  return ret;
+}
+
+// filemap_page_mkwrite() (mm/filemap.c:3722): the folio locked and dirtied before it becomes
+// writable (sb_start_pagefault(), file_update_time(), folio_wait_stable(): nothing to wait for).
+vm_fault_t Kernel::filemap_page_mkwrite(vm_fault* vmf) {
+  folio* f = page_folio(vmf->page_);
+  MMUSIM_CHECK(folio_trylock(f), "filemap_page_mkwrite: folio pfn {:#x} is locked", folio_pfn(f));  // folio_lock()
+  if (f->mapping != vmf->vma->vm_file) {
+    folio_unlock(f);
+    return VM_FAULT_NOPAGE;
+  }
+  // We mark the folio dirty already here so that when freeze is in progress, we are guaranteed
+  // that writeback during freezing will see the dirty folio and writeprotect it again.
+  folio_mark_dirty(f);
+  return VM_FAULT_LOCKED;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The fault paths of file mappings (mm/memory.c)
+
+// vma_wants_writenotify() (mm/mmap.c): a shared writable mapping whose backer wants to know when
+// a page is first written to (->page_mkwrite: every file here).
+bool Kernel::vma_wants_writenotify(const vm_area_struct* vma) const {
+  if ((vma->vm_flags & (VM_WRITE | VM_SHARED)) != (VM_WRITE | VM_SHARED)) return false;
+  return vma->vm_file != nullptr;  // vma->vm_ops->page_mkwrite
+}
+
+// vma->vm_page_prot as vma_set_page_prot() (mm/mmap.c) leaves it.
+pgprot_t Kernel::vma_page_prot(const vm_area_struct* vma) const {
+  vm_flags_t vm_flags = vma->vm_flags;
+  if (vma_wants_writenotify(vma)) vm_flags &= ~VM_SHARED;
+  return arch_->vm_get_page_prot(vm_flags);
+}
+
+// set_pte_range() (mm/memory.c:5015): map `nr` pages of `f` from `pg` at `addr`.
+void Kernel::set_pte_range(vm_fault* vmf, folio* f, page* pg, unsigned nr, uint64_t addr) {
+  vm_area_struct* vma = vmf->vma;
+  const bool write = vmf->flags & FAULT_FLAG_WRITE;
+  const bool prefault = !(vmf->address >= addr && vmf->address < addr + uint64_t(nr) * PAGE_SIZE);
+  pte_t entry = arch_->pfn_pte(page_to_pfn(pg), vma_page_prot(vma));  // mk_pte()
+  // arch_wants_old_prefaulted_pte(): arm64 with hardware access flags; not x86.
+  if (prefault && arch_->isa() == mmusim::pg::Isa::arm64) entry = arch_->pte_mkold(entry);
+  else entry = arch_->pte_sw_mkyoung(entry);
+  if (write) entry = arch_->maybe_mkwrite(arch_->pte_mkdirty(entry), vma);
+  // copy-on-write page
+  if (write && !(vma->vm_flags & VM_SHARED)) {
+    MMUSIM_CHECK(nr == 1, "set_pte_range: a COW fault maps one page");
+    folio_add_new_anon_rmap(f, vma, addr, RMAP_EXCLUSIVE);
+    folio_add_lru_vma(f, vma);
+  } else {
+    folio_add_file_rmap_ptes(f, pg, int(nr), vma);
+  }
+  arch_->set_ptes(vma->vm_mm, addr, vmf->pte, entry, nr);
+  // no need to invalidate: a not-present page won't be cached
+  arch_->update_mmu_cache_range(vma, addr, vmf->pte, nr);
+}
+
+// should_fault_around() (mm/memory.c:5288): ->map_pages exists, no userfaultfd, more than one page.
+bool Kernel::should_fault_around(vm_fault* vmf) { return kFaultAroundPages > 1; }
+
+// do_fault_around() (mm/memory.c:5255): the window of fault_around_pages around the address,
+// aligned, within the VMA and the page table.
+vm_fault_t Kernel::do_fault_around(vm_fault* vmf) {
+  const uint64_t nr_pages = kFaultAroundPages;
+  const uint64_t pte_off = pte_index(vmf->address);
+  // The page offset of vmf->address within the VMA.
+  const uint64_t vma_off = vmf->pgoff - vmf->vma->vm_pgoff;
+  // The PTE offset of the start address, clamped to the VMA.
+  const uint64_t from_pte = std::max(ALIGN_DOWN(pte_off, nr_pages), pte_off - std::min(pte_off, vma_off));
+  // The PTE offset of the end address, clamped to the VMA and PTE.
+  const uint64_t to_pte =
+      std::min({from_pte + nr_pages, uint64_t(PTRS_PER_PTE), pte_off + vma_pages(vmf->vma) - vma_off}) - 1;
+  // (The page table is allocated by filemap_map_pages() when it has something to map: the
+  // kernel preallocates it here and frees it unused otherwise.)
+  return filemap_map_pages(vmf, vmf->pgoff + from_pte - pte_off, vmf->pgoff + to_pte - pte_off);
+}
+
+// __do_fault() (mm/memory.c:4856): the VMA's ->fault; the folio comes back locked.
+vm_fault_t Kernel::__do_fault(vm_fault* vmf) {
+  // (The page table is allocated by finish_fault(); the kernel preallocates it here, before the
+  // folio lock, for memcg reclaim's sake.)
+  const vm_fault_t ret = filemap_fault(vmf);
+  if (ret & (VM_FAULT_ERROR | VM_FAULT_NOPAGE | VM_FAULT_RETRY | VM_FAULT_DONE_COW)) return ret;
+  MMUSIM_CHECK(ret & VM_FAULT_LOCKED, "__do_fault: ->fault returned an unlocked folio");
+  return ret;
+}
+
+// finish_fault() (mm/memory.c:5072): map the page ->fault found (or the COW copy) at the faulting
+// address. One PTE: a regular file maps its neighbours by fault-around only.
+vm_fault_t Kernel::finish_fault(vm_fault* vmf) {
+  vm_area_struct* vma = vmf->vma;
+  const bool is_cow = (vmf->flags & FAULT_FLAG_WRITE) && !(vma->vm_flags & VM_SHARED);
+  page* pg = is_cow ? vmf->cow_page : vmf->page_;
+  // check_stable_address_space(): no OOM reaper here.
+  if (pmd_none(*vmf->pmd) && pte_alloc(vma->vm_mm, vmf->pmd)) return VM_FAULT_OOM;
+  folio* f = page_folio(pg);
+  vmf->pte = pte_offset_map_lock(vma->vm_mm, vmf->pmd, vmf->address, &vmf->ptl);
+  // Re-check under ptl
+  if (vmf_pte_changed(vmf)) {
+    // update_mmu_tlb(): empty on x86 and arm64.
+    pte_unmap_unlock(vmf->pte, vmf->ptl);
+    return VM_FAULT_NOPAGE;
+  }
+  // folio_ref_add(folio, nr_pages - 1): nr_pages is 1.
+  set_pte_range(vmf, f, pg, 1, vmf->address);
+  add_mm_counter(vma->vm_mm, is_cow ? MM_ANONPAGES : MM_FILEPAGES, 1);
+  pte_unmap_unlock(vmf->pte, vmf->ptl);
+  return 0;
+}
+
+// do_read_fault() (mm/memory.c:5301): fault-around first, ->fault for what it did not map.
+vm_fault_t Kernel::do_read_fault(vm_fault* vmf) {
+  ctr_.do_read_fault.inc();
+  vm_fault_t ret = 0;
+  // Let's call ->map_pages() first and use ->fault() as fallback if page by the offset is not
+  // ready to be mapped (cold cache or something).
+  if (should_fault_around(vmf)) {
+    ret = do_fault_around(vmf);
+    if (ret) {
+      last_fault_.kind = FaultKind::file_map;
+      last_fault_.ptes_changed = 1;
+      return ret;
+    }
+  }
+  // vmf_can_call_fault(): the VMA has ->map_pages, so ->fault runs under the VMA lock too.
+  ret = __do_fault(vmf);
+  if (ret & (VM_FAULT_ERROR | VM_FAULT_NOPAGE | VM_FAULT_RETRY)) return ret;
+  ret |= finish_fault(vmf);
+  folio* f = page_folio(vmf->page_);
+  folio_unlock(f);
+  if (ret & (VM_FAULT_ERROR | VM_FAULT_NOPAGE | VM_FAULT_RETRY)) folio_put(f);
+  last_fault_.kind = (ret & VM_FAULT_MAJOR) ? FaultKind::file_read : FaultKind::file_map;
+  last_fault_.ptes_changed = 1;
+  return ret;
+}
+
+// do_cow_fault() (mm/memory.c:5333): a write to a private file mapping where no PTE is: a copy of
+// the file page in a new anonymous folio.
+vm_fault_t Kernel::do_cow_fault(vm_fault* vmf) {
+  ctr_.do_cow_fault.inc();
+  vm_area_struct* vma = vmf->vma;
+  vm_fault_t ret = vmf_anon_prepare(vmf);  // (vmf_can_call_fault(): 0, see do_read_fault)
+  if (ret) return ret;
+  folio* nf = folio_prealloc(vma->vm_mm, vma, vmf->address, false);
+  if (!nf) return VM_FAULT_OOM;
+  vmf->cow_page = nf;
+  ret = __do_fault(vmf);
+  if (ret & (VM_FAULT_ERROR | VM_FAULT_NOPAGE | VM_FAULT_RETRY)) {
+    folio_put(nf);  // uncharge_out
+    return ret;
+  }
+  // copy_mc_user_highpage(): no hardware poison.
+  copy_user_highpage(vmf->cow_page, vmf->page_, vmf->address);
+  // __folio_mark_uptodate()
+  ret |= finish_fault(vmf);
+  folio* f = page_folio(vmf->page_);
+  folio_unlock(f);  // unlock_page(vmf->page)
+  folio_put(f);     // put_page(vmf->page)
+  if (ret & (VM_FAULT_ERROR | VM_FAULT_NOPAGE | VM_FAULT_RETRY)) {
+    folio_put(nf);
+    return ret;
+  }
+  last_fault_.kind = FaultKind::copy;
+  last_fault_.ptes_changed = 1;
+  return ret;
+}
+
+// do_page_mkwrite() (mm/memory.c:3152): tell the filesystem a page is about to become writable.
+vm_fault_t Kernel::do_page_mkwrite(vm_fault* vmf, folio* f) {
+  const uint32_t old_flags = vmf->flags;
+  vmf->flags = FAULT_FLAG_WRITE | FAULT_FLAG_MKWRITE;
+  // IS_SWAPFILE(): no swap files.
+  vm_fault_t ret = filemap_page_mkwrite(vmf);
+  // Restore original flags so that caller is not surprised
+  vmf->flags = old_flags;
+  if (ret & (VM_FAULT_ERROR | VM_FAULT_NOPAGE)) return ret;
+  MMUSIM_CHECK(ret & VM_FAULT_LOCKED, "do_page_mkwrite: ->page_mkwrite returned the folio unlocked");
+  return ret;
+}
+
+// fault_dirty_shared_page() (mm/memory.c:3185): the folio dirty and unlocked; with
+// ->page_mkwrite the fault lock is dropped for balance_dirty_pages_ratelimited() (no throttling
+// here: nothing is ever written back) and the fault is VM_FAULT_COMPLETED.
+vm_fault_t Kernel::fault_dirty_shared_page(vm_fault* vmf) {
+  folio* f = page_folio(vmf->page_);
+  const bool dirtied = !folio_test_dirty(f);
+  folio_mark_dirty(f);
+  MMUSIM_CHECK(!folio_test_anon(f), "fault_dirty_shared_page of an anon folio");
+  folio_unlock(f);
+  const bool page_mkwrite = true;  // vma->vm_ops->page_mkwrite
+  if ((dirtied || page_mkwrite) && f->mapping) {
+    bool fpin = false;
+    maybe_unlock_mmap_for_io(vmf, &fpin);
+    // balance_dirty_pages_ratelimited(): nothing to throttle
+    if (fpin) return VM_FAULT_COMPLETED;
+  }
+  return 0;
+}
+
+// do_shared_fault() (mm/memory.c:5375): a write to a shared file mapping where no PTE is.
+vm_fault_t Kernel::do_shared_fault(vm_fault* vmf) {
+  ctr_.do_shared_fault.inc();
+  vm_fault_t ret = __do_fault(vmf);  // (vmf_can_call_fault(): 0, see do_read_fault)
+  if (ret & (VM_FAULT_ERROR | VM_FAULT_NOPAGE | VM_FAULT_RETRY)) return ret;
+  folio* f = page_folio(vmf->page_);
+  // Check if the backing address space wants to know that the page is about to become writable
+  folio_unlock(f);
+  const vm_fault_t tmp = do_page_mkwrite(vmf, f);
+  if (!tmp || (tmp & (VM_FAULT_ERROR | VM_FAULT_NOPAGE))) {
+    folio_put(f);
+    return tmp;
+  }
+  ret |= finish_fault(vmf);
+  if (ret & (VM_FAULT_ERROR | VM_FAULT_NOPAGE | VM_FAULT_RETRY)) {
+    folio_unlock(f);
+    folio_put(f);
+    return ret;
+  }
+  last_fault_.kind = (ret & VM_FAULT_MAJOR) ? FaultKind::file_read : FaultKind::file_map;
+  last_fault_.ptes_changed = 1;
+  ret |= fault_dirty_shared_page(vmf);
+  // (The ->fault reference is the mapping's: finish_fault() added none.)
+  return ret;
+}
+
+// do_fault() (mm/memory.c:5425): the VMA has ->fault (filemap_fault).
+vm_fault_t Kernel::do_fault(vm_fault* vmf) {
+  if (!(vmf->flags & FAULT_FLAG_WRITE)) return do_read_fault(vmf);
+  if (!(vmf->vma->vm_flags & VM_SHARED)) return do_cow_fault(vmf);
+  return do_shared_fault(vmf);
+}
+
+// finish_mkwrite_fault() (mm/memory.c:3211)
+vm_fault_t Kernel::finish_mkwrite_fault(vm_fault* vmf, folio* f) {
+  MMUSIM_CHECK(vmf->vma->vm_flags & VM_SHARED, "finish_mkwrite_fault in a private mapping");
+  vmf->pte = pte_offset_map_lock(vmf->vma->vm_mm, vmf->pmd, vmf->address, &vmf->ptl);
+  // We might have raced with another page fault while we released the pte_offset_map_lock.
+  if (!pte_same(arch_->ptep_get(vmf->pte), vmf->orig_pte)) {
+    pte_unmap_unlock(vmf->pte, vmf->ptl);
+    return VM_FAULT_NOPAGE;
+  }
+  wp_page_reuse(vmf, f);
+  return 0;
+}
+
+// wp_page_shared() (mm/memory.c:3546): the first write to a read-only PTE of a shared file mapping
+// (write notification); called with the PTL held, which it releases.
+vm_fault_t Kernel::wp_page_shared(vm_fault* vmf, folio* f) {
+  folio_get(f);
+  charge(Cost::folio_op);
+  pte_unmap_unlock(vmf->pte, vmf->ptl);
+  // vmf_can_call_fault(): the VMA has ->map_pages.
+  vm_fault_t tmp = do_page_mkwrite(vmf, f);
+  if (!tmp || (tmp & (VM_FAULT_ERROR | VM_FAULT_NOPAGE))) {
+    folio_put(f);
+    return tmp;
+  }
+  tmp = finish_mkwrite_fault(vmf, f);
+  if (tmp & (VM_FAULT_ERROR | VM_FAULT_NOPAGE)) {
+    folio_unlock(f);
+    folio_put(f);
+    return tmp;
+  }
+  last_fault_.kind = FaultKind::reuse;
+  last_fault_.ptes_changed = 1;
+  const vm_fault_t ret = fault_dirty_shared_page(vmf);
+  folio_put(f);
+  return ret;
+}
+
+}  // namespace kmm

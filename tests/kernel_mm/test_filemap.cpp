@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// File-backed memory (kernel_mm/filemap.cpp): the page cache, read faults with read-around and
+// fault-around, the first attempt's VM_FAULT_RETRY after a read, private COW of file pages,
+// shared writes with write notification, fork and teardown of file mappings. The fixture checks
+// every invariant (the CACHE ones included) after every kernel entry.
+#include <catch2/catch.hpp>
+
+#include "faults_env.hpp"
+
+using namespace kmm;
+using kmmtest::Env;
+
+namespace {
+
+// The byte at `off` of the file as its disk holds it.
+int file_byte(const address_space* m, uint64_t off) {
+  return int((Kernel::file_word(m, off & ~7ull) >> (8 * (off & 7))) & 0xff);
+}
+
+uint64_t mmap_file(Env& e, task_struct* t, address_space* f, uint64_t len, int flags, uint64_t off = 0,
+                   int prot = PROT_READ | PROT_WRITE) {
+  const int64_t r = e.k.sys_mmap(t, 0, len, prot, flags, f, off);
+  REQUIRE(r > 0);
+  return uint64_t(r);
+}
+
+int64_t file_rss(task_struct* t) { return get_mm_counter(t->mm, MM_FILEPAGES); }
+
+}  // namespace
+
+TEST_CASE("filemap: a read fault reads around the page and maps 16 around it", "[filemap]") {
+  Env e;
+  task_struct* t = e.proc("p");
+  address_space* file = e.k.file_create("data", 1 << 20, 42);  // 256 pages
+  const uint64_t va = mmap_file(e, t, file, 1 << 20, MAP_PRIVATE);
+
+  // Page 100: read-around reads [84, 116) in one request; the first attempt drops the lock and
+  // returns VM_FAULT_RETRY; the retry finds the page cached and fault-around maps [96, 112).
+  REQUIRE(e.load(t, va + 100 * PAGE_SIZE + 5) == file_byte(file, 100 * PAGE_SIZE + 5));
+  CHECK(file->nrpages == 32);
+  CHECK(e.count("kernel.filemap_read_pages") == 32);
+  CHECK(e.count("kernel.pgmajfault") == 1);
+  CHECK(e.count("kernel.filemap_fault_retry") == 1);
+  CHECK(e.count("faults.total") == 1);                 // one fault, handled twice
+  CHECK(e.count("kernel.handle_mm_fault") == 2);
+  CHECK(e.count("kernel.fault_around_ptes") == 16);
+  CHECK(file_rss(t) == 16);
+  CHECK(e.rss(t) == 0);
+  for (uint64_t p = 96; p < 112; ++p) {
+    const pte_t pte = e.pte(t, va + p * PAGE_SIZE);
+    REQUIRE(e.a.pte_present(pte));
+    CHECK_FALSE(e.a.pte_write(pte));
+    folio* f = e.folio_at(t, va + p * PAGE_SIZE);
+    CHECK(f->mapping == file);
+    CHECK(f->index == p);
+    CHECK_FALSE(folio_test_anon(f));
+  }
+  CHECK(pte_none(e.pte(t, va + 95 * PAGE_SIZE)));
+  CHECK(pte_none(e.pte(t, va + 112 * PAGE_SIZE)));
+
+  SECTION("a read of a cached page next to it is a minor fault: fault-around, no read") {
+    REQUIRE(e.load(t, va + 113 * PAGE_SIZE) == file_byte(file, 113 * PAGE_SIZE));
+    CHECK(e.count("kernel.filemap_read_pages") == 32);
+    CHECK(e.count("kernel.pgmajfault") == 1);
+    CHECK(e.k.last_fault().kind == FaultKind::file_map);
+    // [112, 128): the cached [112, 116) only.
+    CHECK(file_rss(t) == 20);
+  }
+  SECTION("a write copies the file page into an anonymous page: do_wp_page on a private mapping") {
+    REQUIRE(e.store(t, va + 100 * PAGE_SIZE + 5, 0x5a));
+    CHECK(e.load(t, va + 100 * PAGE_SIZE + 5) == 0x5a);
+    CHECK(e.load(t, va + 100 * PAGE_SIZE + 6) == file_byte(file, 100 * PAGE_SIZE + 6));
+    folio* f = e.folio_at(t, va + 100 * PAGE_SIZE);
+    CHECK(folio_test_anon(f));
+    CHECK(PageAnonExclusive(f));
+    CHECK(e.count("kernel.wp_copy") == 1);
+    CHECK(file_rss(t) == 15);
+    CHECK(e.rss(t) == 1);
+    // The page cache keeps the file's bytes.
+    CHECK(e.k.phys().frame_data(e.k.folio_pfn(file->i_pages.at(100)))[5] == file_byte(file, 100 * PAGE_SIZE + 5));
+  }
+  SECTION("munmap unmaps; the page cache keeps the folios") {
+    REQUIRE(e.k.sys_munmap(t, va, 1 << 20) == 0);
+    CHECK(file_rss(t) == 0);
+    CHECK(file->nrpages == 32);
+    for (auto& [index, f] : file->i_pages) CHECK(folio_mapcount(f) == 0);
+  }
+}
+
+TEST_CASE("filemap: a write to a missing PTE of a private mapping copies the file page (do_cow_fault)", "[filemap]") {
+  Env e;
+  task_struct* t = e.proc("p");
+  address_space* file = e.k.file_create("data", 64 * PAGE_SIZE, 7);
+  const uint64_t va = mmap_file(e, t, file, 64 * PAGE_SIZE, MAP_PRIVATE);
+  REQUIRE(e.store(t, va + 3 * PAGE_SIZE + 9, 0xee));
+  CHECK(e.count("kernel.do_cow_fault") == 2);  // the first attempt read and retried
+  CHECK(e.count("kernel.filemap_fault_retry") == 1);
+  CHECK(e.load(t, va + 3 * PAGE_SIZE + 9) == 0xee);
+  CHECK(e.load(t, va + 3 * PAGE_SIZE + 10) == file_byte(file, 3 * PAGE_SIZE + 10));
+  folio* f = e.folio_at(t, va + 3 * PAGE_SIZE);
+  CHECK(folio_test_anon(f));
+  CHECK(e.writable(t, va + 3 * PAGE_SIZE));
+  CHECK(e.rss(t) == 1);
+  CHECK_FALSE(folio_test_dirty(file->i_pages.at(3)));
+}
+
+TEST_CASE("filemap: shared writes go to the page cache, seen by every mapping", "[filemap]") {
+  Env e;
+  task_struct* t = e.proc("p");
+  address_space* file = e.k.file_create("shared", 64 * PAGE_SIZE, 9);
+  const uint64_t a = mmap_file(e, t, file, 64 * PAGE_SIZE, MAP_SHARED);
+  const uint64_t b = mmap_file(e, t, file, 32 * PAGE_SIZE, MAP_SHARED, 16 * PAGE_SIZE);
+
+  SECTION("a write to a missing PTE: do_shared_fault, page_mkwrite, VM_FAULT_COMPLETED") {
+    REQUIRE(e.store(t, a + 20 * PAGE_SIZE + 1, 0x77));
+    CHECK(e.count("kernel.do_shared_fault") == 2);  // read and retried, then completed
+    CHECK(e.writable(t, a + 20 * PAGE_SIZE));
+    CHECK(folio_test_dirty(file->i_pages.at(20)));
+    // The other mapping of the same file page reads the write.
+    CHECK(e.load(t, b + 4 * PAGE_SIZE + 1) == 0x77);
+    CHECK(e.folio_at(t, b + 4 * PAGE_SIZE) == e.folio_at(t, a + 20 * PAGE_SIZE));
+    CHECK(folio_mapcount(file->i_pages.at(20)) == 2);
+    CHECK_FALSE(e.writable(t, b + 4 * PAGE_SIZE));  // mapped by a read: write notification
+  }
+  SECTION("the first write to a read-mapped page is a write-notify fault (wp_page_shared), no copy") {
+    REQUIRE(e.load(t, a + 5 * PAGE_SIZE) == file_byte(file, 5 * PAGE_SIZE));
+    CHECK_FALSE(e.writable(t, a + 5 * PAGE_SIZE));
+    CHECK_FALSE(folio_test_dirty(file->i_pages.at(5)));
+    const uint64_t faults = e.count("faults.total");
+    REQUIRE(e.store(t, a + 5 * PAGE_SIZE, 0x11));
+    CHECK(e.count("faults.total") == faults + 1);
+    CHECK(e.count("kernel.do_wp_page") == 1);
+    CHECK(e.count("kernel.wp_copy") == 0);
+    CHECK(e.writable(t, a + 5 * PAGE_SIZE));
+    CHECK(folio_test_dirty(file->i_pages.at(5)));
+    CHECK(e.k.phys().frame_data(e.k.folio_pfn(file->i_pages.at(5)))[0] == 0x11);
+  }
+  SECTION("a shared mapping made writable by mprotect keeps clean pages read-only") {
+    REQUIRE(e.load(t, a + 6 * PAGE_SIZE) == file_byte(file, 6 * PAGE_SIZE));
+    REQUIRE(e.k.sys_mprotect(t, a, 64 * PAGE_SIZE, PROT_READ) == 0);
+    REQUIRE(e.k.sys_mprotect(t, a, 64 * PAGE_SIZE, PROT_READ | PROT_WRITE) == 0);
+    CHECK_FALSE(e.writable(t, a + 6 * PAGE_SIZE));
+  }
+  SECTION("fork: the child shares the file pages; its writes are the parent's") {
+    REQUIRE(e.store(t, a + 2 * PAGE_SIZE, 0x42));
+    task_struct* c = e.k.sys_fork(t);
+    REQUIRE(c);
+    // vma_needs_copy(): a shared file VMA has no anon_vma: the child faults its pages in.
+    CHECK(pte_none(e.pte(c, a + 2 * PAGE_SIZE)));
+    REQUIRE(e.load(c, a + 2 * PAGE_SIZE) == 0x42);
+    REQUIRE(e.store(c, a + 2 * PAGE_SIZE + 1, 0x43));
+    CHECK(e.load(t, a + 2 * PAGE_SIZE + 1) == 0x43);
+    e.k.enter(c, 0);
+    e.k.sys_exit(c, 0);
+    CHECK(folio_mapcount(file->i_pages.at(2)) == 1);
+  }
+}
+
+TEST_CASE("filemap: fork copies the file PTEs of a private mapping that has anon pages", "[filemap]") {
+  Env e;
+  task_struct* t = e.proc("p");
+  address_space* file = e.k.file_create("lib", 32 * PAGE_SIZE, 3);
+  const uint64_t va = mmap_file(e, t, file, 32 * PAGE_SIZE, MAP_PRIVATE);
+  REQUIRE(e.load(t, va) == file_byte(file, 0));
+  REQUIRE(e.store(t, va + PAGE_SIZE, 1));  // an anon page: the VMA gets an anon_vma
+  task_struct* c = e.k.sys_fork(t);
+  REQUIRE(c);
+  CHECK(e.a.pte_present(e.pte(c, va)));
+  CHECK(e.folio_at(c, va) == e.folio_at(t, va));
+  CHECK(file_rss(c) == file_rss(t));
+  CHECK(e.load(c, va + PAGE_SIZE) == 1);
+  REQUIRE(e.store(c, va + 2, 9));  // the child's write copies the file page, for the child only
+  CHECK(e.load(t, va + 2) == file_byte(file, 2));
+  e.k.enter(c, 0);
+  e.k.sys_exit(c, 0);
+  e.k.enter(t, 0);
+  e.k.sys_exit(t, 0);
+  CHECK(file->nrpages > 0);
+  for (auto& [index, f] : file->i_pages) CHECK(folio_mapcount(f) == 0);
+}
+
+TEST_CASE("filemap: beyond the end of the file is SIGBUS, and mmap refuses what it cannot map", "[filemap]") {
+  Env e;
+  task_struct* t = e.proc("p");
+  address_space* file = e.k.file_create("short", 2 * PAGE_SIZE + 100, 5);
+  const uint64_t va = mmap_file(e, t, file, 8 * PAGE_SIZE, MAP_SHARED);
+  // The last page's tail reads zero.
+  CHECK(e.load(t, va + 2 * PAGE_SIZE + 99) == file_byte(file, 2 * PAGE_SIZE + 99));
+  CHECK(e.load(t, va + 2 * PAGE_SIZE + 100) == 0);
+  CHECK(file->nrpages == 3);
+  e.k.enter(t, 0);
+  const FaultReturn r =
+      e.k.handle_user_fault(t, va + 3 * PAGE_SIZE, mmusim::pg::x86_pf_error_code(false, false, true, false), 0);
+  CHECK(r.sigbus);
+  CHECK(e.count("faults.sigbus") == 1);
+  CHECK(e.k.sys_mmap(t, 0, PAGE_SIZE, PROT_READ, MAP_PRIVATE, nullptr, 0) == -EBADF);
+  CHECK(e.k.sys_mmap(t, 0, PAGE_SIZE, PROT_READ, MAP_PRIVATE, file, 100) == -EINVAL);
+  CHECK(e.k.sys_mmap(t, 0, PAGE_SIZE, PROT_READ, MAP_SHARED | MAP_ANONYMOUS) == -EINVAL);
+}
+
+TEST_CASE("filemap: read-around stops when mmap misses pile up, and random access reads one page", "[filemap]") {
+  Env e;
+  task_struct* t = e.proc("p");
+  address_space* file = e.k.file_create("big", 4096 * PAGE_SIZE, 1);
+  const uint64_t va = mmap_file(e, t, file, 4096 * PAGE_SIZE, MAP_PRIVATE, 0, PROT_READ);
+  SECTION("MADV_RANDOM (VM_RAND_READ): one page per miss") {
+    REQUIRE(e.k.sys_madvise(t, va, 4096 * PAGE_SIZE, MADV_RANDOM) == 0);
+    REQUIRE(e.load(t, va + 1000 * PAGE_SIZE) == file_byte(file, 1000 * PAGE_SIZE));
+    CHECK(file->nrpages == 1);
+    CHECK(e.count("kernel.filemap_fault_retry") == 1);  // the read drops the lock too
+  }
+  SECTION("a miss every 64 pages: fault-around finds nothing cached, mmap_miss grows to the limit") {
+    uint64_t reads = 0;
+    for (uint64_t p = 0; p < 4096; p += 64) {
+      REQUIRE(e.load(t, va + p * PAGE_SIZE) == file_byte(file, p * PAGE_SIZE));
+      reads = e.count("kernel.filemap_read_pages");
+    }
+    // Each read-around maps 16 pages through fault-around, which forgives 16 misses: the count
+    // never passes 100, so every miss reads 32 pages (the first from the start of the file).
+    CHECK(reads == 64 * 32);
+    CHECK(file->mmap_miss <= 100);
+  }
+}
