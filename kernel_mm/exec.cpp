@@ -48,27 +48,9 @@ int Kernel::map_exec_image(task_struct* t, ExecMapping kind, uint64_t start, uin
     return -EINVAL;
   if (vm_area_struct* old = find_vma(mm, start); old && old->vm_start < start + len) return -EEXIST;
 
-  // Not simulated: no cost, no cache traffic, no lock timing (put back when `quiet` goes).
-  struct NotSimulated {
-    Kernel& k;
-    const CostAccount cost = k.cost_;
-    const double so_far = k.cycles_so_far_;
-    const bool touch = k.hw_touch_;
-    LockObserver* const obs = k.lock_obs_;
-    explicit NotSimulated(Kernel& kk) : k(kk) {
-      k.hw_touch_ = false;
-      k.lock_obs_ = nullptr;
-    }
-    ~NotSimulated() {
-      k.cost_ = cost;
-      k.cycles_so_far_ = so_far;
-      k.hw_touch_ = touch;
-      k.lock_obs_ = obs;
-    }
-  };
   if (kind == ExecMapping::anon) {
     // What do_mmap() makes of MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED; nothing is charged.
-    NotSimulated quiet(*this);
+    NotSimulated quiet(*this);  // no cost, no cache traffic, no lock timing
     const int64_t r = sys_mmap(t, start, len, prot_bits, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED);
     return r < 0 ? int(r) : 0;
   }
@@ -96,7 +78,7 @@ int Kernel::map_exec_image(task_struct* t, ExecMapping kind, uint64_t start, uin
 
   int err = 0;
   {
-    NotSimulated quiet(*this);
+    NotSimulated quiet(*this);  // no cost, no cache traffic, no lock timing
     mmap_write_lock(mm);
     auto vma = std::make_unique<vm_area_struct>();
     vma->vm_start = start;

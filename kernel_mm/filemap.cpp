@@ -27,6 +27,7 @@
 #include <cstring>
 
 #include "base/error.hpp"
+#include "base/file_contents.hpp"
 #include "kernel_mm/kernel.hpp"
 
 namespace kmm {
@@ -48,14 +49,6 @@ inline bool fault_flag_allow_retry_first(uint32_t flags) {
   return (flags & FAULT_FLAG_ALLOW_RETRY) && !(flags & FAULT_FLAG_TRIED);
 }
 
-// splitmix64: the file's contents as a function of (seed, inode, word).
-inline uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------------------------------------
@@ -71,12 +64,17 @@ address_space* Kernel::file_create(const std::string& name, uint64_t size, uint6
   return files_.back().get();
 }
 
+void Kernel::file_fill_cache(address_space* mapping) {
+  NotSimulated quiet(*this);
+  const uint64_t pages = DIV_ROUND_UP(mapping->i_size, PAGE_SIZE);
+  if (page_cache_ra_unbounded(mapping, 0, unsigned(pages), /*simulated=*/false) != pages)
+    mmusim::fatal("out of simulated physical memory reading file {} ({} bytes) into the page cache: raise memory.size",
+                  mapping->name, mapping->i_size);
+  lru_add_drain();
+}
+
 uint64_t Kernel::file_word(const address_space* m, uint64_t offset) {
-  if (offset >= m->i_size) return 0;
-  uint64_t w = mix(m->seed ^ (uint64_t(m->ino) << 48) ^ (offset >> 3));
-  // The bytes beyond the end of the file read as zero (the tail of the last page is zeroed).
-  if (m->i_size - offset < 8) w &= (uint64_t(1) << (8 * (m->i_size - offset))) - 1;
-  return w;
+  return mmusim::file_word(m->seed, m->ino, m->i_size, offset);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -121,7 +119,6 @@ void Kernel::filemap_read_folio(address_space* mapping, folio* f) {
     std::memcpy(data + off, &w, 8);
   }
   f->flags |= PG_uptodate;  // folio_mark_uptodate()
-  ctr_.filemap_read_pages.inc();
 }
 
 // folio_mark_dirty() (mm/page-writeback.c) -> filemap_dirty_folio(): the folio and the inode
@@ -135,12 +132,15 @@ void Kernel::folio_mark_dirty(folio* f) {
 // page_cache_ra_unbounded() (mm/readahead.c:205) with read_pages() (146): allocate and add the
 // folios of [index, index + nr) that are not cached, and read each run of them with one request.
 // The folios are unlocked when their read completes: here at once (synchronous reads).
-unsigned Kernel::page_cache_ra_unbounded(address_space* mapping, uint64_t index, unsigned nr) {
+unsigned Kernel::page_cache_ra_unbounded(address_space* mapping, uint64_t index, unsigned nr, bool simulated) {
   unsigned added = 0, run = 0;
   auto read_run = [&]() {
     if (!run) return;
-    charge(Cost::io_request);
-    charge(Cost::io_page, run);
+    if (simulated) {
+      charge(Cost::io_request);
+      charge(Cost::io_page, run);
+      ctr_.filemap_read_pages.inc(run);
+    }
     run = 0;
   };
   for (unsigned i = 0; i < nr; ++i) {
@@ -262,6 +262,7 @@ vm_fault_t Kernel::filemap_fault(vm_fault* vmf) {
     charge(Cost::io_request);
     charge(Cost::io_page);
     filemap_read_folio(mapping, f);
+    ctr_.filemap_read_pages.inc();
     // (6.12 then retries the lookup, or returns VM_FAULT_RETRY with fpin; the folio is
     // uptodate and locked either way.)
   }

@@ -714,11 +714,34 @@ class Kernel {
   void maybe_unlock_mmap_for_io(vm_fault* vmf, bool* fpin);
   void do_sync_mmap_readahead(vm_fault* vmf, bool* fpin);
   void folio_mark_dirty(folio* f);
+  // Every page of the file in the page cache, uptodate and clean, as after a read of the whole
+  // file before the run: not simulated (nothing charged or timed).
+  void file_fill_cache(address_space* mapping);
   // Reads `nr` pages from [index, ...) into the page cache: one I/O request (its device time is
   // the faulting task's: Cost::io_request + io_page per page).
-  unsigned page_cache_ra_unbounded(address_space* mapping, uint64_t index, unsigned nr);
+  // `simulated` false: outside the simulation (file_fill_cache()), not charged or counted.
+  unsigned page_cache_ra_unbounded(address_space* mapping, uint64_t index, unsigned nr, bool simulated = true);
 
  private:
+  // What the kernel does outside the simulation (the program image, a file read before the run):
+  // no cost, no cache traffic, no lock timing while it lives (put back when it goes).
+  struct NotSimulated {
+    Kernel& k;
+    const CostAccount cost = k.cost_;
+    const double so_far = k.cycles_so_far_;
+    const bool touch = k.hw_touch_;
+    LockObserver* const obs = k.lock_obs_;
+    explicit NotSimulated(Kernel& kk) : k(kk) {
+      k.hw_touch_ = false;
+      k.lock_obs_ = nullptr;
+    }
+    ~NotSimulated() {
+      k.cost_ = cost;
+      k.cycles_so_far_ = so_far;
+      k.hw_touch_ = touch;
+      k.lock_obs_ = obs;
+    }
+  };
   void init_memmap();
   mm_struct* mm_alloc();
   void buddy_free(pfn_t pfn, unsigned order);

@@ -839,7 +839,7 @@ int Kernel::sys_madvise(task_struct* t, uint64_t start, uint64_t len_in, int beh
         break;
       case MADV_WIPEONFORK:
         // MADV_WIPEONFORK is only supported on anonymous memory.
-        if (vma->vm_flags & VM_SHARED) return -EINVAL;
+        if (vma->vm_file || (vma->vm_flags & VM_SHARED)) return -EINVAL;
         new_flags |= VM_WIPEONFORK;
         break;
       case MADV_KEEPONFORK:

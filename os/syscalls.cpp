@@ -35,9 +35,15 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
   enter_kernel(cpu, now_ps);
   k.enter(t.t, cpu, now_ps);  // the sys_* functions charge Cost::syscall themselves
   switch (u.sys) {
-    case wl::Sys::Mmap:
-      out.ret = k.sys_mmap(t.t, 0, u.addr, int(u.value), int(u.extra));
+    case wl::Sys::Mmap: {
+      // A file's number (Workload::files()) and page offset above the flags (wl::mmap_file_extra).
+      const uint64_t nr = u.extra >> wl::kMmapFileShift;
+      const uint64_t pgoff = (u.extra >> wl::kMmapPgoffShift) & ((uint64_t(1) << (wl::kMmapFileShift - wl::kMmapPgoffShift)) - 1);
+      MMUSIM_CHECK(nr <= files_.size(), "mmap of file {} of a workload with {} files", nr, files_.size());
+      out.ret = k.sys_mmap(t.t, 0, u.addr, int(u.value), int(u.extra & ((1u << wl::kMmapPgoffShift) - 1)),
+                           nr ? files_[nr - 1] : nullptr, pgoff << kmm::PAGE_SHIFT);
       break;
+    }
     case wl::Sys::MmapFixed:
       out.ret = k.sys_mmap(t.t, u.addr, u.value, int(u.extra), kmm::MAP_PRIVATE | kmm::MAP_ANONYMOUS | kmm::MAP_FIXED);
       break;

@@ -203,6 +203,11 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
       panic("mapping {} at [{:#x}, {:#x}) failed: {}", m.what, m.start, m.start + m.len, err);
     }
   }
+  // The files the workload maps, on the simulated filesystem (kernel_mm/filemap.cpp).
+  for (const wl::FileSpec& f : workload_->files()) {
+    files_.push_back(kernel_->file_create(f.name, f.size, f.seed));
+    if (f.cached) kernel_->file_fill_cache(files_.back());
+  }
   sched_.make_runnable(sched_.add(t, workload_->main_program(), 0));
 }
 

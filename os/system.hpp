@@ -154,6 +154,7 @@ class System {
   kmm::CostModel cost_;
   std::unique_ptr<kmm::Kernel> kernel_;
   std::unique_ptr<wl::Workload> workload_;
+  std::vector<kmm::address_space*> files_;  // the workload's files (Workload::files()), by number - 1
   Scheduler sched_;
   std::map<uint64_t, std::vector<SimTask*>> barriers_;  // futex barriers: address -> waiters
   // Gates (Sys::Gate, kUopOrdered): per key, the ordered system calls passed, and who waits for

@@ -111,7 +111,9 @@ class RopsProgram : public StepProgram {
         case OpKind::Mmap:
           mmap_ = ac;
           pending_ = Pending::Mmap;
-          push(syscall(Sys::Mmap, ac.len, kProtRead | kProtWrite, kMapPrivateAnon));
+          push(syscall(Sys::Mmap, ac.len, kProtRead | kProtWrite,
+                       ac.file < 0 ? uint64_t(kMapPrivateAnon)
+                                   : mmap_file_extra(kMapPrivateAnon & ~0x20, unsigned(ac.file) + 1, ac.pgoff)));
           break;
         case OpKind::Munmap:
           apply(ref_, ac);
@@ -203,6 +205,8 @@ class RandomOpsWorkload : public Workload {
   RandomOpsWorkload(const WorkloadParams& p, Stats* stats) : p_(p) {
     sh_.lim.max_procs = p.processes;
     sh_.lim.max_mapped = p.max_mapped;
+    sh_.lim.files = p.files;
+    sh_.lim.file_seed = p.seed ^ 0x66696c6573ull;
     sh_.ops_left = p.ops;
     sh_.child_mean = std::clamp<uint64_t>(p.ops / 16, 20, 500);
     if (stats) {
@@ -220,7 +224,16 @@ class RandomOpsWorkload : public Workload {
     return s;
   }
   std::unique_ptr<Program> main_program() override {
-    return std::make_unique<RopsProgram>(sh_, RefProc{}, p_.seed ^ 0x72616e646f6d6f70ull, true, 0);
+    RefProc ref;
+    ref.lim = sh_.lim;
+    return std::make_unique<RopsProgram>(sh_, std::move(ref), p_.seed ^ 0x72616e646f6d6f70ull, true, 0);
+  }
+  // Limits::files: file i is the kernel's (i + 1)-th, as the reference model assumes.
+  std::vector<FileSpec> files() const override {
+    std::vector<FileSpec> f;
+    for (unsigned i = 0; i < sh_.lim.files; ++i)
+      f.push_back(FileSpec{"file" + std::to_string(i), sh_.lim.file_size, sh_.lim.file_seed, false});
+    return f;
   }
   std::unique_ptr<Program> child_program(unsigned, uint64_t tag) override {
     // The child the fork() with this tag made (its parent's reference model at that fork).

@@ -16,6 +16,11 @@
 // the flag), munmap and MADV_DONTNEED drop the contents (zero on the next touch), mprotect only
 // changes the protection, MADV_[NO]HUGEPAGE change nothing visible. Processes share no memory, so
 // each reference is independent of how the processes interleave.
+// With Limits::files > 0, some mmaps are private mappings of one of those files (of file_size
+// bytes, contents base/file_contents.hpp) at a page offset: a page reads the file until the
+// process writes it (its own copy from then on); MADV_DONTNEED drops the copy, so the page reads
+// the file again; MADV_WIPEONFORK is refused there (-EINVAL), so it is never drawn for them. No
+// process writes a file, so the references stay independent of the interleaving.
 //
 // Header-only (no link dependency) so that the kernel tests use it without the workloads library.
 #pragma once
@@ -31,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/file_contents.hpp"
 #include "base/pgformat.hpp"
 #include "workloads/rng.hpp"
 
@@ -82,6 +88,11 @@ struct Limits {
   unsigned max_procs = 4;               // live processes at most
   uint64_t max_mapped = 16ull << 20;    // bytes mapped per process at most
   unsigned max_areas = 12;              // mmap'ed areas per process at most
+  // Files some mmaps map privately (0: anonymous memory only). File i is the kernel's (i + 1)-th
+  // (inode i + 1), of file_size bytes made from file_seed.
+  unsigned files = 0;
+  uint64_t file_size = 8ull << 20;
+  uint64_t file_seed = 0;
 };
 
 // Relative frequency of each kind (index = OpKind).
@@ -114,22 +125,40 @@ using PageBytes = std::array<uint8_t, kPage>;
 struct RefPage {
   int prot = kProtRead | kProtWrite;
   bool dontfork = false, wipeonfork = false;
-  std::shared_ptr<PageBytes> data;  // null: reads as zero; shared between processes until written
+  std::shared_ptr<PageBytes> data;  // null: reads as zero (or as the file); shared between
+                                    // processes until written
+  int file = -1;                    // a private file mapping's page: Limits::files index
+  uint64_t file_page = 0;           // and the page's index in the file
 };
 
+// The byte at `off` of file `file` (Limits::files) as the kernel's page cache reads it.
+inline uint8_t file_byte(const Limits& lim, int file, uint64_t off) {
+  const uint64_t w = mmusim::file_word(lim.file_seed, uint32_t(file + 1), lim.file_size, off & ~uint64_t(7));
+  return uint8_t(w >> (8 * (off & 7)));
+}
+
 struct RefProc {
+  Limits lim;                                        // the files' sizes and seeds
   std::map<uint64_t, RefPage> pages;                 // by virtual page number
   std::vector<std::pair<uint64_t, uint64_t>> areas;  // [start, start + len) of each mmap, in order
   uint64_t mapped = 0;                               // bytes mapped
 
   uint8_t byte(uint64_t va) const {
     auto it = pages.find(va / kPage);
-    if (it == pages.end() || !it->second.data) return 0;
+    if (it == pages.end()) return 0;
+    if (!it->second.data)
+      return it->second.file < 0 ? 0 : file_byte(lim, it->second.file, it->second.file_page * kPage + va % kPage);
     return (*it->second.data)[va % kPage];
+  }
+  // The page's bytes as they read now (the file's for a file page not yet written).
+  PageBytes page_bytes(uint64_t vpn) const {
+    PageBytes b{};
+    for (uint64_t i = 0; i < kPage; ++i) b[i] = byte(vpn * kPage + i);
+    return b;
   }
   void write(uint64_t va, uint8_t v) {
     RefPage& p = pages.at(va / kPage);
-    if (!p.data) p.data = std::make_shared<PageBytes>(PageBytes{});
+    if (!p.data) p.data = std::make_shared<PageBytes>(p.file < 0 ? PageBytes{} : page_bytes(va / kPage));
     else if (p.data.use_count() > 1) p.data = std::make_shared<PageBytes>(*p.data);  // our own COW
     (*p.data)[va % kPage] = v;
   }
@@ -153,6 +182,7 @@ struct RefProc {
   // fork(): what the child sees.
   RefProc fork_child() const {
     RefProc c;
+    c.lim = lim;
     for (auto& [vpn, p] : pages) {
       if (p.dontfork) continue;
       RefPage q = p;
@@ -174,6 +204,8 @@ struct Action {
   bool valid = false;
   uint64_t addr = 0, len = 0;  // memory ops: the range; Mmap: len
   int arg = 0;                 // prot, advice
+  int file = -1;               // Mmap: a private mapping of this file (Limits::files), or anonymous
+  uint64_t pgoff = 0;          // Mmap of a file: the page offset
   uint8_t size = 0;            // Store/Load bytes
   uint64_t value = 0;          // Store: the value (size > 8: a repeated byte); Load: expected bytes (size <= 8)
   // Touch: one 8-byte store per page of [addr, addr + len), values from `value` (see touch_value).
@@ -237,6 +269,13 @@ inline Action resolve(const Op& op, const RefProc& p, const Limits& lim) {
   switch (op.kind) {
     case OpKind::Mmap:
       ac.len = mmap_len(op.b);
+      if (lim.files && (op.c >> 40) % 3 == 0) {
+        // A private mapping of a file, within it (no page beyond its end: that would be SIGBUS).
+        ac.file = int((op.c >> 44) % lim.files);
+        const uint64_t fpages = lim.file_size / kPage;
+        ac.len = std::min(ac.len, fpages * kPage);
+        ac.pgoff = (op.c >> 8) % (fpages - ac.len / kPage + 1);
+      }
       ac.valid = p.areas.size() < lim.max_areas && p.mapped + ac.len <= lim.max_mapped;
       return ac;
     case OpKind::Munmap:
@@ -258,6 +297,10 @@ inline Action resolve(const Op& op, const RefProc& p, const Limits& lim) {
       ac.arg = advice[(op.b >> 32) % (sizeof(advice) / sizeof(advice[0]))];
       std::tie(ac.addr, ac.len) = pick_range(area(), op.b, op.c);
       ac.valid = p.all_mapped(ac.addr, ac.len);
+      // MADV_WIPEONFORK is only supported on anonymous memory (-EINVAL on a file mapping).
+      if (ac.valid && ac.arg == kMadvWipeonfork)
+        for (uint64_t v = ac.addr; v < ac.addr + ac.len; v += kPage)
+          if (p.page(v)->file >= 0) ac.valid = false;
       return ac;
     }
     case OpKind::Store:
@@ -332,7 +375,12 @@ inline void apply(RefProc& p, const Action& ac, uint64_t mmap_ret = 0) {
   switch (ac.kind) {
     case OpKind::Mmap:
       for (uint64_t v = mmap_ret; v < mmap_ret + ac.len; v += kPage) {
-        auto [it, fresh] = p.pages.insert_or_assign(v / kPage, RefPage{});
+        RefPage rp;
+        if (ac.file >= 0) {
+          rp.file = ac.file;
+          rp.file_page = ac.pgoff + (v - mmap_ret) / kPage;
+        }
+        auto [it, fresh] = p.pages.insert_or_assign(v / kPage, rp);
         (void)it;
         if (fresh) p.mapped += kPage;
       }

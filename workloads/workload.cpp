@@ -14,7 +14,8 @@ namespace mmusim::wl {
 namespace {
 // mmap/mprotect/madvise constants (include/uapi/asm-generic/mman*.h)
 constexpr uint64_t kProtRead = 1, kProtWrite = 2;
-constexpr uint64_t kMapPrivateAnon = 0x02 | 0x20;
+constexpr uint64_t kMapShared = 0x01, kMapPrivate = 0x02;
+constexpr uint64_t kMapPrivateAnon = kMapPrivate | 0x20;
 constexpr uint64_t kMadvHugepage = 14;
 // The base page and the PMD block (base/pgformat.hpp).
 constexpr uint64_t kPage = pg::kBasePageSize;
@@ -66,6 +67,21 @@ struct RegionAlloc {
   unsigned stage = 0;
   uint64_t base = 0;
   bool step(const WorkloadParams& p, int64_t last_ret, Uop* u) {
+    if (p.backing != Backing::anon) {
+      // mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE or MAP_SHARED, fd, 0) of the file
+      // (Workload::files(), number 1): no THP alignment, no madvise (order-0 page-cache folios).
+      if (stage == 0) {
+        stage = 1;
+        const uint64_t flags = mmap_file_extra(p.backing == Backing::file_shared ? kMapShared : kMapPrivate, 1, 0);
+        *u = syscall(Sys::Mmap, p.size, kProtRead | kProtWrite, flags);
+        return true;
+      }
+      if (stage == 1) {
+        stage = 2;
+        base = uint64_t(last_ret);
+      }
+      return false;
+    }
     if (stage == 0) {
       stage = 1;
       *u = syscall(Sys::Mmap, p.size + kPmd, kProtRead | kProtWrite, kMapPrivateAnon);
@@ -377,6 +393,10 @@ class ForkReuseProgram : public RegionProgram {
         push(store(base_ + i * p_.stride, 1, v, kIpStore));
         loop_overhead();
         break;
+      case Pattern::seq_read:
+        push(load(base_ + i * kPage, 1, kIpLoad));
+        loop_overhead();
+        break;
     }
   }
 
@@ -408,6 +428,10 @@ class ForkReuseWorkload : public Workload {
   }
   unsigned threads() const override { return p_.threads; }
   uint64_t region_bytes() const override { return p_.size; }
+  std::vector<FileSpec> files() const override {
+    if (p_.backing == Backing::anon) return {};
+    return {FileSpec{"region", p_.size, p_.seed, p_.file_cached}};
+  }
 
  private:
   WorkloadParams p_;
@@ -542,6 +566,7 @@ const char* pattern_name(Pattern p) {
     case Pattern::random_byte: return "random-byte";
     case Pattern::read_then_store: return "read-then-store";
     case Pattern::stride: return "stride";
+    case Pattern::seq_read: return "seq-read";
   }
   return "?";
 }
@@ -635,12 +660,14 @@ void WorkloadParams::visit(Params& p) {
                  {"memset", Pattern::memset},
                  {"random-byte", Pattern::random_byte},
                  {"read-then-store", Pattern::read_then_store},
-                 {"stride", Pattern::stride}},
+                 {"stride", Pattern::stride},
+                 {"seq-read", Pattern::seq_read}},
                 "the measured pass: one byte per 4K page ascending (seq-byte), with a "
                 "clock_gettime() and its recorded latency between stores (seq-byte-clock), with an "
                 "LFENCE after every store (seq-byte-lfence), memset of the region, one byte per "
-                "page in random order, read the 16 pages of each 64K then store to them, or one "
-                "store every workload.stride bytes");
+                "page in random order, read the 16 pages of each 64K then store to them, one "
+                "store every workload.stride bytes, or a one-byte load per page ascending "
+                "(seq-read)");
   p.size("workload.stride", stride, "4K", 1, 1ull << 30, "bytes between stores, for pattern = stride");
   p.integer("workload.threads", threads, 1, 1, 64,
             "threads of the parent sharing the measured pass: thread i is pinned to CPU i mod "
@@ -663,6 +690,16 @@ void WorkloadParams::visit(Params& p) {
                 "what the measured region is: the pass after fork (pass), or the population of the "
                 "region with the pattern's stores (populate: first-touch faults that allocate "
                 "folios, as C2's allocation latencies; no fork)");
+  p.enumeration("workload.backing", backing, Backing::anon,
+                {{"anon", Backing::anon}, {"file", Backing::file}, {"file-shared", Backing::file_shared}},
+                "fork-reuse and fork-time: what the region is: private anonymous memory, or a file of "
+                "workload.size bytes (its contents from sim.seed) mapped MAP_PRIVATE (file: reads map "
+                "the page cache, writes copy) or MAP_SHARED (file-shared: writes go to the page "
+                "cache); page-cache folios are 4K, so workload.folio must be 4K");
+  p.boolean("workload.file_cached", file_cached, false,
+            "backing = file or file-shared: the file's pages are in the page cache when the run "
+            "starts (as after reading the whole file), or none are (every first access reads "
+            "the disk: read-around, cost.io_request and cost.io_page)");
   p.enumeration("workload.thp_setup", thp_from, ThpFrom::folio,
                 {{"folio", ThpFrom::folio}, {"config", ThpFrom::config}},
                 "folio: the workload sets the THP sysfs knobs for workload.folio (that size in "
@@ -676,6 +713,10 @@ void WorkloadParams::visit(Params& p) {
             "anon-cow-seq: the children forked (usemem -n)");
   p.size("workload.max_mapped", max_mapped, "16M", 8ull << 20, 1ull << 40,
          "random-ops: bytes one process has mapped at most (areas of 4K to 4M)", kPage);
+  p.integer("workload.files", files, 0, 0, 8,
+            "random-ops: files of 8M (contents from sim.seed) that a third of the mmaps map "
+            "privately, at a random page offset, instead of anonymous memory (0: anonymous "
+            "memory only); their loads are checked against the file's bytes");
   p.integer("sim.seed", seed, 1, 0, int64_t(1) << 62,
             "seed of every random choice (random-byte order); --seed sets it");
   vdso.visit(p);
@@ -715,6 +756,14 @@ std::unique_ptr<Workload> make_workload(const WorkloadParams& p, Stats* stats) {
     fatal("workload.threads = {}: the threads share the measured pass of fork-reuse; with "
           "workload.name = fork-time or workload.measure = populate use 1",
           p.threads);
+  if (p.backing != Backing::anon && p.name != WorkloadName::fork_reuse && p.name != WorkloadName::fork_time)
+    fatal("workload.backing = {}: only fork-reuse and fork-time map their region from a file",
+          p.backing == Backing::file ? "file" : "file-shared");
+  if (p.backing != Backing::anon && p.folio != FolioKind::k4K)
+    fatal("workload.backing = {} needs workload.folio = 4K (is {}): page-cache folios and their private "
+          "copies are 4K pages here", p.backing == Backing::file ? "file" : "file-shared", folio_kind_name(p.folio));
+  if (p.file_cached && p.backing == Backing::anon)
+    fatal("workload.file_cached = true needs workload.backing = file or file-shared (is anon)");
   switch (p.name) {
     case WorkloadName::fork_reuse: return std::make_unique<ForkReuseWorkload>(p, false);
     case WorkloadName::fork_time: return std::make_unique<ForkReuseWorkload>(p, true);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/params.hpp"
 #include "base/stats.hpp"
@@ -18,8 +19,11 @@ namespace mmusim::wl {
 
 enum class FolioKind : uint8_t { k4K, k64K, k1M, k2M_pte, k2M_pmd };
 enum class Pattern : uint8_t {
-  seq_byte, seq_byte_clock, seq_byte_lfence, memset, random_byte, read_then_store, stride
+  seq_byte, seq_byte_clock, seq_byte_lfence, memset, random_byte, read_then_store, stride, seq_read
 };
+// What the measured region is: private anonymous memory, or a file of the simulated filesystem
+// mapped private or shared (kernel_mm/filemap.cpp).
+enum class Backing : uint8_t { anon, file, file_shared };
 enum class WorkloadName : uint8_t { fork_reuse, fork_time, random_ops, trace, anon_cow_seq };
 // The classes of the system calls a recording makes that the kernel port does not model.
 enum class SyscallClass : uint8_t { io, net, wait, file, other };
@@ -53,8 +57,11 @@ struct WorkloadParams {
   uint64_t ops = 0;                // random-ops: operations over all processes
   unsigned processes = 0;          // random-ops: live processes at most
   uint64_t max_mapped = 0;         // random-ops: bytes mapped per process at most
+  unsigned files = 0;              // random-ops: files some mmaps map privately
   enum class ThpFrom : uint8_t { folio, config } thp_from = ThpFrom::folio;
   enum class Measure : uint8_t { pass, populate } measure = Measure::pass;
+  Backing backing = Backing::anon;
+  bool file_cached = false;         // backing = file*: the file's pages cached before the run
   std::string trace;                // trace: the recording's directory (mmusim record --out)
   bool fast_forward = true;         // trace: outside the region, only first touches
   // trace: the kernel time of a system call the port does not model, by class, beyond
@@ -63,6 +70,22 @@ struct WorkloadParams {
   VdsoParams vdso;
   void visit(Params& p);
 };
+
+// A file the workload maps: created on the simulated filesystem before the run, its contents from
+// `seed`; `cached`: all its pages in the page cache from the start, as after a read of the whole
+// file (uncharged), else none.
+struct FileSpec {
+  std::string name;
+  uint64_t size = 0;
+  uint64_t seed = 0;
+  bool cached = false;
+};
+// An Mmap micro-op of a file: `extra` holds the flags (bits 0-15), the page offset in the file
+// (bits 16-47) and the file's number, 1-based in Workload::files() (bits 48-63).
+inline constexpr unsigned kMmapPgoffShift = 16, kMmapFileShift = 48;
+inline uint64_t mmap_file_extra(uint64_t flags, unsigned file_nr, uint64_t pgoff) {
+  return flags | (pgoff << kMmapPgoffShift) | (uint64_t(file_nr) << kMmapFileShift);
+}
 
 // THP sysfs settings the workload needs for its folio kind: index = order 2..9.
 struct ThpSetup {
@@ -89,6 +112,8 @@ class Workload {
   virtual unsigned threads() const { return 1; }
   // Bytes of the measured region (for progress and faults.region).
   virtual uint64_t region_bytes() const = 0;
+  // The files its programs map (Sys::Mmap with a file number above kMmapFileShift).
+  virtual std::vector<FileSpec> files() const { return {}; }
 };
 
 // `stats` (optional): where a workload registers its own counters (random-ops: check.*).

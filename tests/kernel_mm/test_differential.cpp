@@ -76,6 +76,7 @@ struct Outcome {
   uint64_t bytes_compared = 0;
   uint64_t invariant_checks = 0;
   std::array<uint64_t, kOpKinds> per_kind{};  // applied, by OpKind
+  uint64_t file_read_faults = 0, file_cow_faults = 0, file_pages_read = 0;  // kernel.* counters
 };
 
 struct Proc {
@@ -96,19 +97,22 @@ void verify_all(kmm::Kernel& k, kmm::UserAccess& ua, Proc& p, size_t op, Outcome
     const uint64_t va = vpn * kPage;
     const uint64_t pa = ua.probe(p.t, va, false);
     if (pa == ~uint64_t(0)) {
+      // Touched, the page will read zero (anonymous) or the file.
       if (rp.data)
-        for (unsigned j = 0; j < kPage; ++j)
-          if ((*rp.data)[j]) {
+        for (unsigned j = 0; j < kPage; ++j) {
+          const uint8_t fresh = rp.file < 0 ? 0 : file_byte(p.ref.lim, rp.file, rp.file_page * kPage + j);
+          if ((*rp.data)[j] != fresh) {
             fail(fmt::format("data integrity: task {} page at VA {:#x} is not mapped, but the "
                              "reference holds data there (byte {:#x} at +{:#x}), after op #{}",
                              p.t->pid, va, (*rp.data)[j], j, op));
             return;
           }
+        }
       continue;
     }
     k.phys().read(pa & ~(kPage - 1), buf.data(), kPage);
     for (unsigned j = 0; j < kPage; ++j) {
-      const uint8_t want = rp.data ? (*rp.data)[j] : 0;
+      const uint8_t want = p.ref.byte(va + j);
       if (buf[j] != want) {
         fail(fmt::format("data integrity: task {} VA {:#x} (PA {:#x}) holds {:#x}, expected {:#x}, "
                          "after op #{}",
@@ -140,6 +144,10 @@ Outcome run_ops(const Variant& v, const std::vector<Op>& ops, const Limits& lim 
   kmm::UserAccess& ua = *fix.ua;
   std::vector<Proc> procs;
   procs.push_back({k.create_process("rops"), {}, true, {}});
+  procs[0].ref.lim = lim;
+  std::vector<kmm::address_space*> files;  // inodes 1..lim.files, as the reference has them
+  for (unsigned f = 0; f < lim.files; ++f)
+    files.push_back(k.file_create("file" + std::to_string(f), lim.file_size, lim.file_seed));
   size_t i = 0;
   auto fail = [&](std::string m) {
     out.failed = true;
@@ -159,7 +167,9 @@ Outcome run_ops(const Variant& v, const std::vector<Op>& ops, const Limits& lim 
       k.enter(p.t, 0);
       switch (op.kind) {
         case OpKind::Mmap: {
-          int64_t r = k.sys_mmap(p.t, 0, ac.len, kProtRead | kProtWrite, kMapPrivateAnon);
+          int64_t r = ac.file < 0 ? k.sys_mmap(p.t, 0, ac.len, kProtRead | kProtWrite, kMapPrivateAnon)
+                                  : k.sys_mmap(p.t, 0, ac.len, kProtRead | kProtWrite, kMapPrivateAnon & ~0x20,
+                                               files[size_t(ac.file)], ac.pgoff * kPage);
           if (r <= 0) {
             fail(fmt::format("mmap({:#x}) returned {}", ac.len, r));
             continue;
@@ -286,6 +296,9 @@ Outcome run_ops(const Variant& v, const std::vector<Op>& ops, const Limits& lim 
     fail(e.what());
   }
   out.invariant_checks = fix.count("kernel.invariant_checks");
+  out.file_read_faults = fix.count("kernel.do_read_fault");
+  out.file_cow_faults = fix.count("kernel.do_cow_fault");
+  out.file_pages_read = fix.count("kernel.filemap_read_pages");
   return out;
 }
 
@@ -352,7 +365,7 @@ constexpr uint64_t kDefaultTotalOps = 102400;
 constexpr unsigned kVariants = 16;
 constexpr size_t kSequenceLength = 1600;  // ops per sequence (state builds up within one)
 
-void run_variant(Isa isa, WpReuse wp, ThpCow thp = ThpCow::split) {
+void run_variant(Isa isa, WpReuse wp, ThpCow thp = ThpCow::split, const Limits& lim = {}) {
   const uint64_t total = env_u64("MMUSIM_DIFF_OPS", kDefaultTotalOps);
   const uint64_t base_seed = env_u64("MMUSIM_DIFF_SEED", 0x646966660000ull) + (thp == ThpCow::copy ? 0x7000 : 0);
   const uint64_t per_variant = std::max<uint64_t>(1, total / kVariants);
@@ -363,14 +376,14 @@ void run_variant(Isa isa, WpReuse wp, ThpCow thp = ThpCow::split) {
       const size_t n = size_t(std::min<uint64_t>(kSequenceLength, per_variant - ops));
       const uint64_t seed = base_seed + s * 0x10001 + unsigned(wp) * 0x100 + unsigned(fc) * 0x10 + unsigned(isa);
       const std::vector<Op> seq = random_sequence(seed, n);
-      Outcome o = run_ops(v, seq);
+      Outcome o = run_ops(v, seq, lim);
       ops += n;
       applied += o.ops_applied;
       bytes += o.bytes_compared;
       checks += o.invariant_checks;
       if (o.failed) {
-        std::vector<Op> small = shrink(seq, [&](const std::vector<Op>& c) { return run_ops(v, c); });
-        Outcome so = run_ops(v, small);
+        std::vector<Op> small = shrink(seq, [&](const std::vector<Op>& c) { return run_ops(v, c, lim); });
+        Outcome so = run_ops(v, small, lim);
         std::printf("FAILED: %s, seed %#llx, op #%zu of %zu: %s\nshrunk to %zu ops: %s\n%s\n",
                     variant_name(v).c_str(), (unsigned long long)seed, o.op, n, o.message.c_str(),
                     small.size(), so.message.c_str(), reproducer(v, small, so.message).c_str());
@@ -406,6 +419,34 @@ DIFF_CASE(arm64, pagetable_flush)
 TEST_CASE("differential: random ops against a reference model, thp_cow=copy", "[differential]") {
   run_variant(Isa::x86_64, WpReuse::off, ThpCow::copy);
   run_variant(Isa::arm64, WpReuse::pagetable, ThpCow::copy);
+}
+
+// Private file mappings among the anonymous ones (Limits::files): read faults from the page
+// cache with read-around and fault-around, COW of file pages, MADV_DONTNEED back to the file, fork
+// of VMAs with file and anonymous pages; the CACHE invariants after every entry.
+TEST_CASE("differential: random ops with private file mappings against a reference model", "[differential]") {
+  Limits lim;
+  lim.files = 2;
+  lim.file_seed = 0x66696c65;
+  run_variant(Isa::x86_64, WpReuse::off, ThpCow::split, lim);
+  run_variant(Isa::arm64, WpReuse::pagetable, ThpCow::split, lim);
+}
+
+TEST_CASE("differential: file mappings occur and are read and copied", "[differential]") {
+  Limits lim;
+  lim.files = 2;
+  const Variant v{Isa::x86_64, WpReuse::off, ForkCopy::batched};
+  Outcome o = run_ops(v, random_sequence(7, 3000), lim);
+  INFO(o.message);
+  REQUIRE_FALSE(o.failed);
+  CHECK(o.bytes_compared > 1000);
+  CHECK(o.file_read_faults > 0);
+  CHECK(o.file_cow_faults > 0);
+  CHECK(o.file_pages_read > 0);
+  // Without files the same sequence maps no file.
+  Outcome a = run_ops(v, random_sequence(7, 3000));
+  REQUIRE_FALSE(a.failed);
+  CHECK(a.file_read_faults == 0);
 }
 
 TEST_CASE("differential: the generator covers every operation", "[differential]") {
