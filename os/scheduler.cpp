@@ -52,8 +52,8 @@ int Scheduler::cpu_for_fork(int parent_cpu) const {
     };
     unsigned best_idle = idle(socket);
     for (unsigned s = 0; s < sockets_; ++s)
-      if (idle(s) > best_idle) {
-        best_idle = idle(s);
+      if (const unsigned n = idle(s); n > best_idle) {
+        best_idle = n;
         socket = s;
       }
   }

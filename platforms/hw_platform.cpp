@@ -232,7 +232,6 @@ void HwPlatform::setup_sockets(const Config& cfg, const hw::CoreMmuParams& p, St
     numa_.fills.push_back(fills_[s].get());
     links_.push_back(std::make_unique<hw::DramChannel>(double(hw::kLineBytes) / p.caches.memory_remote_bandwidth * pp.clock_ghz, stats));
     numa_.links.push_back(links_.back().get());
-    numa_.sharers.push_back(&llc_sharers_[s]);
   }
   numa_.remote_memory_extra = uint32_t(std::lround((remote_ns - local_ns) * pp.clock_ghz));
   numa_.remote_transfer = uint32_t(std::lround(pp.remote_line_transfer.cycles(pp.clock_ghz)));

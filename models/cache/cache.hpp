@@ -267,7 +267,6 @@ class MemoryHierarchy {
     std::vector<Cache*> llcs;           // by socket
     std::vector<DramChannel*> fills;    // by node: its memory's read path
     std::vector<DramChannel*> links;    // by socket: the lines it reads from other nodes
-    std::vector<const std::vector<MemoryHierarchy*>*> sharers;  // by socket: its cores' hierarchies
     uint32_t remote_memory_extra = 0;   // memory.remote_latency - memory.latency, cycles
     uint32_t remote_transfer = 0;       // coherence.remote_transfer_latency, cycles
     Counter* remote_fills = nullptr;    // lines read from another node's memory (timed accesses)

@@ -479,13 +479,11 @@ TEST_CASE("cache: two sockets: remote memory, a line forwarded from the other so
   DramChannel m0(1.0, s), m1(1.0, s), l0(1.0, s), l1(1.0, s);
   c0.share_fills(&m0);
   c1.share_fills(&m1);
-  const std::vector<MemoryHierarchy*> s0{&c0}, s1{&c1};
   MemoryHierarchy::Numa numa;
   numa.node_bytes = 1 << 20;
   numa.llcs = {&llc0, &llc1};
   numa.fills = {&m0, &m1};
   numa.links = {&l0, &l1};
-  numa.sharers = {&s0, &s1};
   numa.remote_memory_extra = 100;
   numa.remote_transfer = 500;
   numa.remote_fills = &s.counter("t.remote_fills", "");
