@@ -119,7 +119,7 @@ std::string flag_names(uint32_t f) {
       {PG_buddy, "buddy"},     {PG_table, "table"},
       {PG_reserved, "reserved"}, {PG_partially_mapped, "partially_mapped"},
       {PG_dirty, "dirty"},     {PG_ksm, "ksm"},
-      {PG_large_mapcount_locked, "large_mapcount_locked"}, {PG_uptodate, "uptodate"},
+      {PG_large_mapcount_locked, "large_mapcount_locked"}, {PG_uptodate, "uptodate"}, {PG_readahead, "readahead"},
   };
   std::string s;
   for (auto& [bit, name] : names)

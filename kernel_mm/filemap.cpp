@@ -15,15 +15,17 @@
 //     on shared mappings go through ->page_mkwrite and mark the folio dirty; the first write to a
 //     present read-only PTE of a shared mapping is wp_page_shared() (write notification);
 //   - a page-cache miss reads around the fault: 32 pages from pgoff - 16 (ra_pages = 128 KiB),
-//     while mmap_miss stays at or below MMAP_LOTSAMISS (100), else the one page; the first
+//     while mmap_miss stays at or below MMAP_LOTSAMISS (100), else the one page; the window's
+//     last quarter is its async part, whose first folio (PG_readahead) fault-around leaves alone:
+//     the fault on it reads the next window (page_cache_async_ra(), ramped up to ra_pages); the first
 //     attempt of a fault that reads drops the fault lock first (maybe_unlock_mmap_for_io()) and
 //     returns VM_FAULT_RETRY once the read is done, as 6.12 does; so does fault_dirty_shared_page()
 //     with VM_FAULT_COMPLETED.
-// Simplified (each marked where it happens): order-0 folios only; no asynchronous readahead (no
-// PG_readahead marker); reads are synchronous, their device time is charged to the faulting task
-// (Cost::io_request, Cost::io_page; a block device with a queue is not modelled yet), so no other
-// task can find a folio locked for I/O; no truncation, no writeback, no reclaim of the cache; no
-// i_mmap tree (no file rmap walks).
+// Simplified (each marked where it happens): order-0 folios only; MADV_SEQUENTIAL reads a full
+// window without the on-demand ramp; reads (the asynchronous readahead's too) are synchronous,
+// their device time charged to the faulting task (Cost::io_request, Cost::io_page; a block device
+// with a queue is not modelled yet), so no other task can find a folio locked for I/O; no
+// truncation, no writeback, no reclaim of the cache; no i_mmap tree (no file rmap walks).
 #include <cstring>
 
 #include "base/error.hpp"
@@ -67,7 +69,7 @@ address_space* Kernel::file_create(const std::string& name, uint64_t size, uint6
 void Kernel::file_fill_cache(address_space* mapping) {
   NotSimulated quiet(*this);
   const uint64_t pages = DIV_ROUND_UP(mapping->i_size, PAGE_SIZE);
-  if (page_cache_ra_unbounded(mapping, 0, unsigned(pages), /*simulated=*/false) != pages)
+  if (page_cache_ra_unbounded(mapping, 0, pages, 0, /*simulated=*/false) != pages)
     mmusim::fatal("out of simulated physical memory reading file {} ({} bytes) into the page cache: raise memory.size",
                   mapping->name, mapping->i_size);
   lru_add_drain();
@@ -132,8 +134,11 @@ void Kernel::folio_mark_dirty(folio* f) {
 // page_cache_ra_unbounded() (mm/readahead.c:205) with read_pages() (146): allocate and add the
 // folios of [index, index + nr) that are not cached, and read each run of them with one request.
 // The folios are unlocked when their read completes: here at once (synchronous reads).
-unsigned Kernel::page_cache_ra_unbounded(address_space* mapping, uint64_t index, unsigned nr, bool simulated) {
+unsigned Kernel::page_cache_ra_unbounded(address_space* mapping, uint64_t index, uint64_t nr, uint64_t lookahead,
+                                         bool simulated) {
   unsigned added = 0, run = 0;
+  // The index that only has lookahead ("async region") gets the readahead flag (never, without).
+  const uint64_t mark = lookahead && lookahead <= nr ? nr - lookahead : ~uint64_t(0);
   auto read_run = [&]() {
     if (!run) return;
     if (simulated) {
@@ -143,7 +148,7 @@ unsigned Kernel::page_cache_ra_unbounded(address_space* mapping, uint64_t index,
     }
     run = 0;
   };
-  for (unsigned i = 0; i < nr; ++i) {
+  for (uint64_t i = 0; i < nr; ++i) {
     if (mapping->i_pages.count(index + i)) {
       // Page already present? Kick off the current batch of contiguous pages before continuing
       // with the next batch.
@@ -157,6 +162,7 @@ unsigned Kernel::page_cache_ra_unbounded(address_space* mapping, uint64_t index,
       read_run();
       continue;
     }
+    if (i == mark) f->flags |= PG_readahead;  // folio_set_readahead()
     filemap_read_folio(mapping, f);
     folio_unlock(f);  // the read's completion: folio_end_read()
     folio_put(f);     // readahead_folio(): the allocation's reference
@@ -178,6 +184,53 @@ void Kernel::maybe_unlock_mmap_for_io(vm_fault* vmf, bool* fpin) {
   }
 }
 
+// do_page_cache_ra() (mm/readahead.c:302): don't read past the page containing the last byte of
+// the file. (page_cache_ra_order() falls back to it: no large folios here.)
+void Kernel::do_page_cache_ra(address_space* mapping, uint64_t index, uint64_t nr, uint64_t lookahead) {
+  if (mapping->i_size == 0) return;
+  const uint64_t end_index = (mapping->i_size - 1) >> PAGE_SHIFT;
+  if (index > end_index) return;
+  if (nr > end_index - index) nr = end_index - index + 1;
+  page_cache_ra_unbounded(mapping, index, nr, lookahead);
+}
+
+// get_next_ra_size() (mm/readahead.c:379): ramp the window up.
+static uint64_t get_next_ra_size(uint64_t cur, uint64_t max) {
+  if (cur < max / 16) return 4 * cur;
+  if (cur <= max / 2) return 2 * cur;
+  return max;
+}
+
+// page_cache_async_ra() (mm/readahead.c:611): the access reached the window's PG_readahead folio:
+// read the next window (a sequential reader), or, without valid state, a window from the next
+// page the cache lacks. (ractl_max_pages(): ra_pages; no larger io_pages here.)
+void Kernel::page_cache_async_ra(address_space* mapping, folio* f, uint64_t index, uint64_t req_count) {
+  if (!mapping->ra_pages) return;
+  f->flags &= ~PG_readahead;  // folio_clear_readahead()
+  const uint64_t max_pages = mapping->ra_pages;
+  // It's the expected callback index, assume sequential access. Ramp up sizes, and push forward
+  // the readahead window.
+  const uint64_t expected = mapping->ra_start + mapping->ra_size - mapping->ra_async_size;
+  if (index == expected) {
+    mapping->ra_start += mapping->ra_size;
+    mapping->ra_size = std::max(mapping->ra_size, get_next_ra_size(mapping->ra_size, max_pages));
+    mapping->ra_async_size = mapping->ra_size;
+  } else {
+    // Hit a marked folio without valid readahead state. E.g. interleaved reads. Query the
+    // pagecache for async_size, which normally equals to readahead size. Ramp it up and use it
+    // as the new readahead size. (page_cache_next_miss(): the first index without a folio.)
+    uint64_t start = index + 1;
+    while (start - index <= max_pages && mapping->i_pages.count(start)) ++start;
+    if (!start || start - index > max_pages) return;
+    mapping->ra_start = start;
+    mapping->ra_size = start - index;  // old async_size
+    mapping->ra_size += req_count;
+    mapping->ra_size = get_next_ra_size(mapping->ra_size, max_pages);
+    mapping->ra_async_size = mapping->ra_size;
+  }
+  do_page_cache_ra(mapping, mapping->ra_start, mapping->ra_size, mapping->ra_async_size);
+}
+
 // do_sync_mmap_readahead() (mm/filemap.c:3146), without VM_HUGEPAGE's PMD-order readahead (no
 // large page-cache folios). Drops the fault lock (*fpin) before it reads.
 void Kernel::do_sync_mmap_readahead(vm_fault* vmf, bool* fpin) {
@@ -188,10 +241,9 @@ void Kernel::do_sync_mmap_readahead(vm_fault* vmf, bool* fpin) {
   if (!mapping->ra_pages) return;
   if (vm_flags & VM_SEQ_READ) {
     maybe_unlock_mmap_for_io(vmf, fpin);
-    // page_cache_sync_ra(): the window from the fault on.
-    page_cache_ra_unbounded(mapping, vmf->pgoff,
-                            unsigned(std::min<uint64_t>(mapping->ra_pages,
-                                                        DIV_ROUND_UP(mapping->i_size, PAGE_SIZE) - vmf->pgoff)));
+    // page_cache_sync_ra(): the window from the fault on (its on-demand ramp from the access
+    // history is not ported: the full window, no async part).
+    do_page_cache_ra(mapping, vmf->pgoff, mapping->ra_pages, 0);
     return;
   }
   // Avoid banging the cache line if not needed
@@ -200,13 +252,12 @@ void Kernel::do_sync_mmap_readahead(vm_fault* vmf, bool* fpin) {
   // only hurt.
   if (mapping->mmap_miss > MMAP_LOTSAMISS) return;
   maybe_unlock_mmap_for_io(vmf, fpin);
-  // mmap read-around: ra->start = max(0, pgoff - ra_pages / 2), ra->size = ra_pages
-  // (ra->async_size = ra_pages / 4 marks PG_readahead: no asynchronous readahead here), then
-  // page_cache_ra_order(order 0) -> do_page_cache_ra(), which stops at the end of the file.
-  const uint64_t start = vmf->pgoff > mapping->ra_pages / 2 ? vmf->pgoff - mapping->ra_pages / 2 : 0;
-  const uint64_t end_index = DIV_ROUND_UP(mapping->i_size, PAGE_SIZE);
-  if (start >= end_index) return;
-  page_cache_ra_unbounded(mapping, start, unsigned(std::min<uint64_t>(mapping->ra_pages, end_index - start)));
+  // mmap read-around, then page_cache_ra_order(order 0) -> do_page_cache_ra(): the last quarter
+  // of the window is its async part (its first folio gets PG_readahead).
+  mapping->ra_start = vmf->pgoff > mapping->ra_pages / 2 ? vmf->pgoff - mapping->ra_pages / 2 : 0;
+  mapping->ra_size = mapping->ra_pages;
+  mapping->ra_async_size = mapping->ra_pages / 4;
+  do_page_cache_ra(mapping, mapping->ra_start, mapping->ra_size, mapping->ra_async_size);
 }
 
 // filemap_fault() (mm/filemap.c:3305), the VMA's ->fault. Returns VM_FAULT_LOCKED with
@@ -227,10 +278,14 @@ vm_fault_t Kernel::filemap_fault(vm_fault* vmf) {
   folio* f = filemap_get_folio(mapping, index);
   if (f) {
     // We found the page, so try async readahead before waiting for the lock:
-    // do_async_mmap_readahead() (3215) counts the hit; PG_readahead is never set here.
-    if (!(vmf->flags & FAULT_FLAG_TRIED) && !(vmf->vma->vm_flags & VM_RAND_READ) && mapping->ra_pages &&
-        mapping->mmap_miss)
-      --mapping->mmap_miss;
+    // do_async_mmap_readahead() (3215).
+    if (!(vmf->flags & FAULT_FLAG_TRIED) && !(vmf->vma->vm_flags & VM_RAND_READ) && mapping->ra_pages) {
+      if (mapping->mmap_miss) --mapping->mmap_miss;
+      if (folio_test_readahead(f)) {
+        maybe_unlock_mmap_for_io(vmf, &fpin);
+        page_cache_async_ra(mapping, f, index, mapping->ra_pages);
+      }
+    }
   } else {
     // filemap_fault_recheck_pte_none(): only for VM_LOCKED VMAs (none here).
     // No page in the page cache at all
@@ -289,7 +344,7 @@ static folio* next_uptodate_folio(Kernel& k, address_space* mapping, uint64_t* i
        ++it) {
     folio* f = it->second;
     if (folio_test_locked(f)) continue;
-    if (!folio_test_uptodate(f)) continue;  // (or folio_test_readahead(): never set here)
+    if (!folio_test_uptodate(f) || folio_test_readahead(f)) continue;
     if (it->first >= max_idx) continue;
     folio_get(f);  // folio_try_get()
     k.charge(Cost::folio_op);

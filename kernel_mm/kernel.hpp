@@ -719,8 +719,14 @@ class Kernel {
   void file_fill_cache(address_space* mapping);
   // Reads `nr` pages from [index, ...) into the page cache: one I/O request (its device time is
   // the faulting task's: Cost::io_request + io_page per page).
-  // `simulated` false: outside the simulation (file_fill_cache()), not charged or counted.
-  unsigned page_cache_ra_unbounded(address_space* mapping, uint64_t index, unsigned nr, bool simulated = true);
+  // `simulated` false: outside the simulation (file_fill_cache()), not charged or counted. The
+  // folio `nr - lookahead` pages in (if one is added there) gets PG_readahead.
+  unsigned page_cache_ra_unbounded(address_space* mapping, uint64_t index, uint64_t nr, uint64_t lookahead = 0,
+                                   bool simulated = true);
+  // do_page_cache_ra() (mm/readahead.c): page_cache_ra_unbounded() up to the end of the file.
+  void do_page_cache_ra(address_space* mapping, uint64_t index, uint64_t nr, uint64_t lookahead);
+  // page_cache_async_ra() (mm/readahead.c): a fault found `f` (at `index`) marked PG_readahead.
+  void page_cache_async_ra(address_space* mapping, folio* f, uint64_t index, uint64_t req_count);
 
  private:
   // What the kernel does outside the simulation (the program image, a file read before the run):

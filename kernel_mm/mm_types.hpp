@@ -80,6 +80,9 @@ struct address_space {
   // struct file_ra_state
   unsigned ra_pages = 32;   // bdi->ra_pages: VM_READAHEAD_PAGES (128 KiB), include/linux/mm.h
   unsigned mmap_miss = 0;
+  uint64_t ra_start = 0;    // the current window: its first page, size, and the pages at its
+  uint64_t ra_size = 0;     // end whose first access starts the next (its PG_readahead folio)
+  uint64_t ra_async_size = 0;
 };
 
 struct vm_area_struct {

@@ -35,6 +35,7 @@ enum : uint32_t {
   PG_ksm = 1u << 11,            // never set: no KSM; kept so the conditions keep their shape
   PG_large_mapcount_locked = 1u << 12,  // FOLIO_MM_IDS_LOCK_BIT (newer kernel)
   PG_uptodate = 1u << 13,       // the folio's contents are valid (a page-cache folio read in)
+  PG_readahead = 1u << 14,      // a page-cache folio whose access starts the next readahead
 };
 
 struct address_space;
@@ -91,6 +92,7 @@ inline bool folio_test_lru(const folio* f) { return f->flags & PG_lru; }
 inline bool folio_test_locked(const folio* f) { return f->flags & PG_locked; }
 inline bool folio_test_uptodate(const folio* f) { return f->flags & PG_uptodate; }
 inline bool folio_test_dirty(const folio* f) { return f->flags & PG_dirty; }
+inline bool folio_test_readahead(const folio* f) { return f->flags & PG_readahead; }
 inline bool folio_test_pmd_mappable(const folio* f) { return f->order >= HPAGE_PMD_ORDER; }
 inline bool folio_test_partially_mapped(const folio* f) { return f->flags & PG_partially_mapped; }
 inline unsigned long folio_page_idx(const folio* f, const page* p) { return (unsigned long)(p - f); }

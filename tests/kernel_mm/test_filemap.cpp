@@ -34,8 +34,9 @@ TEST_CASE("filemap: a read fault reads around the page and maps 16 around it", "
   address_space* file = e.k.file_create("data", 1 << 20, 42);  // 256 pages
   const uint64_t va = mmap_file(e, t, file, 1 << 20, MAP_PRIVATE);
 
-  // Page 100: read-around reads [84, 116) in one request; the first attempt drops the lock and
-  // returns VM_FAULT_RETRY; the retry finds the page cached and fault-around maps [96, 112).
+  // Page 100: read-around reads [84, 116) in one request, its last quarter the async part (page
+  // 108 marked PG_readahead); the first attempt drops the lock and returns VM_FAULT_RETRY; the
+  // retry finds the page cached and fault-around maps [96, 112) but the marked page.
   REQUIRE(e.load(t, va + 100 * PAGE_SIZE + 5) == file_byte(file, 100 * PAGE_SIZE + 5));
   CHECK(file->nrpages == 32);
   CHECK(e.count("kernel.filemap_read_pages") == 32);
@@ -43,10 +44,13 @@ TEST_CASE("filemap: a read fault reads around the page and maps 16 around it", "
   CHECK(e.count("kernel.filemap_fault_retry") == 1);
   CHECK(e.count("faults.total") == 1);                 // one fault, handled twice
   CHECK(e.count("kernel.handle_mm_fault") == 2);
-  CHECK(e.count("kernel.fault_around_ptes") == 16);
-  CHECK(file_rss(t) == 16);
+  CHECK(e.count("kernel.fault_around_ptes") == 15);
+  CHECK(file_rss(t) == 15);
   CHECK(e.rss(t) == 0);
+  CHECK(folio_test_readahead(file->i_pages.at(108)));
+  CHECK(pte_none(e.pte(t, va + 108 * PAGE_SIZE)));
   for (uint64_t p = 96; p < 112; ++p) {
+    if (p == 108) continue;
     const pte_t pte = e.pte(t, va + p * PAGE_SIZE);
     REQUIRE(e.a.pte_present(pte));
     CHECK_FALSE(e.a.pte_write(pte));
@@ -64,7 +68,18 @@ TEST_CASE("filemap: a read fault reads around the page and maps 16 around it", "
     CHECK(e.count("kernel.pgmajfault") == 1);
     CHECK(e.k.last_fault().kind == FaultKind::file_map);
     // [112, 128): the cached [112, 116) only.
-    CHECK(file_rss(t) == 20);
+    CHECK(file_rss(t) == 19);
+  }
+  SECTION("the access to the marked page reads the next window (asynchronous readahead)") {
+    REQUIRE(e.load(t, va + 108 * PAGE_SIZE) == file_byte(file, 108 * PAGE_SIZE));
+    // page_cache_async_ra(): the expected index (84 + 32 - 8): the window moves to [116, 148),
+    // all of it async (its first page marked); not a major fault, but the lock was dropped.
+    CHECK_FALSE(folio_test_readahead(file->i_pages.at(108)));
+    CHECK(file->nrpages == 64);
+    CHECK(folio_test_readahead(file->i_pages.at(116)));
+    CHECK(e.count("kernel.pgmajfault") == 1);
+    CHECK(e.count("kernel.filemap_fault_retry") == 2);
+    CHECK(e.a.pte_present(e.pte(t, va + 108 * PAGE_SIZE)));
   }
   SECTION("a write copies the file page into an anonymous page: do_wp_page on a private mapping") {
     REQUIRE(e.store(t, va + 100 * PAGE_SIZE + 5, 0x5a));
@@ -74,7 +89,7 @@ TEST_CASE("filemap: a read fault reads around the page and maps 16 around it", "
     CHECK(folio_test_anon(f));
     CHECK(PageAnonExclusive(f));
     CHECK(e.count("kernel.wp_copy") == 1);
-    CHECK(file_rss(t) == 15);
+    CHECK(file_rss(t) == 14);
     CHECK(e.rss(t) == 1);
     // The page cache keeps the file's bytes.
     CHECK(e.k.phys().frame_data(e.k.folio_pfn(file->i_pages.at(100)))[5] == file_byte(file, 100 * PAGE_SIZE + 5));
