@@ -28,7 +28,7 @@ int64_t file_rss(task_struct* t) { return get_mm_counter(t->mm, MM_FILEPAGES); }
 
 }  // namespace
 
-TEST_CASE("filemap: a read fault reads around the page and maps 16 around it", "[filemap]") {
+TEST_CASE("filemap: a read fault reads around the page and maps the 16 around it but the marked one", "[filemap]") {
   Env e;
   task_struct* t = e.proc("p");
   address_space* file = e.k.file_create("data", 1 << 20, 42);  // 256 pages

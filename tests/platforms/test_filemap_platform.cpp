@@ -10,11 +10,8 @@
 using mmusim_test::Result;
 using mmusim_test::slurp;
 using mmusim_test::TempDir;
-
-namespace {
-Result mmusim(const std::string& args) { return mmusim_test::run_mmusim(args); }
-double stat(const std::string& json, const std::string& key) { return mmusim_test::json_number(json, key); }
-}  // namespace
+static constexpr auto mmusim = mmusim_test::run_mmusim;
+static constexpr auto stat = mmusim_test::json_number;
 
 // A pass over a file mapping (workload.backing): the page cache's read-around and fault-around,
 // the first attempt's VM_FAULT_RETRY after the read (6.12: mmap_lock on the retry; the patch:
