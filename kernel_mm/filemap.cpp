@@ -39,11 +39,6 @@ namespace {
 constexpr unsigned kFaultAroundPages = 65536 >> PAGE_SHIFT;  // fault_around_pages (mm/memory.c)
 constexpr unsigned MMAP_LOTSAMISS = 100;                     // mm/filemap.c
 
-inline uint64_t linear_page_index(const vm_area_struct* vma, uint64_t address) {
-  return ((address - vma->vm_start) >> PAGE_SHIFT) + vma->vm_pgoff;
-}
-inline unsigned pte_index(uint64_t addr) { return unsigned((addr >> PAGE_SHIFT) & (PTRS_PER_PTE - 1)); }
-inline uint64_t vma_pages(const vm_area_struct* vma) { return (vma->vm_end - vma->vm_start) >> PAGE_SHIFT; }
 inline uint64_t DIV_ROUND_UP(uint64_t n, uint64_t d) { return (n + d - 1) / d; }
 
 // fault_flag_allow_retry_first() (include/linux/mm.h)
@@ -123,6 +118,14 @@ void Kernel::filemap_read_folio(address_space* mapping, folio* f) {
   f->flags |= PG_uptodate;  // folio_mark_uptodate()
 }
 
+// read_pages() (mm/readahead.c:146) / the bio of filemap_read_folio(): one request of `nr` pages
+// to the disk, its device time charged to the faulting task (no block-device queue yet).
+void Kernel::read_request(unsigned nr) {
+  charge(Cost::io_request);
+  charge(Cost::io_page, nr);
+  ctr_.filemap_read_pages.inc(nr);
+}
+
 // folio_mark_dirty() (mm/page-writeback.c) -> filemap_dirty_folio(): the folio and the inode
 // dirty (no writeback follows here).
 void Kernel::folio_mark_dirty(folio* f) {
@@ -141,11 +144,7 @@ unsigned Kernel::page_cache_ra_unbounded(address_space* mapping, uint64_t index,
   const uint64_t mark = lookahead && lookahead <= nr ? nr - lookahead : ~uint64_t(0);
   auto read_run = [&]() {
     if (!run) return;
-    if (simulated) {
-      charge(Cost::io_request);
-      charge(Cost::io_page, run);
-      ctr_.filemap_read_pages.inc(run);
-    }
+    if (simulated) read_request(run);
     run = 0;
   };
   for (uint64_t i = 0; i < nr; ++i) {
@@ -308,16 +307,15 @@ vm_fault_t Kernel::filemap_fault(vm_fault* vmf) {
 
   // lock_folio_maybe_drop_mmap() (3105): the trylock succeeds (reads here leave no folio
   // locked, and one CPU at a time runs kernel code).
-  MMUSIM_CHECK(folio_trylock(f), "filemap_fault: folio of {} index {} is locked", mapping->name, index);
+  const bool locked = folio_trylock(f);
+  MMUSIM_CHECK(locked, "filemap_fault: folio of {} index {} is locked", mapping->name, index);
 
   // We have a locked folio in the page cache, now we need to check that it's up-to-date.
   if (!folio_test_uptodate(f)) {
     // page_not_uptodate: read it in directly (3431), with the lock dropped if allowed.
     maybe_unlock_mmap_for_io(vmf, &fpin);
-    charge(Cost::io_request);
-    charge(Cost::io_page);
     filemap_read_folio(mapping, f);
-    ctr_.filemap_read_pages.inc();
+    read_request(1);
     // (6.12 then retries the lookup, or returns VM_FAULT_RETRY with fpin; the folio is
     // uptodate and locked either way.)
   }
@@ -413,7 +411,8 @@ vm_fault_t Kernel::filemap_map_pages(vm_fault* vmf, uint64_t start_pgoff, uint64
 // writable (sb_start_pagefault(), file_update_time(), folio_wait_stable(): nothing to wait for).
 vm_fault_t Kernel::filemap_page_mkwrite(vm_fault* vmf) {
   folio* f = page_folio(vmf->page_);
-  MMUSIM_CHECK(folio_trylock(f), "filemap_page_mkwrite: folio pfn {:#x} is locked", folio_pfn(f));  // folio_lock()
+  const bool locked = folio_trylock(f);  // folio_lock()
+  MMUSIM_CHECK(locked, "filemap_page_mkwrite: folio pfn {:#x} is locked", folio_pfn(f));
   if (f->mapping != vmf->vma->vm_file) {
     folio_unlock(f);
     return VM_FAULT_NOPAGE;
@@ -592,18 +591,15 @@ vm_fault_t Kernel::do_page_mkwrite(vm_fault* vmf, folio* f) {
 // here: nothing is ever written back) and the fault is VM_FAULT_COMPLETED.
 vm_fault_t Kernel::fault_dirty_shared_page(vm_fault* vmf) {
   folio* f = page_folio(vmf->page_);
-  const bool dirtied = !folio_test_dirty(f);
   folio_mark_dirty(f);
   MMUSIM_CHECK(!folio_test_anon(f), "fault_dirty_shared_page of an anon folio");
   folio_unlock(f);
-  const bool page_mkwrite = true;  // vma->vm_ops->page_mkwrite
-  if ((dirtied || page_mkwrite) && f->mapping) {
-    bool fpin = false;
-    maybe_unlock_mmap_for_io(vmf, &fpin);
-    // balance_dirty_pages_ratelimited(): nothing to throttle
-    if (fpin) return VM_FAULT_COMPLETED;
-  }
-  return 0;
+  // `if ((dirtied || page_mkwrite) && mapping)`: every file here has ->page_mkwrite, so the lock
+  // is dropped whether or not this write dirtied the folio.
+  bool fpin = false;
+  maybe_unlock_mmap_for_io(vmf, &fpin);
+  // balance_dirty_pages_ratelimited(): nothing to throttle
+  return fpin ? VM_FAULT_COMPLETED : 0;
 }
 
 // do_shared_fault() (mm/memory.c:5375): a write to a shared file mapping where no PTE is.

@@ -714,6 +714,7 @@ class Kernel {
   void maybe_unlock_mmap_for_io(vm_fault* vmf, bool* fpin);
   void do_sync_mmap_readahead(vm_fault* vmf, bool* fpin);
   void folio_mark_dirty(folio* f);
+  void read_request(unsigned nr);  // one read of `nr` pages from the disk: its cost and count
   // Every page of the file in the page cache, uptodate and clean, as after a read of the whole
   // file before the run: not simulated (nothing charged or timed).
   void file_fill_cache(address_space* mapping);

@@ -17,18 +17,12 @@ using mmusim::panic;
 
 namespace {
 
-// linear_page_index() (include/linux/pagemap.h)
-inline uint64_t linear_page_index(const vm_area_struct* vma, uint64_t address) {
-  return ((address - vma->vm_start) >> PAGE_SHIFT) + vma->vm_pgoff;
-}
 // vma_is_anonymous(): no vm_ops; a file VMA has generic_file_vm_ops (filemap.cpp).
 inline bool vma_is_anonymous(const vm_area_struct* vma) { return !vma->vm_file; }
 // vma_is_accessible() (include/linux/mm.h)
 inline bool vma_is_accessible(const vm_area_struct* vma) { return vma->vm_flags & VM_ACCESS_FLAGS; }
 // is_cow_mapping() (include/linux/mm.h)
 inline bool is_cow_mapping(vm_flags_t flags) { return (flags & (VM_SHARED | VM_MAYWRITE)) == VM_MAYWRITE; }
-// pte_index()
-inline unsigned pte_index(uint64_t addr) { return unsigned((addr >> PAGE_SHIFT) & (PTRS_PER_PTE - 1)); }
 // userfaultfd_armed(), userfaultfd_pte_wp(), userfaultfd_missing(): no userfaultfd.
 inline bool userfaultfd_armed(const vm_area_struct*) { return false; }
 inline bool userfaultfd_pte_wp(const vm_area_struct*, pte_t) { return false; }

@@ -135,6 +135,14 @@ struct task_struct {
   task_struct* parent = nullptr;
 };
 
+// linear_page_index() (include/linux/pagemap.h): the page offset of `address` in what the VMA
+// maps (the file, or the anon_vma's linear space).
+inline uint64_t linear_page_index(const vm_area_struct* vma, uint64_t address) {
+  return ((address - vma->vm_start) >> PAGE_SHIFT) + vma->vm_pgoff;
+}
+// vma_pages() (include/linux/mm.h)
+inline uint64_t vma_pages(const vm_area_struct* vma) { return (vma->vm_end - vma->vm_start) >> PAGE_SHIFT; }
+
 // get_mm_counter()/add_mm_counter() (include/linux/mm.h)
 inline int64_t get_mm_counter(const mm_struct* mm, int member) { return mm->rss_stat[member]; }
 inline void add_mm_counter(mm_struct* mm, int member, int64_t value) { mm->rss_stat[member] += value; }

@@ -37,7 +37,6 @@ constexpr int PROT_SEM = 0x8;
 constexpr uint64_t PGDIR_SIZE = uint64_t(1) << PGDIR_SHIFT;
 
 inline uint64_t PAGE_ALIGN(uint64_t x) { return ALIGN(x, PAGE_SIZE); }
-inline uint64_t vma_pages(const vm_area_struct* vma) { return (vma->vm_end - vma->vm_start) >> PAGE_SHIFT; }
 
 inline uint64_t addr_end(uint64_t addr, uint64_t end, uint64_t size) {
   uint64_t boundary = (addr + size) & ~(size - 1);

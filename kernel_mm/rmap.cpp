@@ -19,10 +19,6 @@
 namespace kmm {
 
 namespace {
-// linear_page_index() (include/linux/pagemap.h)
-inline uint64_t linear_page_index(const vm_area_struct* vma, uint64_t address) {
-  return ((address - vma->vm_start) >> PAGE_SHIFT) + vma->vm_pgoff;
-}
 // folio_set_mm_id() (include/linux/rmap.h, CONFIG_MM_ID)
 inline void folio_set_mm_id(folio* f, int idx, mm_id_t id) { f->mm_id[idx] = id; }
 inline mm_id_t vma_mm_id(const vm_area_struct* vma) {

@@ -62,6 +62,8 @@ inline constexpr unsigned HPAGE_PMD_NR = 1u << HPAGE_PMD_ORDER;      // 512
 inline constexpr uint64_t HPAGE_PMD_SIZE = PMD_SIZE;
 inline constexpr unsigned MAX_PAGE_ORDER = 10;                        // x86/arm64 4K default
 inline constexpr unsigned MAX_PTRS_PER_PTE = PTRS_PER_PTE;
+// pte_index() (include/linux/pgtable.h)
+inline constexpr unsigned pte_index(uint64_t addr) { return unsigned((addr >> PAGE_SHIFT) & (PTRS_PER_PTE - 1)); }
 // arm64 contiguous PTEs with the 4K granule (arch/arm64/include/asm/pgtable-hwdef.h).
 inline constexpr unsigned CONT_PTE_SHIFT = 4 + PAGE_SHIFT;
 inline constexpr unsigned CONT_PTES = 1u << (CONT_PTE_SHIFT - PAGE_SHIFT);  // 16
