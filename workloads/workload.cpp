@@ -762,6 +762,9 @@ std::unique_ptr<Workload> make_workload(const WorkloadParams& p, Stats* stats) {
   if (p.backing != Backing::anon && p.folio != FolioKind::k4K)
     fatal("workload.backing = {} needs workload.folio = 4K (is {}): page-cache folios and their private "
           "copies are 4K pages here", p.backing == Backing::file ? "file" : "file-shared", folio_kind_name(p.folio));
+  if (p.files && p.name != WorkloadName::random_ops)
+    fatal("workload.files = {}: only random-ops maps files of its own (fork-reuse and fork-time: "
+          "workload.backing)", p.files);
   if (p.file_cached && p.backing == Backing::anon)
     fatal("workload.file_cached = true needs workload.backing = file or file-shared (is anon)");
   switch (p.name) {

@@ -71,4 +71,7 @@ TEST_CASE("file-backed region: fault counts of a read pass and of write passes",
   CHECK(r.out.find("workload.file_cached") != std::string::npos);
   r = mmusim("run " + cfg + " --set workload.name=random-ops");
   CHECK(r.status == 2);
+  r = mmusim("run " + cfg + " --set workload.files=2");
+  CHECK(r.status == 2);
+  CHECK(r.out.find("workload.files = 2: only random-ops") != std::string::npos);
 }
