@@ -52,8 +52,7 @@ namespace kmm {
   S(thread_fixed, "8000cyc", "clone() of a thread (CLONE_VM): task creation without an mm copy [U]") \
   S(vma_op, "500cyc", "one VMA created, copied, split or freed [U]")                                     \
   S(ctx_switch, "2000cyc", "a context switch between tasks [U]")                                    \
-  S(io_request, "50us", "one read request to the disk, its fixed time: an NVMe SSD's 4K random read at queue depth 1 (Samsung 980 PRO: 22K IOPS, 45 us) plus about 5 us of block layer and driver (docs/research-filemap-swap-io.md section 7 [M]); the faulting task's time: no block-device queue yet") \
-  S(io_page, "585ns", "one 4 KiB page of a read request: 4 KiB at the 980 PRO's 7.0 GB/s sequential read (docs/research-filemap-swap-io.md section 7 [M])")
+  S(io_request, "5us", "the CPU work of one read request to the disk: the block layer and NVMe driver submitting it and completing it (readahead's read_pages to folio_end_read); about 5 us of the 45 us that a 4K random read at queue depth 1 takes end to end on an NVMe SSD (docs/research-filemap-swap-io.md section 7 [L]); the device's time is the disk's (disk.*), slept, not charged")
 
 enum class Cost : uint8_t {
 #define KMM_COST_ENUM_S(name, def, desc) name,
@@ -76,6 +75,9 @@ struct CostAccount {
   // Cycles the hardware adds beyond the items' prices (broadcast TLBI contention, waits for
   // kernel locks held by other CPUs): the platform computes them, the account carries them.
   double extra_cycles = 0;
+  // Cycles the entry's task slept waiting for the disk (a folio under read): part of the entry's
+  // time, not of the CPU's work (kernel.io_wait_ns, not kcost.cycles).
+  double io_wait_cycles = 0;
   void charge(Cost c, uint64_t k = 1) {
     n[static_cast<size_t>(c)] += k;
     used |= uint32_t(1) << static_cast<unsigned>(c);
@@ -93,11 +95,13 @@ struct CostAccount {
     for (uint32_t u = used; u; u &= u - 1) n[size_t(__builtin_ctz(u))] = 0;
     used = 0;
     extra_cycles = 0;
+    io_wait_cycles = 0;
   }
   void add(const CostAccount& o) {
     o.for_each_charged([&](size_t i, uint64_t k) { n[i] += k; });
     used |= o.used;
     extra_cycles += o.extra_cycles;
+    io_wait_cycles += o.io_wait_cycles;
   }
 };
 
@@ -112,11 +116,11 @@ struct CostModel {
   // it a hardware item is declared at 0 (a placeholder, for reading those files).
   void visit(mmusim::Params& p, const std::function<std::string(Cost)>& hw_default = {});
   const mmusim::Duration& operator[](Cost c) const { return d[static_cast<size_t>(c)]; }
-  // Time of an account at `ghz`, in cycles (fractional cycles kept), extra cycles included;
+  // Time of an account at `ghz`, in cycles (fractional cycles kept), extra cycles and I/O waits included;
   // `each(item, count)` is called for every charged item on the way (one pass).
   template <typename F>
   double cycles(const CostAccount& a, double ghz, F&& each) const {
-    double c = a.extra_cycles;
+    double c = a.extra_cycles + a.io_wait_cycles;
     a.for_each_charged([&](size_t i, uint64_t k) {
       each(i, k);
       c += double(k) * d[i].cycles(ghz);

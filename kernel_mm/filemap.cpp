@@ -21,11 +21,18 @@
 //     attempt of a fault that reads drops the fault lock first (maybe_unlock_mmap_for_io()) and
 //     returns VM_FAULT_RETRY once the read is done, as 6.12 does; so does fault_dirty_shared_page()
 //     with VM_FAULT_COMPLETED.
+// The disk (a BlockDev, os/block_device.hpp) times every read: a request is submitted at the
+// entry's simulated time and completes when the device's queue, latency and bandwidth say. Until
+// then its folios are under read: locked and not uptodate to every task (folio_io_pending()).
+// Fault-around skips them; a fault that needs one waits for it with the fault lock dropped
+// (lock_folio_maybe_drop_mmap()) and returns VM_FAULT_RETRY, as 6.12 does; the asynchronous
+// readahead is not waited for by the fault that starts it, so a reader that computes between its
+// accesses overlaps the disk. (The port fills a folio's contents at submission: only what other
+// tasks see of it follows the time.)
 // Simplified (each marked where it happens): order-0 folios only; MADV_SEQUENTIAL reads a full
-// window without the on-demand ramp; reads (the asynchronous readahead's too) are synchronous,
-// their device time charged to the faulting task (Cost::io_request, Cost::io_page; a block device
-// with a queue is not modelled yet), so no other task can find a folio locked for I/O; no
-// truncation, no writeback, no reclaim of the cache; no i_mmap tree (no file rmap walks).
+// window without the on-demand ramp; a task waiting for the disk keeps its CPU (no other task is
+// switched in: the scheduler has no sleeping on I/O yet); no truncation, no writeback, no reclaim
+// of the cache; no i_mmap tree (no file rmap walks).
 #include <cstring>
 
 #include "base/error.hpp"
@@ -119,11 +126,44 @@ void Kernel::filemap_read_folio(address_space* mapping, folio* f) {
 }
 
 // read_pages() (mm/readahead.c:146) / the bio of filemap_read_folio(): one request of `nr` pages
-// to the disk, its device time charged to the faulting task (no block-device queue yet).
-void Kernel::read_request(unsigned nr) {
+// to the disk, submitted now (submit_bio()); its CPU work is charged, the device's time is the
+// disk's. Returns when it completes (folio_end_read() of its folios).
+uint64_t Kernel::read_request(unsigned nr) {
   charge(Cost::io_request);
-  charge(Cost::io_page, nr);
   ctr_.filemap_read_pages.inc(nr);
+  ctr_.io_requests.inc();
+  const uint64_t now = time_now_ps();
+  const uint64_t done = bdev_ ? bdev_->submit_read(now, uint64_t(nr) << PAGE_SHIFT) : now;
+  trace_event("io_submit", {mmusim::TraceField::dec("pages", nr), mmusim::TraceField::dec("submit_ps", now),
+                            mmusim::TraceField::dec("complete_ps", done)});
+  return done;
+}
+
+// folio_wait_locked() on a folio under read (folio_wait_bit_common(): the task sleeps on the
+// folio's wait queue until folio_end_read() wakes it).
+void Kernel::folio_wait_io(folio* f) {
+  const uint64_t now = time_now_ps();
+  if (f->io_until_ps <= now) return;
+  const uint64_t waited = f->io_until_ps - now;
+  cost_.io_wait_cycles += double(waited) * ghz_ / 1000.0;
+  ctr_.folio_io_waits.inc();
+  ctr_.io_wait_ns.inc((waited + 500) / 1000);
+  trace_event("folio_wait_io", {mmusim::TraceField::dec("index", f->index), mmusim::TraceField::dec("wait_ps", waited)});
+}
+
+// lock_folio_maybe_drop_mmap() (mm/filemap.c:3105): lock the folio; if it is locked (under
+// read), drop the fault lock first if this attempt may (the fault then returns VM_FAULT_RETRY),
+// and sleep until it is unlocked (__folio_lock_killable()).
+bool Kernel::lock_folio_maybe_drop_mmap(vm_fault* vmf, folio* f, bool* fpin) {
+  if (!folio_io_pending(f) && folio_trylock(f)) return true;
+  // NOTE! This will make us return with VM_FAULT_RETRY, but with the fault lock still held.
+  // That's how FAULT_FLAG_RETRY_NOWAIT is supposed to work.
+  if (vmf->flags & FAULT_FLAG_RETRY_NOWAIT) return false;
+  maybe_unlock_mmap_for_io(vmf, fpin);
+  folio_wait_io(f);
+  const bool locked = folio_trylock(f);
+  MMUSIM_CHECK(locked, "lock_folio_maybe_drop_mmap: folio index {} still locked after its read", f->index);
+  return true;
 }
 
 // folio_mark_dirty() (mm/page-writeback.c) -> filemap_dirty_folio(): the folio and the inode
@@ -136,16 +176,20 @@ void Kernel::folio_mark_dirty(folio* f) {
 
 // page_cache_ra_unbounded() (mm/readahead.c:205) with read_pages() (146): allocate and add the
 // folios of [index, index + nr) that are not cached, and read each run of them with one request.
-// The folios are unlocked when their read completes: here at once (synchronous reads).
+// The folios are unlocked and uptodate when their request completes (folio_io_pending()).
 unsigned Kernel::page_cache_ra_unbounded(address_space* mapping, uint64_t index, uint64_t nr, uint64_t lookahead,
                                          bool simulated) {
-  unsigned added = 0, run = 0;
+  unsigned added = 0;
+  std::vector<folio*> run;  // the folios of the current request
   // The index that only has lookahead ("async region") gets the readahead flag (never, without).
   const uint64_t mark = lookahead && lookahead <= nr ? nr - lookahead : ~uint64_t(0);
   auto read_run = [&]() {
-    if (!run) return;
-    if (simulated) read_request(run);
-    run = 0;
+    if (run.empty()) return;
+    if (simulated) {
+      const uint64_t done = read_request(unsigned(run.size()));
+      for (folio* f : run) f->io_until_ps = done;
+    }
+    run.clear();
   };
   for (uint64_t i = 0; i < nr; ++i) {
     if (mapping->i_pages.count(index + i)) {
@@ -162,10 +206,12 @@ unsigned Kernel::page_cache_ra_unbounded(address_space* mapping, uint64_t index,
       continue;
     }
     if (i == mark) f->flags |= PG_readahead;  // folio_set_readahead()
+    // The read's contents now, its completion (folio_end_read(): unlocked, uptodate) at the
+    // request's completion time, which the other tasks see (folio_io_pending()).
     filemap_read_folio(mapping, f);
-    folio_unlock(f);  // the read's completion: folio_end_read()
+    folio_unlock(f);
     folio_put(f);     // readahead_folio(): the allocation's reference
-    ++run;
+    run.push_back(f);
     ++added;
   }
   read_run();
@@ -305,17 +351,21 @@ vm_fault_t Kernel::filemap_fault(vm_fault* vmf) {
     }
   }
 
-  // lock_folio_maybe_drop_mmap() (3105): the trylock succeeds (reads here leave no folio
-  // locked, and one CPU at a time runs kernel code).
-  const bool locked = folio_trylock(f);
-  MMUSIM_CHECK(locked, "filemap_fault: folio of {} index {} is locked", mapping->name, index);
+  // A folio under read (this fault's own read-around, or another's readahead) is locked: the
+  // fault sleeps until its read completes, with the fault lock dropped.
+  if (!lock_folio_maybe_drop_mmap(vmf, f, &fpin)) {
+    folio_put(f);
+    return ret | VM_FAULT_RETRY;  // out_retry with the fault lock held (RETRY_NOWAIT)
+  }
 
   // We have a locked folio in the page cache, now we need to check that it's up-to-date.
   if (!folio_test_uptodate(f)) {
-    // page_not_uptodate: read it in directly (3431), with the lock dropped if allowed.
+    // page_not_uptodate: read it in directly (3431), with the lock dropped if allowed;
+    // filemap_read_folio() submits the read and waits for it (folio_wait_locked_killable()).
     maybe_unlock_mmap_for_io(vmf, &fpin);
     filemap_read_folio(mapping, f);
-    read_request(1);
+    f->io_until_ps = read_request(1);
+    folio_wait_io(f);
     // (6.12 then retries the lookup, or returns VM_FAULT_RETRY with fpin; the folio is
     // uptodate and locked either way.)
   }
@@ -341,7 +391,7 @@ static folio* next_uptodate_folio(Kernel& k, address_space* mapping, uint64_t* i
   for (auto it = mapping->i_pages.lower_bound(*index); it != mapping->i_pages.end() && it->first <= end_pgoff;
        ++it) {
     folio* f = it->second;
-    if (folio_test_locked(f)) continue;
+    if (folio_test_locked(f) || k.folio_io_pending(f)) continue;  // (under read: locked)
     if (!folio_test_uptodate(f) || folio_test_readahead(f)) continue;
     if (it->first >= max_idx) continue;
     folio_get(f);  // folio_try_get()

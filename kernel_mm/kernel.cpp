@@ -229,7 +229,10 @@ KernelCounters::KernelCounters(mmusim::Stats& s)
       fault_around_ptes(s.counter("kernel.fault_around_ptes", "PTEs mapped by fault-around (filemap_map_pages), the faulting one included", "ptes")),
       filemap_read_pages(s.counter("kernel.filemap_read_pages", "pages read from files into the page cache (read-around and single reads)", "pages")),
       filemap_fault_retry(s.counter("kernel.filemap_fault_retry", "file faults that dropped the fault lock for the read and returned VM_FAULT_RETRY (maybe_unlock_mmap_for_io)")),
-      faults_sigbus(s.counter("faults.sigbus", "faults that found no page behind a mapping (SIGBUS: beyond the end of the file)")) {}
+      faults_sigbus(s.counter("faults.sigbus", "faults that found no page behind a mapping (SIGBUS: beyond the end of the file)")),
+      io_requests(s.counter("kernel.io_requests", "read requests submitted to the disk (readahead runs and single reads)")),
+      folio_io_waits(s.counter("kernel.folio_io_waits", "times a task slept until a page-cache folio's read completed (lock_folio_maybe_drop_mmap, filemap_read_folio)")),
+      io_wait_ns(s.counter("kernel.io_wait_ns", "time tasks slept waiting for the disk (part of their faults' time, not of the CPU's kernel work)", "ns")) {}
 
 // ------------------------------------------------------------------------------------------------
 // Construction

@@ -106,6 +106,8 @@ struct KernelCounters {
   // File-backed memory (filemap.cpp).
   mmusim::Counter &do_read_fault, &do_cow_fault, &do_shared_fault, &pgmajfault, &fault_around_ptes,
       &filemap_read_pages, &filemap_fault_retry, &faults_sigbus;
+  // The disk (a BlockDev): read requests, and waits for folios still under read.
+  mmusim::Counter &io_requests, &folio_io_waits, &io_wait_ns;
   // Several NUMA nodes only (registered then): /proc/vmstat's numa_hit, numa_miss, local_node,
   // other_node, summed over the nodes.
   mmusim::Counter *numa_hit = nullptr, *numa_miss = nullptr, *numa_local = nullptr, *numa_other = nullptr;
@@ -201,6 +203,17 @@ class LockObserver {
   virtual void line_access(uint64_t pa, LineClass cls, bool write, double cycles_so_far) {}
 };
 
+// The disk the page cache reads from, as the kernel sees a block device: a request submitted at a
+// simulated time completes at a later one (the device's queue, latency and bandwidth decide;
+// os/block_device.hpp). Without one, reads complete as they are submitted (kernel tests).
+class BlockDev {
+ public:
+  virtual ~BlockDev() = default;
+  // A read of `bytes` submitted at `submit_ps`: when it completes (its folios are unlocked and
+  // uptodate then: folio_end_read()).
+  virtual uint64_t submit_read(uint64_t submit_ps, uint64_t bytes) = 0;
+};
+
 using FreeArea = std::array<std::set<pfn_t>, MAX_PAGE_ORDER + 1>;
 
 class Kernel {
@@ -281,10 +294,13 @@ class Kernel {
   }
   // This entry's cycles so far (multi-core platforms, which give the kernel its prices; else 0),
   // and one item's price in cycles (0 without prices).
-  double cycles_now() const { return cycles_so_far_ + cost_.extra_cycles; }
+  double cycles_now() const { return cycles_so_far_ + cost_.extra_cycles + cost_.io_wait_cycles; }
   double price_cycles(Cost c) const { return prices_ ? prices_->price(c, ghz_) : 0; }
-  // A platform that times kernel locks gives the kernel its price list, so that lock events carry
-  // the entry's time so far, and an observer of the locks.
+  // The simulated time now, inside the current entry: its start plus its cycles so far (without
+  // prices, the entry's start).
+  uint64_t time_now_ps() const { return now_ps_ + uint64_t(cycles_now() * 1000.0 / ghz_ + 0.5); }
+  // A platform gives the kernel its price list, so that lock events and disk requests carry the
+  // entry's time so far, and (several cores) an observer of the locks.
   void set_lock_timing(const CostModel* prices, double ghz, LockObserver* obs) {
     prices_ = prices;
     ghz_ = ghz;
@@ -296,18 +312,18 @@ class Kernel {
     if (!lock_obs_) return;
     shared_lines(line_pa, sizeof(uint64_t), LineClass(cls), true);
     if (hw_touch_) hw_.kernel_memory(cpu_, line_pa, sizeof(uint64_t), true);
-    double t = cycles_so_far_ + cost_.extra_cycles;
+    double t = cycles_now();
     if (acquire) lock_obs_->acquire(lock, cls, write, t, line_pa);
     else lock_obs_->release(lock, cls, write, t, line_pa);
   }
   // `nr` PTEs from `ptep` are about to be written (every PTE store of the port calls this first).
   void pte_changing(const pte_t* ptep, unsigned nr = 1) {
-    if (lock_obs_) lock_obs_->pte_write(&ptep->val, nr, cycles_so_far_ + cost_.extra_cycles);
+    if (lock_obs_) lock_obs_->pte_write(&ptep->val, nr, cycles_now());
   }
   // The value a lockless read of `*ptep` returns at this point of the entry (see LockObserver).
   pte_t pte_seen_lockless(const pte_t* ptep, pte_t value) const {
     if (!lock_obs_) return value;
-    const uint64_t v = lock_obs_->lockless_read(&ptep->val, ptep->val, cycles_so_far_ + cost_.extra_cycles);
+    const uint64_t v = lock_obs_->lockless_read(&ptep->val, ptep->val, cycles_now());
     return v == ptep->val ? value : pte_t{v};
   }
   // The kernel read or wrote page-table entries (or other memory) through a host pointer into
@@ -323,7 +339,7 @@ class Kernel {
   void shared_lines(uint64_t pa, uint64_t bytes, LineClass cls, bool write) {
     if (!lock_obs_ || bytes == 0) return;
     for (uint64_t l = pa >> 6, last = (pa + bytes - 1) >> 6; l <= last; ++l)
-      lock_obs_->line_access(l << 6, cls, write, cycles_so_far_ + cost_.extra_cycles);
+      lock_obs_->line_access(l << 6, cls, write, cycles_now());
   }
   // Where the lock words live in physical memory (their cache lines): mmap_lock in the mm_struct,
   // the per-VMA lock in its struct vma_lock (6.12 allocates it apart from the VMA,
@@ -714,12 +730,24 @@ class Kernel {
   void maybe_unlock_mmap_for_io(vm_fault* vmf, bool* fpin);
   void do_sync_mmap_readahead(vm_fault* vmf, bool* fpin);
   void folio_mark_dirty(folio* f);
-  void read_request(unsigned nr);  // one read of `nr` pages from the disk: its cost and count
+  // One read of `nr` pages from the disk, submitted now: its cost and count; returns when it
+  // completes (simulated time; now without a disk).
+  uint64_t read_request(unsigned nr);
+  void set_block_device(BlockDev* b) { bdev_ = b; }
+  // Whether the folio's read is still in flight at this point of the entry: PG_locked and not
+  // PG_uptodate as the other tasks see it (the port fills the folio at submission).
+  bool folio_io_pending(const folio* f) const { return f->io_until_ps > time_now_ps(); }
+  // The current task sleeps until the folio's read completes (folio_wait_locked()): the time is
+  // the entry's (CostAccount::io_wait_cycles).
+  void folio_wait_io(folio* f);
+  // lock_folio_maybe_drop_mmap() (mm/filemap.c): the folio locked, waiting for its read with the
+  // fault lock dropped if that is allowed; false: FAULT_FLAG_RETRY_NOWAIT and it is locked.
+  bool lock_folio_maybe_drop_mmap(vm_fault* vmf, folio* f, bool* fpin);
   // Every page of the file in the page cache, uptodate and clean, as after a read of the whole
   // file before the run: not simulated (nothing charged or timed).
   void file_fill_cache(address_space* mapping);
-  // Reads `nr` pages from [index, ...) into the page cache: one I/O request (its device time is
-  // the faulting task's: Cost::io_request + io_page per page).
+  // Reads `nr` pages from [index, ...) into the page cache: one I/O request per run of missing
+  // pages, submitted, not waited for (the folios stay under read until it completes).
   // `simulated` false: outside the simulation (file_fill_cache()), not charged or counted. The
   // folio `nr - lookahead` pages in (if one is added there) gets PG_readahead.
   unsigned page_cache_ra_unbounded(address_space* mapping, uint64_t index, uint64_t nr, uint64_t lookahead = 0,
@@ -772,6 +800,7 @@ class Kernel {
   double ghz_ = 1;
   double cycles_so_far_ = 0;
   LockObserver* lock_obs_ = nullptr;
+  BlockDev* bdev_ = nullptr;
   LockStats mmap_lock_stats_, vma_lock_stats_;
 
   uint64_t nr_frames_ = 0;

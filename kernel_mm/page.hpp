@@ -70,6 +70,8 @@ struct page {
   uint64_t index = 0;           // folio->index: linear page index within the anon_vma, or the
                                 // page offset in the file of a page-cache folio
   uint64_t last_cpupid = 0;     // folio_xchg_last_cpupid()
+  uint64_t io_until_ps = 0;     // a page-cache folio under read: when the read completes (until
+                                // then it is locked and not uptodate to every task: folio_end_read())
 
   // --- page-table pages (ptdesc) ---
   uint32_t ptl_owner = 0;       // split PTE lock: 0 free, else cpu+1 holding it

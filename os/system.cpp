@@ -86,6 +86,7 @@ void PlatformParams::visit(Params& p) {
   p.duration("coherence.line_occupancy", line_occupancy, "35ns",
              "multi-core: a line moving between cores serves one transfer at a time: a request "
              "that finds it moving waits until this long after that transfer began");
+  disk.visit(p);
 }
 
 pg::Isa PlatformParams::effective_isa() const {
@@ -173,8 +174,11 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
                                        "returned: the CPU waited for it (its wait counts as the task's time)");
     // Kernel locks become simulated resources that CPUs wait for.
     locks_ = std::make_unique<LockTiming>(stats, pp_.clock_ghz);
-    kernel_->set_lock_timing(&cost_, pp_.clock_ghz, locks_.get());
   }
+  // The kernel's prices give its entries their time so far (lock events, disk requests).
+  kernel_->set_lock_timing(&cost_, pp_.clock_ghz, locks_.get());
+  disk_ = std::make_unique<BlockDevice>(pp_.disk, pp_.clock_ghz, stats);
+  kernel_->set_block_device(disk_.get());
   auto lg = log::get("system");
   lg->info("platform {} ({}, {} core{}{}, {} GHz), kernel wp_reuse={} fork_copy={} large_folio_reuse={}",
            cfg.get_string("platform.name"), pg::isa_name(pp_.effective_isa()), pp_.cores,
@@ -235,7 +239,7 @@ double System::leave_kernel() {
 
 double System::account(const kmm::CostAccount& a) {
   double c = cost_.cycles(a, pp_.clock_ghz, [&](size_t i, uint64_t k) { cost_counters_[i]->inc(k); });
-  kernel_cycles_frac_ += c;
+  kernel_cycles_frac_ += c - a.io_wait_cycles;  // (the task slept: not the kernel's work)
   uint64_t whole = uint64_t(kernel_cycles_frac_);
   kernel_cycles_->inc(whole);
   kernel_cycles_frac_ -= double(whole);

@@ -25,6 +25,7 @@
 #include "base/trace.hpp"
 #include "kernel_mm/cost.hpp"
 #include "kernel_mm/kernel.hpp"
+#include "os/block_device.hpp"
 #include "os/scheduler.hpp"
 #include "workloads/fault_latency.hpp"
 #include "workloads/workload.hpp"
@@ -69,6 +70,7 @@ struct PlatformParams {
   Duration line_transfer;      // coherence.transfer_latency
   Duration remote_line_transfer;  // coherence.remote_transfer_latency (several sockets)
   Duration line_occupancy;     // coherence.line_occupancy
+  DiskParams disk;             // disk.*: the disk the page cache reads from
   void visit(Params& p);
   pg::Isa effective_isa() const;
 };
@@ -153,6 +155,7 @@ class System {
   wl::WorkloadParams wp_;
   kmm::CostModel cost_;
   std::unique_ptr<kmm::Kernel> kernel_;
+  std::unique_ptr<BlockDevice> disk_;
   std::unique_ptr<wl::Workload> workload_;
   std::vector<kmm::address_space*> files_;  // the workload's files (Workload::files()), by number - 1
   Scheduler sched_;

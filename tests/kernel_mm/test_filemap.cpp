@@ -236,3 +236,76 @@ TEST_CASE("filemap: read-around stops when mmap misses pile up, and random acces
     CHECK(file->mmap_miss <= 100);
   }
 }
+
+namespace {
+
+// A disk whose every read takes 100 us.
+struct FixedDisk : BlockDev {
+  unsigned requests = 0;
+  uint64_t submit_read(uint64_t submit_ps, uint64_t) override {
+    ++requests;
+    return submit_ps + 100000000;
+  }
+};
+
+// A load by `t` at simulated time `ps` (a kernel entry starting then, its account cleared).
+int load_at(Env& e, task_struct* t, uint64_t va, uint64_t ps) {
+  e.k.clear_cost();
+  e.k.enter(t, 0, ps);
+  return e.fix.ua->load8(t, va);
+}
+
+}  // namespace
+
+TEST_CASE("filemap: a folio under read is locked until its read completes: faults wait for it and retry", "[filemap]") {
+  Env e;
+  FixedDisk disk;
+  e.k.set_block_device(&disk);
+  task_struct* t = e.proc("p");
+  address_space* file = e.k.file_create("data", 1 << 20, 7);
+  const uint64_t va = mmap_file(e, t, file, 1 << 20, MAP_PRIVATE);
+  auto page = [&](uint64_t p) { return va + p * PAGE_SIZE; };
+
+  // At 0: the read-around of [84, 116) is submitted; the fault sleeps until it completes
+  // (100 us), with the fault lock dropped, and retries: fault-around then maps [96, 112).
+  REQUIRE(load_at(e, t, page(100), 0) == file_byte(file, 100 * PAGE_SIZE));
+  CHECK(disk.requests == 1);
+  CHECK(e.count("kernel.folio_io_waits") == 1);
+  CHECK(e.count("kernel.io_wait_ns") == 100000);
+  CHECK(e.count("kernel.filemap_fault_retry") == 1);
+  CHECK(file_rss(t) == 15);
+
+  // At 200 us: the marked page 108 starts the read of [116, 148) and does not wait for it: its
+  // own folio is there. The fault still dropped its lock and retries (do_async_mmap_readahead).
+  REQUIRE(load_at(e, t, page(108), 200000000) == file_byte(file, 108 * PAGE_SIZE));
+  CHECK(disk.requests == 2);
+  CHECK(e.count("kernel.folio_io_waits") == 1);
+  CHECK(e.count("kernel.filemap_fault_retry") == 2);
+
+  // At 210 us: page 113 is cached and read; fault-around over [112, 128) maps [112, 116) and
+  // leaves the folios still under read (until 300 us) unmapped.
+  REQUIRE(load_at(e, t, page(113), 210000000) == file_byte(file, 113 * PAGE_SIZE));
+  CHECK(e.count("kernel.folio_io_waits") == 1);
+  CHECK(e.count("kernel.filemap_fault_retry") == 2);
+  CHECK(e.k.last_fault().kind == FaultKind::file_map);
+  for (uint64_t p = 112; p < 116; ++p) CHECK(e.a.pte_present(e.pte(t, page(p))));
+  for (uint64_t p = 117; p < 128; ++p) CHECK(pte_none(e.pte(t, page(p))));
+
+  SECTION("a fault on a folio under read sleeps until it completes, then retries: a minor fault") {
+    REQUIRE(load_at(e, t, page(120), 250000000) == file_byte(file, 120 * PAGE_SIZE));
+    CHECK(e.count("kernel.folio_io_waits") == 2);
+    CHECK(e.count("kernel.io_wait_ns") == 100000 + 50000);
+    CHECK(e.count("kernel.filemap_fault_retry") == 3);
+    CHECK(e.count("kernel.pgmajfault") == 1);
+    CHECK(disk.requests == 2);
+    // After the wait, fault-around maps [112, 128) but the marked 116.
+    for (uint64_t p = 117; p < 128; ++p) CHECK(e.a.pte_present(e.pte(t, page(p))));
+    CHECK(pte_none(e.pte(t, page(116))));
+  }
+  SECTION("once the read has completed, the same fault neither waits nor retries") {
+    REQUIRE(load_at(e, t, page(120), 300000000) == file_byte(file, 120 * PAGE_SIZE));
+    CHECK(e.count("kernel.folio_io_waits") == 1);
+    CHECK(e.count("kernel.filemap_fault_retry") == 2);
+    CHECK(e.k.last_fault().kind == FaultKind::file_map);
+  }
+}

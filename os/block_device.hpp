@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The disk: an NVMe SSD as the page cache's reads meet it (the kernel port sees it through
+// kmm::BlockDev). A device model without SystemC, plain arithmetic on simulated time, kept with
+// the OS layer because every platform (the functional one too) has it.
+//
+// A read request of S bytes submitted at time t:
+//   - waits for one of `disk.parallelism` internal units (the flash dies and channels a
+//     controller keeps busy at once; requests beyond them queue in the device, first come first
+//     served: the host's queue of up to 1,024 entries never fills here);
+//   - takes `disk.read_latency` on its unit (the flash read and the controller: an NVMe 4K random
+//     read at queue depth 1, less the host's share, which the kernel charges as cost.io_request);
+//   - then moves its data over the link at `disk.read_bandwidth`, one request after the other;
+//   - completes then: its folios are unlocked and uptodate (folio_end_read()), its waiters woken.
+// Sources: docs/research-filemap-swap-io.md §7 (Samsung 980 PRO, PCIe 4.0 x4). Not modelled: writes
+// (no writeback or swap-out yet), the SLC cache, the completion interrupt's CPU and its latency
+// beyond the request's, request merging, a scheduler (Linux uses `none` for NVMe).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/params.hpp"
+#include "base/stats.hpp"
+#include "kernel_mm/kernel.hpp"
+
+namespace mmusim {
+
+struct DiskParams {
+  Duration read_latency;       // disk.read_latency
+  double read_bandwidth = 0;   // disk.read_bandwidth, GB/s
+  unsigned parallelism = 1;    // disk.parallelism
+  void visit(Params& p);
+};
+
+class BlockDevice : public kmm::BlockDev {
+ public:
+  BlockDevice(const DiskParams& p, double ghz, Stats& stats);  // ghz: for a latency in cycles
+  uint64_t submit_read(uint64_t submit_ps, uint64_t bytes) override;
+
+ private:
+  uint64_t latency_ps_;
+  double ps_per_byte_;
+  std::vector<uint64_t> unit_free_ps_;  // when each internal unit is free again
+  uint64_t link_free_ps_ = 0;           // when the link has sent the last request's data
+  Counter &requests_, &bytes_, &queued_, &queue_wait_ns_, &service_ns_;
+};
+
+}  // namespace mmusim
