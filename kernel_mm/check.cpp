@@ -71,10 +71,14 @@
 //    that file at that page's offset, is writable only in a shared mapping and then only with the
 //    folio dirty; MM_FILEPAGES = the PTEs that map page-cache pages. (Invariants 4-6 are about
 //    anonymous pages: a shared file page may be writable in several mappings.)
+//  - LRU (kernel_mm/vmscan.cpp): each node's lists are well linked and counted, every folio on a
+//    list belongs there (anon or file, PG_active) and to that node, and has PG_lru; every mapped
+//    or cached folio (not the zero pages) is on one list or in one CPU's LRU-add batch, not both.
 //
 // Speed: one walk collects a record per present leaf; records are sorted by PFN so each folio's
 // mappings are contiguous; a pass over 262144 PTEs costs a few tens of milliseconds.
 #include <algorithm>
+#include <unordered_set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -110,6 +114,7 @@ constexpr const char* INV_VMA = "VMA (mappings inside VMAs)";
 constexpr const char* INV_RMAP = "RMAP (anon_vma and index)";
 constexpr const char* INV_TASK = "TASK (task/mm state)";
 constexpr const char* INV_CACHE = "CACHE (page cache and file mappings)";
+constexpr const char* INV_LRU = "LRU (every user folio on its LRU list or in an LRU-add batch)";
 
 std::string flag_names(uint32_t f) {
   static const std::pair<uint32_t, const char*> names[] = {
@@ -216,6 +221,7 @@ class Checker {
     check_tables_unique();
     check_deposits();
     check_folios();
+    check_lru();
     check_mm_counters();
     check_free_lists();
     check_leaks();
@@ -776,6 +782,65 @@ class Checker {
            rec_state(m), vma_state(v), folio_state(f));
     if (m.writable && !folio_test_dirty(f))
       fail(INV_CACHE, "a page-cache page is writable but the folio is not dirty: {}; {}", rec_state(m), folio_state(f));
+  }
+
+  // The LRU lists (mm/vmscan.c, include/linux/mm_inline.h): each list well linked, its folios on
+  // it by their type and PG_active, of its node, counted; every mapped or cached folio (not the
+  // huge zero folio) is on one of the lists or in an LRU-add batch, not both, and PG_lru says which.
+  void check_lru() {
+    std::unordered_set<const folio*> listed, batched;
+    const uint64_t max_steps = k_.nr_frames() + 1;
+    for (const lruvec& lv : k_.lruvecs()) {
+      for (unsigned l = 0; l < NR_LRU_LISTS; ++l) {
+        const lruvec::list& list = lv.lists[l];
+        uint64_t pages = 0, steps = 0;
+        pfn_t prev = 0;
+        for (pfn_t p = list.head; p; p = k_.pfn_to_page(p)->lru_next) {
+          const folio* f = k_.pfn_to_page(p);
+          if (++steps > max_steps) {
+            fail(INV_LRU, "node {} list {}: a cycle", lv.nid, l);
+            break;
+          }
+          if (f->lru_prev != prev)
+            fail(INV_LRU, "node {} list {}: pfn {:#x} links back to {:#x}, not {:#x}", lv.nid, l, p, f->lru_prev, prev);
+          if (f->head_off != 0 || f->refcount <= 0 || (f->flags & (PG_buddy | PG_table | PG_reserved)))
+            fail(INV_LRU, "node {} list {} holds a page that is not an allocated user folio: {}", lv.nid, l, folio_state(f));
+          if (!folio_test_lru(f)) fail(INV_LRU, "a folio on an LRU list without PG_lru: {}", folio_state(f));
+          if (folio_lru_list(f) != l)
+            fail(INV_LRU, "a folio on list {} belongs on list {} (anon {}, active {}): {}", l, unsigned(folio_lru_list(f)),
+                 folio_test_anon(f), folio_test_active(f), folio_state(f));
+          if (k_.pfn_to_nid(p) != lv.nid)
+            fail(INV_LRU, "a folio of node {} on node {}'s list: {}", k_.pfn_to_nid(p), lv.nid, folio_state(f));
+          if (!listed.insert(f).second) fail(INV_LRU, "a folio on two LRU lists: {}", folio_state(f));
+          pages += uint64_t(folio_nr_pages(f));
+          prev = p;
+        }
+        if (prev != list.tail) fail(INV_LRU, "node {} list {}: tail {:#x}, the last folio {:#x}", lv.nid, l, list.tail, prev);
+        if (pages != list.nr_pages)
+          fail(INV_LRU, "node {} list {}: nr_pages {} but it holds {}", lv.nid, l, list.nr_pages, pages);
+      }
+    }
+    for (const auto& b : priv_.lru_batch)
+      for (const folio* f : b) batched.insert(f);
+    for (const folio* f : batched)
+      if (folio_test_lru(f) || listed.count(f)) fail(INV_LRU, "a folio in an LRU-add batch and on a list: {}", folio_state(f));
+    auto on_lru = [&](const folio* f) {
+      if (is_huge_zero(k_.page_to_pfn(f)) || (f->flags & PG_reserved)) return;  // (the zero pages)
+      const bool l = listed.count(f) != 0;
+      if (l == (batched.count(f) != 0))
+        fail(INV_LRU, "a {} folio is {} (every user folio is on an LRU list or in an LRU-add batch): {}",
+             f->mapping ? "page-cache" : "mapped", l ? "on a list and in a batch" : "on no list and in no batch",
+             folio_state(f));
+      if (folio_test_lru(f) != l) fail(INV_LRU, "PG_lru {} but on a list {}: {}", folio_test_lru(f), l, folio_state(f));
+    };
+    const folio* last = nullptr;
+    for (const MapRec& m : recs_) {
+      const folio* f = page_folio(k_.pfn_to_page(m.pfn));
+      if (f != last) on_lru(f);
+      last = f;
+    }
+    for (const auto& up : k_.files())
+      for (const auto& [index, f] : up->i_pages) on_lru(f);
   }
 
   // The page-cache folios no page table maps: the cache's reference (and LRU-add batch slots) only.

@@ -134,8 +134,8 @@ uint64_t Kernel::read_request(unsigned nr) {
   ctr_.io_requests.inc();
   const uint64_t now = time_now_ps();
   const uint64_t done = bdev_ ? bdev_->submit_read(now, uint64_t(nr) << PAGE_SHIFT) : now;
-  trace_event("io_submit", {mmusim::TraceField::dec("pages", nr), mmusim::TraceField::dec("submit_ps", now),
-                            mmusim::TraceField::dec("complete_ps", done)});
+  trace_event("block_rq_issue", {mmusim::TraceField::dec("bytes", uint64_t(nr) << PAGE_SHIFT),
+                                 mmusim::TraceField::dec("submit_ps", now), mmusim::TraceField::dec("complete_ps", done)});
   return done;
 }
 
@@ -185,9 +185,10 @@ unsigned Kernel::page_cache_ra_unbounded(address_space* mapping, uint64_t index,
   const uint64_t mark = lookahead && lookahead <= nr ? nr - lookahead : ~uint64_t(0);
   auto read_run = [&]() {
     if (run.empty()) return;
-    if (simulated) {
-      const uint64_t done = read_request(unsigned(run.size()));
-      for (folio* f : run) f->io_until_ps = done;
+    const uint64_t done = simulated ? read_request(unsigned(run.size())) : 0;
+    for (folio* f : run) {
+      f->io_until_ps = done;
+      folio_unlock(f);  // folio_end_read(), at `done` as the other tasks see it
     }
     run.clear();
   };
@@ -206,10 +207,10 @@ unsigned Kernel::page_cache_ra_unbounded(address_space* mapping, uint64_t index,
       continue;
     }
     if (i == mark) f->flags |= PG_readahead;  // folio_set_readahead()
-    // The read's contents now, its completion (folio_end_read(): unlocked, uptodate) at the
-    // request's completion time, which the other tasks see (folio_io_pending()).
+    // The read's contents now; the folio stays locked until its request is submitted, and its
+    // completion (folio_end_read(): unlocked, uptodate) is the request's completion time, which
+    // the other tasks see (folio_io_pending()). (Locked, reclaim cannot take it meanwhile.)
     filemap_read_folio(mapping, f);
-    folio_unlock(f);
     folio_put(f);     // readahead_folio(): the allocation's reference
     run.push_back(f);
     ++added;

@@ -232,7 +232,14 @@ KernelCounters::KernelCounters(mmusim::Stats& s)
       faults_sigbus(s.counter("faults.sigbus", "faults that found no page behind a mapping (SIGBUS: beyond the end of the file)")),
       io_requests(s.counter("kernel.io_requests", "read requests submitted to the disk (readahead runs and single reads)")),
       folio_io_waits(s.counter("kernel.folio_io_waits", "times a task slept until a page-cache folio's read completed (lock_folio_maybe_drop_mmap, filemap_read_folio)")),
-      io_wait_ns(s.counter("kernel.io_wait_ns", "time tasks slept waiting for the disk (part of their faults' time, not of the CPU's kernel work)", "ns")) {}
+      io_wait_ns(s.counter("kernel.io_wait_ns", "time tasks slept waiting for the disk (part of their faults' time, not of the CPU's kernel work)", "ns")),
+      allocstall(s.counter("kernel.allocstall", "allocations that found no free memory and reclaimed directly (ALLOCSTALL: try_to_free_pages calls)")),
+      pgscan_direct(s.counter("kernel.pgscan_direct", "folios direct reclaim scanned on the inactive lists (PGSCAN_DIRECT)")),
+      pgsteal_direct(s.counter("kernel.pgsteal_direct", "pages direct reclaim freed (PGSTEAL_DIRECT)", "pages")),
+      pgrefill(s.counter("kernel.pgrefill", "folios scanned on the active lists to age them (PGREFILL)")),
+      pgactivate(s.counter("kernel.pgactivate", "pages reclaim moved to an active list: referenced, or dirty (PGACTIVATE)", "pages")),
+      pgdeactivate(s.counter("kernel.pgdeactivate", "folios moved from an active list to an inactive one (PGDEACTIVATE)")),
+      reclaim_unmapped_ptes(s.counter("kernel.reclaim_unmapped_ptes", "PTEs reclaim cleared to free the folios they mapped (try_to_unmap)", "ptes")) {}
 
 // ------------------------------------------------------------------------------------------------
 // Construction
@@ -276,6 +283,8 @@ void Kernel::init_memmap() {
   mem_map_[1].flags = PG_reserved;
   mem_map_[1].refcount = 1;
   lru_batch_.resize(kMaxCpus);
+  lruvecs_.resize(std::max(1u, params_.nr_nodes));
+  for (size_t n = 0; n < lruvecs_.size(); ++n) lruvecs_[n].nid = int(n);
   // NUMA: node n holds the frames [n * node_span_, (n + 1) * node_span_), the last node also the
   // rest; a span is a whole number of MAX_PAGE_ORDER blocks, so no buddy pair crosses two nodes.
   const unsigned nodes = std::max(1u, params_.nr_nodes);
@@ -381,6 +390,7 @@ folio* Kernel::folio_alloc(unsigned order, bool zero) {
 folio* Kernel::folio_alloc_node(unsigned order, bool zero, int nid) {
   MMUSIM_CHECK(order <= MAX_PAGE_ORDER, "folio order {} above MAX_PAGE_ORDER", order);
   pfn_t pfn = buddy_alloc(order, nid);
+  if (!pfn && order == 0 && may_reclaim_) pfn = alloc_pages_direct_reclaim(nid);  // __alloc_pages_slowpath()
   if (!pfn) return nullptr;
   folio* f = &mem_map_[pfn];
   const unsigned long nr = 1ul << order;
@@ -424,6 +434,8 @@ void Kernel::free_folio(folio* f) {
                "bad page state: freeing folio pfn {:#x} with large_mapcount {} entire_mapcount {}",
                page_to_pfn(f), f->large_mapcount, f->entire_mapcount);
   unsigned order = f->order;
+  // __folio_put() -> __page_cache_release(): off the LRU.
+  if (folio_test_lru(f)) lruvec_del_folio(folio_lruvec(f), f);
   for (unsigned long i = 0; i < nr; ++i) f[i] = page{};
   // free_pages_prepare(): each tail page checked and cleared (free_tail_page_prepare())
   struct_page_touch(f, long(nr), true);
@@ -449,7 +461,7 @@ void Kernel::folios_put_refs(folio* f, int refs) {
 // (folio_may_be_lru_cached()).
 void Kernel::folio_add_lru_vma(folio* f, vm_area_struct* vma) {
   if (folio_test_large(f)) {
-    f->flags |= PG_lru;
+    lruvec_add_folio(folio_lruvec(f), f);
     return;
   }
   folio_get(f);
@@ -463,7 +475,7 @@ void Kernel::folio_add_lru_vma(folio* f, vm_area_struct* vma) {
 void Kernel::lru_add_drain() {
   auto& batch = lru_batch_[cpu_];
   for (folio* f : batch) {
-    f->flags |= PG_lru;
+    lruvec_add_folio(folio_lruvec(f), f);
     folio_put(f);
   }
   batch.clear();

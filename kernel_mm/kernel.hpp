@@ -108,6 +108,10 @@ struct KernelCounters {
       &filemap_read_pages, &filemap_fault_retry, &faults_sigbus;
   // The disk (a BlockDev): read requests, and waits for folios still under read.
   mmusim::Counter &io_requests, &folio_io_waits, &io_wait_ns;
+  // Reclaim (vmscan.cpp): /proc/vmstat's allocstall, pgscan_direct, pgsteal_direct, pgrefill,
+  // pgactivate, pgdeactivate; and the rmap walks' PTEs unmapped.
+  mmusim::Counter &allocstall, &pgscan_direct, &pgsteal_direct, &pgrefill, &pgactivate, &pgdeactivate,
+      &reclaim_unmapped_ptes;
   // Several NUMA nodes only (registered then): /proc/vmstat's numa_hit, numa_miss, local_node,
   // other_node, summed over the nodes.
   mmusim::Counter *numa_hit = nullptr, *numa_miss = nullptr, *numa_local = nullptr, *numa_other = nullptr;
@@ -215,6 +219,26 @@ class BlockDev {
 };
 
 using FreeArea = std::array<std::set<pfn_t>, MAX_PAGE_ORDER + 1>;
+
+// The LRU lists (include/linux/mmzone.h: enum lru_list, struct lruvec), one lruvec per node: the
+// evictable lists; folios are linked through page::lru_prev/lru_next by pfn, the head the most
+// recently added.
+enum lru_list : unsigned { LRU_INACTIVE_ANON, LRU_ACTIVE_ANON, LRU_INACTIVE_FILE, LRU_ACTIVE_FILE, NR_LRU_LISTS };
+inline bool is_file_lru(lru_list l) { return l == LRU_INACTIVE_FILE || l == LRU_ACTIVE_FILE; }
+inline bool is_active_lru(lru_list l) { return l == LRU_ACTIVE_ANON || l == LRU_ACTIVE_FILE; }
+struct lruvec {
+  struct list {
+    pfn_t head = 0, tail = 0;
+    uint64_t nr_pages = 0;  // lruvec_page_state(NR_LRU_BASE + lru)
+  } lists[NR_LRU_LISTS];
+  int nid = 0;
+};
+// folio_lru_list() (include/linux/mm_inline.h), without the unevictable list.
+inline lru_list folio_lru_list(const folio* f) {
+  unsigned l = folio_is_file_lru(f) ? LRU_INACTIVE_FILE : LRU_INACTIVE_ANON;
+  if (folio_test_active(f)) ++l;
+  return lru_list(l);
+}
 
 class Kernel {
  public:
@@ -424,6 +448,26 @@ class Kernel {
   void folio_add_lru_vma(folio* f, vm_area_struct* vma);
   void lru_add_drain();               // this CPU's batch
   void lru_add_drain_all();
+
+  // ============ the LRU lists and reclaim (vmscan.cpp; mm/vmscan.c, mm/rmap.c, mm/swap.c) =========
+  lruvec& folio_lruvec(const folio* f) { return lruvecs_[size_t(pfn_to_nid(page_to_pfn(f)))]; }
+  const std::vector<lruvec>& lruvecs() const { return lruvecs_; }
+  void lruvec_add_folio(lruvec& lv, folio* f);       // at the head of its list, PG_lru
+  void lruvec_del_folio(lruvec& lv, folio* f);       // off its list, PG_lru cleared
+  // try_to_free_pages() (mm/vmscan.c:6511): direct reclaim on node `nid` for an allocation that
+  // failed: at least SWAP_CLUSTER_MAX pages, priority 12 down to 0. Returns the pages freed.
+  uint64_t try_to_free_pages(int nid, uint64_t nr_pages);
+  // The VMAs that map page `pgoff` of `mapping` (vma_interval_tree_foreach() over i_mmap: every
+  // live mm's VMAs of the file, in mm creation then address order).
+  template <typename F>
+  void vma_interval_tree_foreach(address_space* mapping, uint64_t pgoff, F&& fn);
+  // folio_referenced() (mm/rmap.c:983): the PTEs that map the folio and were young, their
+  // accessed bits cleared; `vm_flags` the union of their VMAs' flags.
+  int folio_referenced(folio* f, vm_flags_t* vm_flags);
+  // try_to_unmap() (mm/rmap.c:2013) of a page-cache folio, TTU_BATCH_FLUSH: every PTE mapping it
+  // cleared; the flush deferred (try_to_unmap_flush()) where the arch batches it.
+  void try_to_unmap(folio* f);
+  void try_to_unmap_flush();
 
   // process_huge_page() / folio_zero_user() / copy_user_large_folio() (mm/memory.c)
   void process_huge_page(uint64_t addr_hint, unsigned nr_pages,
@@ -766,15 +810,18 @@ class Kernel {
     const double so_far = k.cycles_so_far_;
     const bool touch = k.hw_touch_;
     LockObserver* const obs = k.lock_obs_;
+    const bool reclaim = k.may_reclaim_;
     explicit NotSimulated(Kernel& kk) : k(kk) {
       k.hw_touch_ = false;
       k.lock_obs_ = nullptr;
+      k.may_reclaim_ = false;  // (a page cache filled before the run does not evict itself)
     }
     ~NotSimulated() {
       k.cost_ = cost;
       k.cycles_so_far_ = so_far;
       k.hw_touch_ = touch;
       k.lock_obs_ = obs;
+      k.may_reclaim_ = reclaim;
     }
   };
   void init_memmap();
@@ -814,6 +861,28 @@ class Kernel {
   pfn_t zero_pfn_ = 0;
   folio* huge_zero_folio_ = nullptr;
   std::vector<std::vector<folio*>> lru_batch_;  // per CPU
+  std::vector<lruvec> lruvecs_;                 // per node
+  // struct tlbflush_unmap_batch (current->tlb_ubc): the mms whose PTEs try_to_unmap() cleared
+  // without a flush yet.
+  // current->tlb_ubc (struct tlbflush_unmap_batch, include/linux/sched.h): the arch's batch (the
+  // mms whose flush is deferred) and whether a flush is owed. One per kernel: the kernel runs one
+  // entry at a time and flushes before the entry's reclaim returns.
+  struct tlbflush_unmap_batch {
+    std::vector<mm_struct*> arch;
+    bool flush_required = false;
+  } tlb_ubc_;
+  struct scan_control;
+  unsigned shrink_folio_list(std::vector<folio*>& folio_list);
+  uint64_t shrink_inactive_list(uint64_t nr_to_scan, lruvec& lv, lru_list lru);
+  void shrink_active_list(uint64_t nr_to_scan, lruvec& lv, lru_list lru);
+  uint64_t isolate_lru_folios(uint64_t nr_to_scan, lruvec& lv, std::vector<folio*>* dst, uint64_t* nr_scanned,
+                              lru_list lru);
+  void move_folios_to_lru(lruvec& lv, std::vector<folio*>& list);
+  bool inactive_is_low(const lruvec& lv, lru_list inactive_lru) const;
+  uint64_t shrink_lruvec(lruvec& lv, int priority, uint64_t nr_to_reclaim);
+  bool __remove_mapping(address_space* mapping, folio* f);
+  pfn_t alloc_pages_direct_reclaim(int nid);
+  bool may_reclaim_ = true;  // false outside the simulation (NotSimulated)
   std::map<uint64_t, pfn_t> deposited_;         // PMD slot (phys addr) -> deposited PTE table
 
   std::vector<std::unique_ptr<address_space>> files_;

@@ -36,6 +36,9 @@ enum : uint32_t {
   PG_large_mapcount_locked = 1u << 12,  // FOLIO_MM_IDS_LOCK_BIT (newer kernel)
   PG_uptodate = 1u << 13,       // the folio's contents are valid (a page-cache folio read in)
   PG_readahead = 1u << 14,      // a page-cache folio whose access starts the next readahead
+  PG_active = 1u << 15,         // on an active LRU list (folio_test_active)
+  PG_referenced = 1u << 16,     // seen referenced once by reclaim: a second chance (folio_test_referenced)
+  PG_workingset = 1u << 17,     // was active once, deactivated (folio_test_workingset)
 };
 
 struct address_space;
@@ -75,6 +78,10 @@ struct page {
 
   // --- page-table pages (ptdesc) ---
   uint32_t ptl_owner = 0;       // split PTE lock: 0 free, else cpu+1 holding it
+
+  // --- folio->lru: the LRU list a folio is on (PG_lru), as pfns (0: none; pfn 0 is reserved) ---
+  uint32_t lru_prev = 0;        // towards the list's head (more recently added)
+  uint32_t lru_next = 0;        // towards its tail (reclaim takes from there)
 };
 
 using folio = page;
@@ -95,6 +102,11 @@ inline bool folio_test_locked(const folio* f) { return f->flags & PG_locked; }
 inline bool folio_test_uptodate(const folio* f) { return f->flags & PG_uptodate; }
 inline bool folio_test_dirty(const folio* f) { return f->flags & PG_dirty; }
 inline bool folio_test_readahead(const folio* f) { return f->flags & PG_readahead; }
+inline bool folio_test_active(const folio* f) { return f->flags & PG_active; }
+inline bool folio_test_referenced(const folio* f) { return f->flags & PG_referenced; }
+inline bool folio_test_workingset(const folio* f) { return f->flags & PG_workingset; }
+// folio_is_file_lru() (include/linux/mm_inline.h): a page-cache folio (no shmem here).
+inline bool folio_is_file_lru(const folio* f) { return !folio_test_anon(f); }
 inline bool folio_test_pmd_mappable(const folio* f) { return f->order >= HPAGE_PMD_ORDER; }
 inline bool folio_test_partially_mapped(const folio* f) { return f->flags & PG_partially_mapped; }
 inline unsigned long folio_page_idx(const folio* f, const page* p) { return (unsigned long)(p - f); }

@@ -242,6 +242,28 @@ pte_t Arch::ptep_clear_flush(vm_area_struct* vma, uint64_t addr, pte_t* ptep) {
   return pte;
 }
 
+// ptep_clear_flush_young() (mm/pgtable-generic.c:80): ptep_test_and_clear_young(), then
+// flush_tlb_page() if it was young.
+int Arch::ptep_clear_flush_young(vm_area_struct* vma, uint64_t addr, pte_t* ptep) {
+  k_.pt_touch(ptep, sizeof(pte_t), false);
+  const pte_t pte = ptep_get(ptep);
+  if (!pte_young(pte)) return 0;
+  k_.pte_changing(ptep);
+  ptep->val = pte_mkold(pte).val;  // test_and_clear_bit()
+  k_.charge(Cost::pte_write);
+  flush_tlb_page(vma, addr);
+  return 1;
+}
+
+// The generic arch has no batched unmap flush (no ARCH_WANT_BATCHED_UNMAP_TLB_FLUSH):
+// arch_tlbbatch_should_defer() is false and these are never reached.
+void Arch::arch_tlbbatch_add_pending(std::vector<mm_struct*>&, vm_area_struct*, uint64_t) {
+  MMUSIM_CHECK(false, "arch_tlbbatch_add_pending: this arch does not batch unmap flushes");
+}
+void Arch::arch_tlbbatch_flush(std::vector<mm_struct*>& batch) {
+  MMUSIM_CHECK(batch.empty(), "arch_tlbbatch_flush: this arch does not batch unmap flushes");
+}
+
 // modify_prot_start_ptes() (newer include/linux/pgtable.h): OR dirty/young of all into the result.
 pte_t Arch::modify_prot_start_ptes(vm_area_struct* vma, uint64_t addr, pte_t* ptep, unsigned nr) {
   pte_t pte = ptep_modify_prot_start(vma, addr, ptep);

@@ -14,6 +14,7 @@ void System::check_resources(const Config& cfg) {
   constexpr uint64_t kFrame = kmm::PAGE_SIZE, kSlack = 16ull << 20;  // zero page, LRU batches, stacks
   uint64_t mapped = 0;     // bytes of simulated memory the workload's data needs at most
   std::string what;        // which keys that comes from
+  uint64_t reclaimable = 0;  // bytes mapped from clean page cache: reclaim frees them, not their tables
   if (wp_.name == wl::WorkloadName::trace) {
     // A recording's footprint is known only as it runs (its mappings reserve far more than it
     // touches): the kernel port stops with "out of simulated physical memory" when memory.size
@@ -29,6 +30,14 @@ void System::check_resources(const Config& cfg) {
     mapped = uint64_t(wp_.processes + 1) * wp_.size;
     what = fmt::format("(workload.processes = {} + 1) x workload.size = {}", wp_.processes,
                        format_size(wp_.size));
+  } else if (wp_.backing != wl::Backing::anon && wp_.pattern == wl::Pattern::seq_read &&
+             wp_.measure == wl::WorkloadParams::Measure::populate && !wp_.file_cached) {
+    // A cold file mapping that is only read: its data is clean page cache, which reclaim drops
+    // when memory runs out (kernel_mm/vmscan.cpp); only its page tables stay. (A file cached
+    // before the run, workload.file_cached, must fit: the setup fills the cache whole.)
+    reclaimable = wp_.size;
+    what = fmt::format("workload.size = {} of page cache (reclaimable) and its page tables",
+                       format_size(wp_.size));
   } else {
     // 6.12's wp_can_reuse_anon_folio (kernel.large_folio_reuse = false) copies every page of a
     // once-shared large folio: the region twice.
@@ -38,7 +47,8 @@ void System::check_resources(const Config& cfg) {
                        copies ? " twice (kernel.large_folio_reuse = false copies it)" : "");
   }
   // Page tables: a PTE table (one page) per PMD_SIZE, for the parent and a fork child.
-  const uint64_t sim_need = mapped + 2 * (mapped / kmm::PTRS_PER_PTE) + kSlack;
+  const uint64_t tables_for = mapped + reclaimable;
+  const uint64_t sim_need = mapped + 2 * (tables_for / kmm::PTRS_PER_PTE) + kSlack;
   const std::string& origin =
       cfg.setting(wp_.name == wl::WorkloadName::random_ops ? "workload.max_mapped"
                   : wp_.name == wl::WorkloadName::trace    ? "workload.trace"

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "base/pgformat.hpp"
 #include "kernel_mm/mm_types.hpp"
@@ -156,6 +157,19 @@ class Arch {
   virtual void modify_prot_commit_ptes(vm_area_struct* vma, uint64_t addr, pte_t* ptep, pte_t old_pte,
                                        pte_t pte, unsigned nr);
   virtual void flush_tlb_fix_spurious_fault(vm_area_struct* vma, uint64_t addr, pte_t* ptep) = 0;
+  // ptep_clear_flush_young() (mm/pgtable-generic.c): clear the accessed bit; the generic version
+  // flushes the page's TLB entries if it was set (arm64 flushes without waiting; x86 not at all).
+  // Returns whether it was set.
+  virtual int ptep_clear_flush_young(vm_area_struct* vma, uint64_t addr, pte_t* ptep);
+  // arch_tlbbatch_should_defer() (ARCH_WANT_BATCHED_UNMAP_TLB_FLUSH): may try_to_unmap() clear a
+  // PTE of `mm` now and flush later, once for the whole batch (try_to_unmap_flush())? x86: when
+  // a CPU other than this one may hold the mm's entries. The generic answer: no.
+  virtual bool arch_tlbbatch_should_defer(const mm_struct* mm, int cpu) const { return false; }
+  // arch_tlbbatch_add_pending() / arch_tlbbatch_flush(): record a deferred flush of `addr` in
+  // `vma`'s mm in the batch (struct arch_tlbflush_unmap_batch: the mms here), and do every flush
+  // the batch holds. Only called where arch_tlbbatch_should_defer() said yes.
+  virtual void arch_tlbbatch_add_pending(std::vector<mm_struct*>& batch, vm_area_struct* vma, uint64_t addr);
+  virtual void arch_tlbbatch_flush(std::vector<mm_struct*>& batch);
   virtual void update_mmu_cache_range(vm_area_struct*, uint64_t, pte_t*, unsigned) {}
 
   virtual int pmdp_set_access_flags(vm_area_struct* vma, uint64_t haddr, pmd_t* pmdp, pmd_t entry, int dirty) = 0;

@@ -100,6 +100,7 @@ struct Hand {
     f->flags |= PG_anon;
     f->anon_vma = v->anon->id;
     f->index = linear(v, va);
+    k.lruvec_add_folio(k.folio_lruvec(f), f);  // folio_add_lru_vma(), drained
     for (unsigned i = 0; i < nr; ++i) {
       *pte_slot(mm, va + i * PAGE_SIZE) = mkpte(k.page_to_pfn(f) + i, writable);
       f[i].mapcount = 1;
@@ -126,6 +127,7 @@ struct Hand {
     f->flags |= PG_anon;
     f->anon_vma = v->anon->id;
     f->index = linear(v, va);
+    k.lruvec_add_folio(k.folio_lruvec(f), f);  // folio_add_lru_vma(), drained
     pmd_t* pmd = pmd_slot(mm, va);
     REQUIRE(pmd_none(*pmd));
     *pmd = mkpmd(k.page_to_pfn(f), writable);

@@ -309,3 +309,86 @@ TEST_CASE("filemap: a folio under read is locked until its read completes: fault
     CHECK(e.k.last_fault().kind == FaultKind::file_map);
   }
 }
+
+// ------------------------------------------------------------------------------------------------
+// Direct reclaim of the page cache (kernel_mm/vmscan.cpp)
+
+namespace {
+uint64_t lru_pages(Env& e, lru_list l) { return e.k.lruvecs().at(0).lists[l].nr_pages; }
+}  // namespace
+
+TEST_CASE("reclaim: clean file folios are unmapped and dropped on their second look and a dirty shared one is activated", "[filemap][reclaim]") {
+  const auto isa = GENERATE(mmusim::pg::Isa::x86_64, mmusim::pg::Isa::arm64);
+  Env e({}, isa);
+  task_struct* t = e.proc("p");
+  address_space* mapped = e.k.file_create("mapped", 32 * PAGE_SIZE, 3);
+  address_space* cached = e.k.file_create("cached", 32 * PAGE_SIZE, 4);
+  const uint64_t va = mmap_file(e, t, mapped, 32 * PAGE_SIZE, MAP_SHARED);
+  auto page = [&](uint64_t p) { return va + p * PAGE_SIZE; };
+  for (uint64_t p = 0; p < 32; ++p) REQUIRE(e.load(t, page(p)) == file_byte(mapped, p * PAGE_SIZE));
+  REQUIRE(e.store(t, page(5), 0xab));  // a shared write: the folio is dirty
+  // `cached` is read through a mapping that is then unmapped: in the page cache, mapped nowhere.
+  const uint64_t va2 = mmap_file(e, t, cached, 32 * PAGE_SIZE, MAP_PRIVATE, 0, PROT_READ);
+  for (uint64_t p = 0; p < 32; ++p) REQUIRE(e.load(t, va2 + p * PAGE_SIZE) == file_byte(cached, p * PAGE_SIZE));
+  REQUIRE(e.k.sys_munmap(t, va2, 32 * PAGE_SIZE) == 0);
+  e.k.lru_add_drain();
+  REQUIRE(mapped->nrpages == 32);
+  REQUIRE(cached->nrpages == 32);
+  REQUIRE(lru_pages(e, LRU_INACTIVE_FILE) == 64);
+  REQUIRE(file_rss(t) == 32);
+  folio* dirty = mapped->i_pages.at(5);
+  REQUIRE(folio_test_dirty(dirty));
+
+  // Asked for more than there is: every priority down to 0. The mapped folios' PTEs were young:
+  // their first look clears the accessed bits and marks them referenced (kept); the second finds
+  // them unused since and drops them. Only the dirty folio stays: unmapped (its dirty bit moved
+  // to the folio) and activated, as direct reclaim does not write.
+  e.k.enter(t, 0);
+  const uint64_t flushes_before = e.count("kernel.tlb_flush_page");
+  const uint64_t freed = e.k.try_to_free_pages(0, 128);
+  e.k.check_invariants("try_to_free_pages", true);
+  CHECK(freed == 63);
+  CHECK(e.count("kernel.allocstall") == 1);
+  CHECK(e.count("kernel.pgsteal_direct") == 63);
+  CHECK(e.count("kernel.reclaim_unmapped_ptes") == 32);
+  // The TLB: x86 clears accessed bits without a flush and, with no other CPU in the mm's mask,
+  // flushes each unmapped page at once (ptep_clear_flush()); arm64 flushes a young page when it
+  // clears its access flag, and each unmapped one as it batches it (arch_tlbbatch_add_pending()).
+  CHECK(e.count("kernel.tlb_flush_page") - flushes_before == (isa == mmusim::pg::Isa::x86_64 ? 32u : 64u));
+  CHECK(e.count("kernel.pgactivate") >= 1);
+  CHECK(cached->nrpages == 0);
+  CHECK(mapped->nrpages == 1);
+  CHECK(mapped->i_pages.at(5) == dirty);
+  CHECK(folio_test_dirty(dirty));
+  CHECK(file_rss(t) == 0);
+  for (uint64_t p = 0; p < 32; ++p) CHECK(pte_none(e.pte(t, page(p))));
+
+  // Page 5 comes back from the cache with the stored byte (a minor fault); page 0 from the disk.
+  const uint64_t majors = e.count("kernel.pgmajfault");
+  CHECK(e.load(t, page(5)) == 0xab);
+  CHECK(e.count("kernel.pgmajfault") == majors);
+  CHECK(e.load(t, page(0)) == file_byte(mapped, 0));
+  CHECK(e.count("kernel.pgmajfault") == majors + 1);
+}
+
+TEST_CASE("reclaim: reading a file twice the size of memory reclaims its page cache as it goes", "[filemap][reclaim]") {
+  Env e([](KernelParams& p) { p.phys_mem = 64ull << 20; });
+  task_struct* t = e.proc("p");
+  const uint64_t size = 128ull << 20;
+  address_space* file = e.k.file_create("big", size, 11);
+  const uint64_t va = mmap_file(e, t, file, size, MAP_PRIVATE, 0, PROT_READ);
+  uint64_t mismatches = 0;
+  for (uint64_t off = 0; off < size; off += PAGE_SIZE)
+    if (e.load(t, va + off + (off >> 12) % PAGE_SIZE) != file_byte(file, off + (off >> 12) % PAGE_SIZE)) ++mismatches;
+  CHECK(mismatches == 0);
+  CHECK(e.count("kernel.allocstall") > 0);
+  CHECK(e.count("kernel.pgsteal_direct") >= (64ull << 20) / PAGE_SIZE);
+  CHECK(e.count("kernel.reclaim_unmapped_ptes") > 0);
+  CHECK(file->nrpages < (64ull << 20) / PAGE_SIZE);
+  CHECK(uint64_t(file_rss(t)) <= file->nrpages);
+  CHECK(lru_pages(e, LRU_INACTIVE_FILE) + lru_pages(e, LRU_ACTIVE_FILE) <= file->nrpages);
+  // The start of the file was dropped: reading it again is a major fault that reads it back.
+  const uint64_t majors = e.count("kernel.pgmajfault");
+  CHECK(e.load(t, va + 3) == file_byte(file, 3));
+  CHECK(e.count("kernel.pgmajfault") == majors + 1);
+}

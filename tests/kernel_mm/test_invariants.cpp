@@ -73,6 +73,7 @@ TEST_CASE("invariants: consistent hand-made states pass", "[invariants]") {
 
   // A small folio waiting in the LRU-add batch holds one more reference.
   folio* lru = h.map_new(p->mm, v, VA + 80 * PAGE_SIZE, 0);
+  h.k.lruvec_del_folio(h.k.folio_lruvec(lru), lru);  // not drained yet: batched instead
   h.k.folio_add_lru_vma(lru, v);
   CHECK(folio_ref_count(lru) == 2);
   REQUIRE_CONSISTENT(h);

@@ -75,3 +75,28 @@ TEST_CASE("file-backed region: fault counts of a read pass and of write passes",
   CHECK(r.status == 2);
   CHECK(r.out.find("workload.files = 2: only random-ops") != std::string::npos);
 }
+
+// A file twice the size of memory read once, cold: direct reclaim drops the page cache behind the
+// reader (its PTEs unmapped) and the read completes. A
+// writable private pass over the same file needs the memory for its copies and is refused.
+TEST_CASE("file-backed region: a cold read of a file larger than memory reclaims the page cache behind it", "[filemap][reclaim]") {
+  TempDir t;
+  const std::string cfg = t.file("file.cfg",
+                                 "[workload]\nname = fork-reuse\nmeasure = populate\nbacking = file\n"
+                                 "folio = 4K\npattern = seq-read\nsize = 128M\n[memory]\nsize = 64M\n"
+                                 "[output]\nhost_stats = false\n");
+  for (const char* plat : {"functional", "i7-12700kf"}) {
+    INFO(plat);
+    const std::string base = "run " + cfg + " --set platform.name=" + plat + " --quiet --stats " + t.path("s.json");
+    REQUIRE(mmusim(base).status == 0);
+    const std::string js = slurp(t.path("s.json"));
+    CHECK(stat(js, "kernel.allocstall") > 0);
+    CHECK(stat(js, "kernel.pgsteal_direct") >= 16384);  // at least the first 64 MiB went
+    CHECK(stat(js, "kernel.pgscan_direct") >= stat(js, "kernel.pgsteal_direct"));
+    CHECK(stat(js, "kernel.reclaim_unmapped_ptes") > 0);
+    CHECK(stat(js, "kernel.filemap_read_pages") >= 32768);
+  }
+  Result r = mmusim("run " + cfg + " --set workload.pattern=seq-byte");
+  CHECK(r.status == 2);
+  CHECK(r.out.find("more than memory.size = 64M") != std::string::npos);
+}

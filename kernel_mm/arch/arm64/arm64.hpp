@@ -222,6 +222,10 @@ class Arm64Arch : public Arch {
   // Extra public API (pgtable.h) the generic port does not call through Arch yet.
   void pte_clear(mm_struct* mm, uint64_t addr, pte_t* ptep);
   int ptep_test_and_clear_young(vm_area_struct* vma, uint64_t addr, pte_t* ptep);
+  int ptep_clear_flush_young(vm_area_struct* vma, uint64_t addr, pte_t* ptep) override;
+  bool arch_tlbbatch_should_defer(const mm_struct*, int) const override { return true; }
+  void arch_tlbbatch_add_pending(std::vector<mm_struct*>& batch, vm_area_struct* vma, uint64_t addr) override;
+  void arch_tlbbatch_flush(std::vector<mm_struct*>& batch) override;
 
   // ---- TLB maintenance (tlbflush.h, tlb.h) ----
   void flush_tlb_page(vm_area_struct* vma, uint64_t addr) override;

@@ -326,6 +326,41 @@ void X86Arch::flush_pmd_tlb_range(vm_area_struct* vma, uint64_t start, uint64_t 
   flush_tlb_mm_range(vma->vm_mm, start, end, PMD_SHIFT, false);
 }
 
+// ptep_clear_flush_young() (arch/x86/mm/pgtable.c:495): "On x86 CPUs, clearing the accessed bit
+// without a TLB flush doesn't cause data corruption": no flush, so a page whose translation stays
+// in a TLB looks unused to reclaim until the entry is evicted (the CPU sets A only on a walk).
+int X86Arch::ptep_clear_flush_young(vm_area_struct* vma, uint64_t addr, pte_t* ptep) {
+  k_.pt_touch(ptep, sizeof(pte_t), false);
+  const pte_t pte = ptep_get(ptep);
+  if (!pte_young(pte)) return 0;
+  k_.pte_changing(ptep);
+  ptep->val = pte_mkold(pte).val;  // ptep_test_and_clear_young(): test_and_clear_bit(_PAGE_BIT_ACCESSED)
+  k_.charge(Cost::pte_write);
+  return 1;
+}
+
+// arch_tlbbatch_should_defer() (arch/x86/include/asm/tlbflush.h:258): if remote CPUs need to be
+// flushed then defer batch the flush.
+bool X86Arch::arch_tlbbatch_should_defer(const mm_struct* mm, int cpu) const {
+  for (int c = 0; c < kMaxCpus; ++c)
+    if (c != cpu && mm->cpumask.test(size_t(c))) return true;
+  return false;
+}
+
+// arch_tlbbatch_add_pending() (arch/x86/include/asm/tlbflush.h:287): inc_mm_tlb_gen() and the
+// mm's cpumask ORed into the batch's; here the batch keeps the mm.
+void X86Arch::arch_tlbbatch_add_pending(std::vector<mm_struct*>& batch, vm_area_struct* vma, uint64_t) {
+  if (std::find(batch.begin(), batch.end(), vma->vm_mm) == batch.end()) batch.push_back(vma->vm_mm);
+}
+
+// arch_tlbbatch_flush() (arch/x86/mm/tlb.c:1292): one full flush on every CPU of the batch's
+// cpumask (flush_tlb_multi() with TLB_FLUSH_ALL), the local one included. Here each mm of the
+// batch is flushed whole (flush_tlb_mm()): a CPU that ran two of them gets two IPIs, not one.
+void X86Arch::arch_tlbbatch_flush(std::vector<mm_struct*>& batch) {
+  for (mm_struct* mm : batch) flush_tlb_mm(mm);
+  batch.clear();
+}
+
 void X86Arch::flush_tlb_mm(mm_struct* mm) {
   k_.counters().tlb_flush_mm.inc();
   flush_tlb_mm_range(mm, 0, kFlushAll, 0, false);

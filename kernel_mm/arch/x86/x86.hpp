@@ -34,6 +34,10 @@ class X86Arch : public Arch {
   bool pte_write(pte_t) const override;
   bool pte_dirty(pte_t) const override;
   bool pte_young(pte_t) const override;
+  int ptep_clear_flush_young(vm_area_struct* vma, uint64_t addr, pte_t* ptep) override;
+  bool arch_tlbbatch_should_defer(const mm_struct* mm, int cpu) const override;
+  void arch_tlbbatch_add_pending(std::vector<mm_struct*>& batch, vm_area_struct* vma, uint64_t addr) override;
+  void arch_tlbbatch_flush(std::vector<mm_struct*>& batch) override;
   bool pte_special(pte_t) const override;
   bool pte_protnone(pte_t) const override;
   bool pte_soft_dirty(pte_t) const override;
