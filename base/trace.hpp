@@ -59,7 +59,8 @@ inline constexpr std::string_view kTraceEvents[] = {
     "page_fault_user", "mm_fault_done", "tlb_fill",     "tlb_invalidate", "page_walk_start",
     "page_walk_done",  "tlb_shootdown", "contpte_convert", "fork",        "clone",
     "exit",            "sched_switch",  "region_begin",    "region_end",  "mmap",
-    "cpu_idle",        "block_rq_issue", "mm_vmscan_direct_reclaim_end"};
+    "cpu_idle",        "block_rq_issue", "mm_vmscan_direct_reclaim_end",
+    "mm_vmscan_memcg_reclaim_end"};
 
 class Trace {
  public:

@@ -790,7 +790,8 @@ class Checker {
   void check_lru() {
     std::unordered_set<const folio*> listed, batched;
     const uint64_t max_steps = k_.nr_frames() + 1;
-    for (const lruvec& lv : k_.lruvecs()) {
+    for (const auto& memcg : k_.memcgs())
+    for (const lruvec& lv : memcg->nodeinfo) {
       for (unsigned l = 0; l < NR_LRU_LISTS; ++l) {
         const lruvec::list& list = lv.lists[l];
         uint64_t pages = 0, steps = 0;
@@ -811,6 +812,8 @@ class Checker {
                  folio_test_anon(f), folio_test_active(f), folio_state(f));
           if (k_.pfn_to_nid(p) != lv.nid)
             fail(INV_LRU, "a folio of node {} on node {}'s list: {}", k_.pfn_to_nid(p), lv.nid, folio_state(f));
+          if (f->memcg_id != memcg->id)
+            fail(INV_LRU, "a folio charged to memcg {} on memcg {}'s list: {}", f->memcg_id, memcg->id, folio_state(f));
           if (!listed.insert(f).second) fail(INV_LRU, "a folio on two LRU lists: {}", folio_state(f));
           pages += uint64_t(folio_nr_pages(f));
           prev = p;
@@ -824,6 +827,21 @@ class Checker {
       for (const folio* f : b) batched.insert(f);
     for (const folio* f : batched)
       if (folio_test_lru(f) || listed.count(f)) fail(INV_LRU, "a folio in an LRU-add batch and on a list: {}", folio_state(f));
+    // A memcg's page counter is the pages of the folios charged to it, each on an LRU list or in
+    // a batch between kernel entries (the root counts nothing).
+    std::vector<uint64_t> charged(k_.memcgs().size(), 0);
+    for (const auto* set : {&listed, &batched})
+      for (const folio* f : *set) {
+        if (f->memcg_id >= charged.size()) fail(INV_LRU, "a folio charged to memcg {}, which does not exist: {}", f->memcg_id, folio_state(f));
+        else charged[f->memcg_id] += uint64_t(folio_nr_pages(f));
+      }
+    for (const auto& memcg : k_.memcgs()) {
+      const uint64_t expect = memcg->id ? charged[memcg->id] : 0;
+      if (memcg->usage != expect)
+        fail(INV_LRU, "memcg {} ('{}'): usage {} pages but its folios hold {}", memcg->id, memcg->name, memcg->usage, expect);
+      if (memcg->usage > memcg->max)
+        fail(INV_LRU, "memcg {} ('{}'): usage {} pages over memory.max {}", memcg->id, memcg->name, memcg->usage, memcg->max);
+    }
     auto on_lru = [&](const folio* f) {
       if (is_huge_zero(k_.page_to_pfn(f)) || (f->flags & PG_reserved)) return;  // (the zero pages)
       const bool l = listed.count(f) != 0;

@@ -97,9 +97,13 @@ folio* Kernel::filemap_get_folio(address_space* mapping, uint64_t index) {
 
 // filemap_add_folio() (mm/filemap.c:950) -> __filemap_add_folio() (863): the folio goes into the
 // cache locked, with one reference per page for the cache, then onto the LRU.
-int Kernel::filemap_add_folio(address_space* mapping, folio* f, uint64_t index) {
+int Kernel::filemap_add_folio(address_space* mapping, folio* f, uint64_t index, CacheCharge how) {
   MMUSIM_CHECK(!folio_test_large(f), "page cache: large folios are not modelled");
+  // (The kernel charges first and uncharges a folio that lost the race when it is put.)
   if (mapping->i_pages.count(index)) return -EEXIST;
+  if (how != CacheCharge::root) {
+    if (const int ret = mem_cgroup_charge(f, nullptr, how == CacheCharge::mapping_gfp)) return ret;
+  }
   f->flags |= PG_locked;  // __folio_set_locked()
   folio_ref_add(f, int(folio_nr_pages(f)));
   f->mapping = mapping;
@@ -201,8 +205,10 @@ unsigned Kernel::page_cache_ra_unbounded(address_space* mapping, uint64_t index,
     }
     folio* f = folio_alloc(0, false);  // filemap_alloc_folio()
     if (!f) break;
-    if (filemap_add_folio(mapping, f, index + i)) {
+    if (const int ret = filemap_add_folio(mapping, f, index + i,
+                                          simulated ? CacheCharge::readahead_gfp : CacheCharge::root)) {
       folio_put(f);
+      if (ret == -ENOMEM) break;
       read_run();
       continue;
     }
@@ -343,11 +349,11 @@ vm_fault_t Kernel::filemap_fault(vm_fault* vmf) {
     f = filemap_get_folio(mapping, index);
     if (!f) {
       f = folio_alloc(0, false);
-      if (!f) {
+      if (!f || filemap_add_folio(mapping, f, index) != 0) {
+        if (f) folio_put(f);
         if (fpin) return ret | VM_FAULT_RETRY;
         return VM_FAULT_OOM;
       }
-      filemap_add_folio(mapping, f, index);
       folio_unlock(f);  // FGP_FOR_MMAP: added unlocked
     }
   }

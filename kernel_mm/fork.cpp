@@ -41,6 +41,7 @@ mm_struct* Kernel::mm_alloc() {
   mm->pgd = uint64_t(pgd) << PAGE_SHIFT;
   mm->mmap_lock.set_stats(&mmap_lock_stats_);
   mm->mm_users = 1;
+  mm->memcg = workload_memcg_;  // mm_init_owner(): the creating task's cgroup
   mm_struct* raw = mm.get();
   mms_.push_back(std::move(mm));
   return raw;

@@ -186,6 +186,12 @@ vm_fault_t Kernel::do_huge_pmd_anonymous_page(vm_fault* vmf) {
   // gfp = vma_thp_gfp_mask(vma)
   f = vma_alloc_folio(HPAGE_PMD_ORDER, vma, haddr, /*zero=*/false);
   if (!f) return VM_FAULT_FALLBACK;  // count_vm_event(THP_FAULT_FALLBACK)
+  // __do_huge_pmd_anonymous_page(): mem_cgroup_charge(folio, vma->vm_mm, gfp), on failure
+  // THP_FAULT_FALLBACK_CHARGE.
+  if (mem_cgroup_charge(f, mm, true, vma_thp_gfp_may_reclaim(vma))) {
+    folio_put(f);
+    return VM_FAULT_FALLBACK;
+  }
   return __do_huge_pmd_anonymous_page(vmf, f);
 }
 
@@ -384,6 +390,10 @@ vm_fault_t Kernel::do_huge_pmd_wp_page_copy(vm_fault* vmf, folio* old) {
     return VM_FAULT_FALLBACK;
   folio* nf = vma_alloc_folio(HPAGE_PMD_ORDER, vma, haddr, false);  // alloc_hugepage_vma()
   if (!nf) return VM_FAULT_FALLBACK;                                  // THP_FAULT_FALLBACK
+  if (mem_cgroup_charge(nf, mm, true, vma_thp_gfp_may_reclaim(vma))) {  // mem_cgroup_charge()
+    folio_put(nf);
+    return VM_FAULT_FALLBACK;
+  }
   // prep_transhuge_page(); the old code took this reference under the PMD lock (get_page()).
   if (old) folio_get(old);
   if (!old) folio_zero_user(nf, vmf->address);                        // clear_huge_page()

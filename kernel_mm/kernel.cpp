@@ -95,6 +95,12 @@ void KernelParams::visit(mmusim::Params& p) {
   p.integer("kernel.lru_batch", lru_batch, 31, 1, 1024,
             "Small folios waiting in the per-CPU LRU-add batch, each holding a reference "
             "(PAGEVEC_SIZE in 6.12)");
+  p.size("memcg.max", memcg_max, "0", 0, 1ull << 40,
+         "The workload's memory cgroup (cgroup v2 memory.max): every process runs in it and its "
+         "anonymous and page-cache folios are charged to it; at the limit a charge reclaims from "
+         "its LRU lists (clean page cache only: no swap), and a charge that still cannot be met "
+         "stops the run (the memcg's OOM). 0: no cgroup, the root's unlimited memory",
+         PAGE_SIZE);
 }
 
 const char* cost_name(Cost c) {
@@ -239,7 +245,11 @@ KernelCounters::KernelCounters(mmusim::Stats& s)
       pgrefill(s.counter("kernel.pgrefill", "folios scanned on the active lists to age them (PGREFILL)")),
       pgactivate(s.counter("kernel.pgactivate", "pages reclaim moved to an active list: referenced, or dirty (PGACTIVATE)", "pages")),
       pgdeactivate(s.counter("kernel.pgdeactivate", "folios moved from an active list to an inactive one (PGDEACTIVATE)")),
-      reclaim_unmapped_ptes(s.counter("kernel.reclaim_unmapped_ptes", "PTEs reclaim cleared to free the folios they mapped (try_to_unmap)", "ptes")) {}
+      reclaim_unmapped_ptes(s.counter("kernel.reclaim_unmapped_ptes", "PTEs reclaim cleared to free the folios they mapped (try_to_unmap)", "ptes")),
+      memcg_max_events(s.counter("memcg.max_events", "charges that found the memory cgroup at memory.max and reclaimed from it (memory.events: max)")),
+      memcg_pgscan(s.counter("memcg.pgscan", "folios memory-cgroup reclaim scanned on the inactive lists (memory.stat: pgscan)")),
+      memcg_pgsteal(s.counter("memcg.pgsteal", "pages memory-cgroup reclaim freed (memory.stat: pgsteal)", "pages")),
+      memcg_charge_failed(s.counter("memcg.charge_failed", "charges that failed at memory.max without retrying (readahead, THP): the caller read less or fell back to a smaller folio")) {}
 
 // ------------------------------------------------------------------------------------------------
 // Construction
@@ -283,8 +293,8 @@ void Kernel::init_memmap() {
   mem_map_[1].flags = PG_reserved;
   mem_map_[1].refcount = 1;
   lru_batch_.resize(kMaxCpus);
-  lruvecs_.resize(std::max(1u, params_.nr_nodes));
-  for (size_t n = 0; n < lruvecs_.size(); ++n) lruvecs_[n].nid = int(n);
+  mem_cgroup_create("", 0);  // the root
+  if (params_.memcg_max) workload_memcg_ = mem_cgroup_create("workload", params_.memcg_max);
   // NUMA: node n holds the frames [n * node_span_, (n + 1) * node_span_), the last node also the
   // rest; a span is a whole number of MAX_PAGE_ORDER blocks, so no buddy pair crosses two nodes.
   const unsigned nodes = std::max(1u, params_.nr_nodes);
@@ -417,9 +427,20 @@ folio* Kernel::folio_alloc_node(unsigned order, bool zero, int nid) {
 }
 
 // folio_prealloc() (mm/memory.c): an order-0 folio for a COW or fork copy.
+// Charged to `mm`'s memcg (src_mm for a fork copy), GFP_KERNEL: reclaim, retry, OOM.
 folio* Kernel::folio_prealloc(mm_struct* mm, vm_area_struct* vma, uint64_t addr, bool need_zero) {
-  return vma_alloc_folio(0, vma, addr, need_zero);
+  folio* f = vma_alloc_folio(0, vma, addr, need_zero);
+  if (f && mem_cgroup_charge(f, mm)) {
+    folio_put(f);
+    return nullptr;
+  }
+  return f;
 }
+
+// vma_thp_gfp_mask() (mm/huge_memory.c) under the default defrag setting (madvise):
+// GFP_TRANSHUGE_LIGHT, with __GFP_DIRECT_RECLAIM only for an MADV_HUGEPAGE VMA: only then may a
+// THP's allocation or charge reclaim.
+bool Kernel::vma_thp_gfp_may_reclaim(const vm_area_struct* vma) { return vma && (vma->vm_flags & VM_HUGEPAGE); }
 
 void Kernel::free_folio(folio* f) {
   const unsigned long nr = folio_nr_pages(f);
@@ -434,8 +455,9 @@ void Kernel::free_folio(folio* f) {
                "bad page state: freeing folio pfn {:#x} with large_mapcount {} entire_mapcount {}",
                page_to_pfn(f), f->large_mapcount, f->entire_mapcount);
   unsigned order = f->order;
-  // __folio_put() -> __page_cache_release(): off the LRU.
+  // __folio_put() -> __page_cache_release(): off the LRU; mem_cgroup_uncharge().
   if (folio_test_lru(f)) lruvec_del_folio(folio_lruvec(f), f);
+  mem_cgroup_uncharge(f);
   for (unsigned long i = 0; i < nr; ++i) f[i] = page{};
   // free_pages_prepare(): each tail page checked and cleared (free_tail_page_prepare())
   struct_page_touch(f, long(nr), true);

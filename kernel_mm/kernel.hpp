@@ -81,6 +81,7 @@ struct KernelParams {
                                                      ThpMode::inherit};
   bool thp_use_zero_page = true;
   unsigned lru_batch = 31;        // PAGEVEC_SIZE: small folios waiting in the per-CPU LRU-add batch
+  uint64_t memcg_max = 0;         // memcg.max: the workload's memory cgroup's memory.max (0: none)
   NumaPolicy numa = NumaPolicy::first_touch;  // memory.numa
   // The machine's NUMA topology, from the platform (platform.sockets), not a key of its own: one
   // node per socket, CPUs [n * cpus_per_node, (n + 1) * cpus_per_node) on node n, memory split
@@ -112,6 +113,9 @@ struct KernelCounters {
   // pgactivate, pgdeactivate; and the rmap walks' PTEs unmapped.
   mmusim::Counter &allocstall, &pgscan_direct, &pgsteal_direct, &pgrefill, &pgactivate, &pgdeactivate,
       &reclaim_unmapped_ptes;
+  // Memory cgroups (memcontrol.cpp): memory.events' max, memory.stat's pgscan/pgsteal of memcg
+  // reclaim, and charges that failed (the caller fell back or gave up).
+  mmusim::Counter &memcg_max_events, &memcg_pgscan, &memcg_pgsteal, &memcg_charge_failed;
   // Several NUMA nodes only (registered then): /proc/vmstat's numa_hit, numa_miss, local_node,
   // other_node, summed over the nodes.
   mmusim::Counter *numa_hit = nullptr, *numa_miss = nullptr, *numa_local = nullptr, *numa_other = nullptr;
@@ -233,6 +237,18 @@ struct lruvec {
   } lists[NR_LRU_LISTS];
   int nid = 0;
 };
+// A memory cgroup (struct mem_cgroup, include/linux/memcontrol.h; cgroup v2): its page counter
+// (memory.current against memory.max, in pages) and its LRU lists, one lruvec per node
+// (mem_cgroup_per_node). The root (id 0) has no limit and holds every folio not charged elsewhere.
+struct mem_cgroup {
+  uint16_t id = 0;
+  std::string name;
+  uint64_t usage = 0;           // page_counter_read(&memcg->memory): pages charged
+  uint64_t max = UINT64_MAX;    // memory.max, pages
+  uint64_t peak = 0;            // memory.peak, pages
+  std::vector<lruvec> nodeinfo;  // per node
+};
+
 // folio_lru_list() (include/linux/mm_inline.h), without the unevictable list.
 inline lru_list folio_lru_list(const folio* f) {
   unsigned l = folio_is_file_lru(f) ? LRU_INACTIVE_FILE : LRU_INACTIVE_ANON;
@@ -441,6 +457,7 @@ class Kernel {
   folio* vma_alloc_folio(unsigned order, vm_area_struct* vma, uint64_t addr, bool zero);
   folio* folio_alloc_node(unsigned order, bool zero, int nid);
   folio* folio_prealloc(mm_struct* mm, vm_area_struct* vma, uint64_t addr, bool need_zero);
+  static bool vma_thp_gfp_may_reclaim(const vm_area_struct* vma);
   void folio_put(folio* f);           // drop a reference; frees the folio at zero
   void folios_put_refs(folio* f, int refs);
   void free_folio(folio* f);          // back to the buddy allocator (refcount 0, unmapped)
@@ -450,8 +467,26 @@ class Kernel {
   void lru_add_drain_all();
 
   // ============ the LRU lists and reclaim (vmscan.cpp; mm/vmscan.c, mm/rmap.c, mm/swap.c) =========
-  lruvec& folio_lruvec(const folio* f) { return lruvecs_[size_t(pfn_to_nid(page_to_pfn(f)))]; }
-  const std::vector<lruvec>& lruvecs() const { return lruvecs_; }
+  // folio_lruvec(): the lruvec of the folio's memcg on the folio's node.
+  lruvec& folio_lruvec(const folio* f) {
+    return memcgs_[f->memcg_id]->nodeinfo[size_t(pfn_to_nid(page_to_pfn(f)))];
+  }
+  const std::vector<lruvec>& lruvecs() const { return memcgs_[0]->nodeinfo; }  // the root's
+  // The memory cgroups (memcontrol.cpp; mm/memcontrol.c): the root (0) and, with memcg.max, the
+  // workload's, which every process the kernel creates joins (as a benchmark started in a cgroup
+  // with memory.max set: its children inherit it).
+  const std::vector<std::unique_ptr<mem_cgroup>>& memcgs() const { return memcgs_; }
+  mem_cgroup* mem_cgroup_create(const std::string& name, uint64_t max_bytes);
+  // mem_cgroup_charge() (include/linux/memcontrol.h -> __mem_cgroup_charge(), mm/memcontrol.c:4536):
+  // charge a new folio to mm's memcg (null mm: the current task's). Over the limit it reclaims
+  // from the memcg (try_charge_memcg()); `may_retry` false is __GFP_NORETRY (readahead: one
+  // round of reclaim) and `may_reclaim` false a gfp without __GFP_DIRECT_RECLAIM (THP faults
+  // outside MADV_HUGEPAGE): then it fails instead. 0, or -ENOMEM. A charge that may retry and
+  // still fails is the memcg's OOM (mem_cgroup_oom()): the run stops with an error.
+  int mem_cgroup_charge(folio* f, mm_struct* mm, bool may_retry = true, bool may_reclaim = true);
+  void mem_cgroup_uncharge(folio* f);
+  // try_to_free_mem_cgroup_pages() (mm/vmscan.c:6596): reclaim from the memcg's lruvecs.
+  uint64_t try_to_free_mem_cgroup_pages(mem_cgroup* memcg, uint64_t nr_pages);
   void lruvec_add_folio(lruvec& lv, folio* f);       // at the head of its list, PG_lru
   void lruvec_del_folio(lruvec& lv, folio* f);       // off its list, PG_lru cleared
   // try_to_free_pages() (mm/vmscan.c:6511): direct reclaim on node `nid` for an allocation that
@@ -768,7 +803,13 @@ class Kernel {
   // The 8 bytes at `offset` (8-aligned) of a file as written on its disk (beyond i_size: zero).
   static uint64_t file_word(const address_space* m, uint64_t offset);
   folio* filemap_get_folio(address_space* mapping, uint64_t index);  // +1 reference, or null
-  int filemap_add_folio(address_space* mapping, folio* f, uint64_t index);
+  // How filemap_add_folio() charges the folio (mem_cgroup_charge(folio, NULL, gfp)): the current
+  // task's memcg with the mapping's gfp (reclaim, retry, OOM), with readahead's (__GFP_NORETRY:
+  // one round of reclaim, then -ENOMEM), or not at all (filled before the run, by nobody of the
+  // workload: the root's).
+  enum class CacheCharge : uint8_t { mapping_gfp, readahead_gfp, root };
+  int filemap_add_folio(address_space* mapping, folio* f, uint64_t index,
+                        CacheCharge how = CacheCharge::mapping_gfp);
   void filemap_read_folio(address_space* mapping, folio* f);  // contents from the disk
   // Drops the fault lock on the first attempt of a fault that may retry (*fpin: it was dropped).
   void maybe_unlock_mmap_for_io(vm_fault* vmf, bool* fpin);
@@ -861,7 +902,8 @@ class Kernel {
   pfn_t zero_pfn_ = 0;
   folio* huge_zero_folio_ = nullptr;
   std::vector<std::vector<folio*>> lru_batch_;  // per CPU
-  std::vector<lruvec> lruvecs_;                 // per node
+  std::vector<std::unique_ptr<mem_cgroup>> memcgs_;  // [0] the root
+  mem_cgroup* workload_memcg_ = nullptr;             // memcg.max's cgroup, which new mms join
   // struct tlbflush_unmap_batch (current->tlb_ubc): the mms whose PTEs try_to_unmap() cleared
   // without a flush yet.
   // current->tlb_ubc (struct tlbflush_unmap_batch, include/linux/sched.h): the arch's batch (the
@@ -873,13 +915,14 @@ class Kernel {
   } tlb_ubc_;
   struct scan_control;
   unsigned shrink_folio_list(std::vector<folio*>& folio_list);
-  uint64_t shrink_inactive_list(uint64_t nr_to_scan, lruvec& lv, lru_list lru);
+  uint64_t shrink_inactive_list(uint64_t nr_to_scan, lruvec& lv, lru_list lru, bool cgroup);
   void shrink_active_list(uint64_t nr_to_scan, lruvec& lv, lru_list lru);
   uint64_t isolate_lru_folios(uint64_t nr_to_scan, lruvec& lv, std::vector<folio*>* dst, uint64_t* nr_scanned,
                               lru_list lru);
   void move_folios_to_lru(lruvec& lv, std::vector<folio*>& list);
   bool inactive_is_low(const lruvec& lv, lru_list inactive_lru) const;
-  uint64_t shrink_lruvec(lruvec& lv, int priority, uint64_t nr_to_reclaim);
+  uint64_t shrink_lruvec(lruvec& lv, int priority, uint64_t nr_to_reclaim, bool cgroup);
+  int try_charge_memcg(mem_cgroup* memcg, uint64_t nr_pages, bool may_retry, bool may_reclaim);
   bool __remove_mapping(address_space* mapping, folio* f);
   pfn_t alloc_pages_direct_reclaim(int nid);
   bool may_reclaim_ = true;  // false outside the simulation (NotSimulated)

@@ -312,7 +312,12 @@ folio* Kernel::alloc_anon_folio(vm_fault* vmf, bool* again) {
     addr = ALIGN_DOWN(vmf->address, PAGE_SIZE << order);
     f = vma_alloc_folio(unsigned(order), vma, addr, /*zero=*/false);
     if (f) {
-      // mem_cgroup_charge(): always succeeds.
+      if (mem_cgroup_charge(f, vma->vm_mm, true, vma_thp_gfp_may_reclaim(vma))) {
+        // count_mthp_stat(order, MTHP_STAT_ANON_FAULT_FALLBACK_CHARGE)
+        folio_put(f);
+        order = next_order(&orders, order);
+        continue;
+      }
       folio_zero_user(f, vmf->address);
       return f;
     }

@@ -53,6 +53,7 @@ class rw_semaphore {
 };
 
 struct mm_struct;
+struct mem_cgroup;
 
 // Minimal anon_vma: the identity that folio->mapping points to; fork gives the child VMA a new
 // anon_vma chained to the parent's (anon_vma_fork), which is all the rmap decisions here need.
@@ -120,6 +121,7 @@ struct mm_struct {
   uint64_t tlb_gen = 0;              // context.tlb_gen (x86)
   uint64_t mmap_base = 0x7f0000000000ull;  // top-down get_unmapped_area starts here
   std::string owner_comm;
+  mem_cgroup* memcg = nullptr;       // the memory cgroup of mm->owner (get_mem_cgroup_from_mm(); null: the root)
 };
 
 enum class TaskState : uint8_t { Runnable, Blocked, Zombie, Dead };

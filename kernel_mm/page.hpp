@@ -57,7 +57,8 @@ struct page {
   int32_t mapcount = 0;    // PTE mappings of this page (kernel: page->_mapcount + 1)
   uint32_t head_off = 0;   // this page's index in its folio (0 for the head)
   uint8_t order = 0;       // head: folio order; buddy: free block order
-  uint8_t pad_[3] = {};
+  uint8_t pad_ = 0;
+  uint16_t memcg_id = 0;   // head: the memory cgroup it is charged to (folio->memcg_data; 0: none, the root)
 
   // --- folio fields (head page) ---
   int32_t refcount = 0;         // _refcount

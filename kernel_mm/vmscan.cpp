@@ -277,16 +277,18 @@ void Kernel::move_folios_to_lru(lruvec& lv, std::vector<folio*>& list) {
 }
 
 // shrink_inactive_list() (mm/vmscan.c:1937)
-uint64_t Kernel::shrink_inactive_list(uint64_t nr_to_scan, lruvec& lv, lru_list lru) {
+// The vmstat counts global reclaim only (if (!cgroup_reclaim(sc)) __count_vm_events()); the
+// memcg's count both (__count_memcg_events()): here memcg reclaim's are memcg.pgscan/.pgsteal.
+uint64_t Kernel::shrink_inactive_list(uint64_t nr_to_scan, lruvec& lv, lru_list lru, bool cgroup) {
   lru_add_drain();
   std::vector<folio*> folio_list;
   uint64_t nr_scanned = 0;
   const uint64_t nr_taken = isolate_lru_folios(nr_to_scan, lv, &folio_list, &nr_scanned, lru);
-  ctr_.pgscan_direct.inc(nr_scanned);
+  (cgroup ? ctr_.memcg_pgscan : ctr_.pgscan_direct).inc(nr_scanned);
   if (nr_taken == 0) return 0;
   const unsigned nr_reclaimed = shrink_folio_list(folio_list);
   move_folios_to_lru(lv, folio_list);
-  ctr_.pgsteal_direct.inc(nr_reclaimed);
+  (cgroup ? ctr_.memcg_pgsteal : ctr_.pgsteal_direct).inc(nr_reclaimed);
   return nr_reclaimed;
 }
 
@@ -327,7 +329,7 @@ bool Kernel::inactive_is_low(const lruvec& lv, lru_list inactive_lru) const {
 // shrink_lruvec() (mm/vmscan.c:5701) with get_scan_count() (2392) for a system without swap:
 // SCAN_FILE, each file list scanned `size >> priority` (the anon lists not at all); the active
 // list is aged when the inactive one is low (shrink_list(): sc->may_deactivate).
-uint64_t Kernel::shrink_lruvec(lruvec& lv, int priority, uint64_t nr_to_reclaim) {
+uint64_t Kernel::shrink_lruvec(lruvec& lv, int priority, uint64_t nr_to_reclaim, bool cgroup) {
   uint64_t nr[NR_LRU_LISTS] = {};
   // get_scan_count(): If we have no swap space, do not bother scanning anon folios.
   for (lru_list l : {LRU_INACTIVE_FILE, LRU_ACTIVE_FILE}) {
@@ -344,13 +346,14 @@ uint64_t Kernel::shrink_lruvec(lruvec& lv, int priority, uint64_t nr_to_reclaim)
       if (is_active_lru(l)) {
         if (may_deactivate_file) shrink_active_list(nr_to_scan, lv, l);
       } else {
-        nr_reclaimed += shrink_inactive_list(nr_to_scan, lv, l);
+        nr_reclaimed += shrink_inactive_list(nr_to_scan, lv, l, cgroup);
       }
     }
-    // Global direct reclaim at DEF_PRIORITY does not abort (proportional_reclaim); below it, once
-    // enough is reclaimed, the scan stops (the anon lists, the other side of the proportion, are
-    // not scanned at all here).
-    if (nr_reclaimed >= nr_to_reclaim && priority != DEF_PRIORITY) break;
+    // Global direct reclaim at DEF_PRIORITY does not abort (proportional_reclaim); below it, and
+    // for memcg reclaim always, once enough is reclaimed the scan stops (the anon lists, the
+    // other side of the proportion, are not scanned at all here).
+    const bool proportional_reclaim = !cgroup && priority == DEF_PRIORITY;
+    if (nr_reclaimed >= nr_to_reclaim && !proportional_reclaim) break;
   }
   // Even if we did not try to evict anon pages at all, we want to rebalance the anon lru active/
   // inactive ratio (shrink_active_list() on the anon lists when low): no swap, nothing to balance.
@@ -359,17 +362,35 @@ uint64_t Kernel::shrink_lruvec(lruvec& lv, int priority, uint64_t nr_to_reclaim)
 
 // try_to_free_pages() (mm/vmscan.c:6511) -> do_try_to_free_pages() (6278): at each priority,
 // shrink_zones() over the zonelist (the nodes from `nid` on) -> shrink_node() ->
-// shrink_node_memcgs(): one lruvec per node (no memory cgroups here).
+// shrink_node_memcgs() (5889): every memcg's lruvec on the node (mem_cgroup_iter() from the
+// root; no memory.min/low protection).
 uint64_t Kernel::try_to_free_pages(int nid, uint64_t nr_pages) {
   ctr_.allocstall.inc();
   const uint64_t nr_to_reclaim = std::max(nr_pages, SWAP_CLUSTER_MAX);
-  const unsigned nodes = unsigned(lruvecs_.size());
+  const unsigned nodes = std::max(1u, params_.nr_nodes);
   uint64_t nr_reclaimed = 0;
   for (int priority = DEF_PRIORITY; priority >= 0 && nr_reclaimed < nr_to_reclaim; --priority)
     for (unsigned i = 0; i < nodes && nr_reclaimed < nr_to_reclaim; ++i)
-      nr_reclaimed += shrink_lruvec(lruvecs_[(unsigned(nid) + i) % nodes], priority, nr_to_reclaim);
+      for (const auto& memcg : memcgs_)
+        nr_reclaimed += shrink_lruvec(memcg->nodeinfo[(unsigned(nid) + i) % nodes], priority, nr_to_reclaim, false);
   trace_event("mm_vmscan_direct_reclaim_end", {mmusim::TraceField::dec("nr_reclaimed", nr_reclaimed),
                                                mmusim::TraceField::dec("node", uint64_t(nid))});
+  return nr_reclaimed;
+}
+
+// try_to_free_mem_cgroup_pages() (mm/vmscan.c:6596): nr_to_reclaim = max(nr_pages,
+// SWAP_CLUSTER_MAX), priority 12 down to 0 (do_try_to_free_pages()), the memcg's lruvec on every
+// node (shrink_zones() over the whole zonelist, shrink_node_memcgs() of the target's subtree).
+uint64_t Kernel::try_to_free_mem_cgroup_pages(mem_cgroup* memcg, uint64_t nr_pages) {
+  const uint64_t nr_to_reclaim = std::max(nr_pages, SWAP_CLUSTER_MAX);
+  uint64_t nr_reclaimed = 0;
+  for (int priority = DEF_PRIORITY; priority >= 0 && nr_reclaimed < nr_to_reclaim; --priority)
+    for (lruvec& lv : memcg->nodeinfo) {
+      if (nr_reclaimed >= nr_to_reclaim) break;
+      nr_reclaimed += shrink_lruvec(lv, priority, nr_to_reclaim, true);
+    }
+  trace_event("mm_vmscan_memcg_reclaim_end", {mmusim::TraceField::dec("nr_reclaimed", nr_reclaimed),
+                                              mmusim::TraceField::dec("memcg", memcg->id)});
   return nr_reclaimed;
 }
 

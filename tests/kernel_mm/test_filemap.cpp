@@ -392,3 +392,54 @@ TEST_CASE("reclaim: reading a file twice the size of memory reclaims its page ca
   CHECK(e.load(t, va + 3) == file_byte(file, 3));
   CHECK(e.count("kernel.pgmajfault") == majors + 1);
 }
+
+// ------------------------------------------------------------------------------------------------
+// Memory cgroups (kernel_mm/memcontrol.cpp)
+
+TEST_CASE("memcg: a file read under memory.max reclaims the cgroup's own page cache and the rest of memory stays free", "[filemap][reclaim][memcg]") {
+  Env e([](KernelParams& p) { p.memcg_max = 1ull << 20; });  // 256 pages
+  REQUIRE(e.k.memcgs().size() == 2);
+  const mem_cgroup* cg = e.k.memcgs()[1].get();
+  CHECK(cg->max == 256);
+  task_struct* t = e.proc("p");
+  REQUIRE(t->mm->memcg == cg);
+  // Anonymous pages are charged to it.
+  const uint64_t anon = e.mmap(t, 64 * PAGE_SIZE);
+  for (uint64_t p = 0; p < 64; ++p) REQUIRE(e.store(t, anon + p * PAGE_SIZE, 1));
+  e.k.lru_add_drain();
+  CHECK(cg->usage == 64);
+  // A 4 MiB file read a byte per page: the cache the cgroup may hold is what its anon pages leave.
+  address_space* file = e.k.file_create("big", 4ull << 20, 5);
+  const uint64_t va = mmap_file(e, t, file, 4ull << 20, MAP_PRIVATE, 0, PROT_READ);
+  for (uint64_t p = 0; p < 1024; ++p) REQUIRE(e.load(t, va + p * PAGE_SIZE + 9) == file_byte(file, p * PAGE_SIZE + 9));
+  CHECK(cg->usage <= 256);
+  CHECK(cg->peak == 256);
+  CHECK(e.count("memcg.max_events") > 0);
+  CHECK(e.count("memcg.pgsteal") >= 1024 - 192);
+  CHECK(e.count("memcg.pgscan") >= e.count("memcg.pgsteal"));
+  CHECK(e.count("kernel.allocstall") == 0);        // memory itself never ran out
+  CHECK(e.count("kernel.pgsteal_direct") == 0);
+  CHECK(file->nrpages <= 192);
+  // Every anonymous page is still there (no swap: reclaim took only page cache).
+  CHECK(e.rss(t) == 64);
+  for (uint64_t p = 0; p < 64; ++p) CHECK(e.load(t, anon + p * PAGE_SIZE) == 1);
+  // Freeing returns the charge: unmapping the anon region leaves the cache's pages only.
+  REQUIRE(e.k.sys_munmap(t, anon, 64 * PAGE_SIZE) == 0);
+  e.k.lru_add_drain();
+  CHECK(cg->usage == file->nrpages);
+}
+
+TEST_CASE("memcg: anonymous memory over memory.max is the cgroup's OOM, reported with the limit", "[memcg]") {
+  Env e([](KernelParams& p) { p.memcg_max = 1ull << 20; });
+  task_struct* t = e.proc("p");
+  const uint64_t anon = e.mmap(t, 512 * PAGE_SIZE);
+  uint64_t p = 0;
+  try {
+    for (; p < 512; ++p) e.store(t, anon + p * PAGE_SIZE, 1);
+    FAIL("no OOM");
+  } catch (const mmusim::UserError& err) {
+    CHECK_THAT(err.what(), Catch::Matchers::Contains("memory cgroup 'workload' is out of memory"));
+    CHECK_THAT(err.what(), Catch::Matchers::Contains("memcg.max = 1M"));
+  }
+  CHECK(p == 256);  // exactly memory.max of anonymous pages fit (page tables are not charged)
+}

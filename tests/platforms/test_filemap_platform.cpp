@@ -100,3 +100,26 @@ TEST_CASE("file-backed region: a cold read of a file larger than memory reclaims
   CHECK(r.status == 2);
   CHECK(r.out.find("more than memory.size = 64M") != std::string::npos);
 }
+
+// The same read in a memory cgroup (memcg.max): the cgroup's charges reclaim its own page cache,
+// memory itself never runs out; byte-identical statistics from run to run. Anonymous memory
+// beyond the limit is the cgroup's OOM: exit 2 naming memcg.max.
+TEST_CASE("file-backed region: a cold read in a memory cgroup reclaims within memcg.max", "[filemap][reclaim][memcg]") {
+  TempDir t;
+  const std::string cfg = t.file("file.cfg",
+                                 "[workload]\nname = fork-reuse\nmeasure = populate\nbacking = file\n"
+                                 "folio = 4K\npattern = seq-read\nsize = 64M\n[memcg]\nmax = 16M\n"
+                                 "[output]\nhost_stats = false\n");
+  const std::string base = "run " + cfg + " --set platform.name=i7-12700kf --quiet --stats ";
+  REQUIRE(mmusim(base + t.path("a.json")).status == 0);
+  REQUIRE(mmusim(base + t.path("b.json")).status == 0);
+  const std::string js = slurp(t.path("a.json"));
+  CHECK(js == slurp(t.path("b.json")));
+  CHECK(stat(js, "memcg.max_events") > 0);
+  CHECK(stat(js, "memcg.pgsteal") >= (64 - 16) * 256);
+  CHECK(stat(js, "kernel.allocstall") == 0);
+  CHECK(stat(js, "kernel.filemap_read_pages") >= 16384);
+  Result r = mmusim("run " + cfg + " --set workload.backing=anon --set workload.pattern=seq-byte");
+  CHECK(r.status == 2);
+  CHECK(r.out.find("memory cgroup 'workload' is out of memory: memcg.max = 16M") != std::string::npos);
+}

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// Memory cgroups: mm/memcontrol.c of Linux 6.12 (cgroup v2), the charge of a new folio against
+// memory.max and the reclaim a charge over the limit does (try_charge_memcg()); the reclaim itself
+// is vmscan.cpp's (try_to_free_mem_cgroup_pages()). docs/research-filemap-swap-io.md §5 has the
+// map with line numbers.
+//
+// What is here: one level under the root (the workload's cgroup, memcg.max); charges of anonymous
+// folios (alloc_anon_folio(), folio_prealloc(), the THP fault) and of page-cache folios
+// (filemap_add_folio()); the uncharge when a folio is freed; per memcg and node LRU lists.
+// Not here: the per-CPU charge stock (consume_stock(): every charge goes to the counter),
+// memory.high and its throttling, memory.min/low protection, kernel memory (page tables and slab
+// are __GFP_ACCOUNT in the kernel, not charged here), swap accounting, the OOM killer (a memcg
+// OOM stops the run), moving tasks between cgroups, nested cgroups.
+#include "base/error.hpp"
+#include "base/params.hpp"
+#include "kernel_mm/kernel.hpp"
+
+namespace kmm {
+
+mem_cgroup* Kernel::mem_cgroup_create(const std::string& name, uint64_t max_bytes) {
+  auto m = std::make_unique<mem_cgroup>();
+  m->id = uint16_t(memcgs_.size());
+  m->name = name;
+  m->max = max_bytes ? max_bytes >> PAGE_SHIFT : UINT64_MAX;
+  m->nodeinfo.resize(std::max(1u, params_.nr_nodes));
+  for (size_t n = 0; n < m->nodeinfo.size(); ++n) m->nodeinfo[n].nid = int(n);
+  memcgs_.push_back(std::move(m));
+  return memcgs_.back().get();
+}
+
+// try_charge_memcg() (mm/memcontrol.c:2169) without the per-CPU stock: page_counter_try_charge();
+// over the limit, a MEMCG_MAX event and try_to_free_mem_cgroup_pages(); retry while the margin
+// is short, up to MAX_RECLAIM_RETRIES (16) rounds (a round that made progress for a charge of
+// at most 8 pages does not count); __GFP_NORETRY gives up after the first round, a gfp that may
+// not reclaim before it; then mem_cgroup_oom() (for at most 8 pages; a larger charge fails).
+int Kernel::try_charge_memcg(mem_cgroup* memcg, uint64_t nr_pages, bool may_retry, bool may_reclaim) {
+  constexpr int MAX_RECLAIM_RETRIES = 16;
+  constexpr uint64_t COSTLY_PAGES = 1u << 3;  // 1 << PAGE_ALLOC_COSTLY_ORDER (include/linux/mmzone.h)
+  int nr_retries = MAX_RECLAIM_RETRIES;
+  for (;;) {
+    if (memcg->usage + nr_pages <= memcg->max) {  // page_counter_try_charge()
+      memcg->usage += nr_pages;
+      memcg->peak = std::max(memcg->peak, memcg->usage);
+      return 0;
+    }
+    if (!may_reclaim) break;  // if (!gfpflags_allow_blocking(gfp_mask)) goto nomem;
+    ctr_.memcg_max_events.inc();  // memcg_memory_event(mem_over_limit, MEMCG_MAX)
+    const uint64_t nr_reclaimed = try_to_free_mem_cgroup_pages(memcg, nr_pages);
+    if (memcg->usage + nr_pages <= memcg->max) continue;  // mem_cgroup_margin() >= nr_pages: retry
+    if (!may_retry) break;  // if (gfp_mask & __GFP_NORETRY) goto nomem;
+    // Even though the limit is exceeded at this point, reclaim may have been able to free some
+    // pages. Retry the charge before killing the task.
+    if (nr_reclaimed && nr_pages <= COSTLY_PAGES) continue;
+    if (nr_retries--) continue;
+    if (nr_pages > COSTLY_PAGES) break;  // mem_cgroup_oom(): OOM_SKIPPED above the costly order
+    // mem_cgroup_oom() -> out_of_memory() in the memcg: the kernel would kill one of its tasks.
+    mmusim::fatal("the memory cgroup '{}' is out of memory: memcg.max = {} is charged {} and reclaim "
+                  "found nothing more to free (clean page cache is all it can take: there is no swap); "
+                  "the kernel would OOM-kill a task of the cgroup, the simulator stops: raise memcg.max",
+                  memcg->name, mmusim::format_size(memcg->max << PAGE_SHIFT),
+                  mmusim::format_size(memcg->usage << PAGE_SHIFT));
+  }
+  ctr_.memcg_charge_failed.inc();
+  return -ENOMEM;
+}
+
+int Kernel::mem_cgroup_charge(folio* f, mm_struct* mm, bool may_retry, bool may_reclaim) {
+  MMUSIM_CHECK(f->memcg_id == 0, "mem_cgroup_charge: pfn {:#x} is charged already", page_to_pfn(f));
+  if (!mm && current_) mm = current_->mm;
+  mem_cgroup* memcg = mm ? mm->memcg : nullptr;  // get_mem_cgroup_from_mm()
+  if (!memcg) return 0;  // the root: mem_cgroup_is_root() does not count
+  const uint64_t nr = uint64_t(folio_nr_pages(f));
+  if (const int ret = try_charge_memcg(memcg, nr, may_retry, may_reclaim)) return ret;
+  f->memcg_id = memcg->id;  // commit_charge()
+  return 0;
+}
+
+// mem_cgroup_uncharge() (__mem_cgroup_uncharge() -> uncharge_folio(), uncharge_batch()).
+void Kernel::mem_cgroup_uncharge(folio* f) {
+  if (!f->memcg_id) return;
+  mem_cgroup* memcg = memcgs_[f->memcg_id].get();
+  const uint64_t nr = uint64_t(folio_nr_pages(f));
+  MMUSIM_CHECK(memcg->usage >= nr, "memcg {}: uncharging {} pages of {}", memcg->name, nr, memcg->usage);
+  memcg->usage -= nr;
+  f->memcg_id = 0;
+}
+
+}  // namespace kmm
