@@ -865,6 +865,10 @@ class Checker {
   void check_page_cache() {
     for (const auto& up : k_.files()) {
       const address_space* m = up.get();
+      for (const auto& [index, shadow] : m->shadows)
+        if (m->i_pages.count(index) || shadow.memcgid >= k_.memcgs().size())
+          fail(INV_CACHE, "file {} ({}): a shadow entry at index {:#x} {}", m->ino, m->name, index,
+               m->i_pages.count(index) ? "where a folio is cached" : "of a memcg that does not exist");
       uint64_t pages = 0;
       for (const auto& [index, f] : m->i_pages) {
         pages += uint64_t(folio_nr_pages(f));

@@ -104,6 +104,14 @@ int Kernel::filemap_add_folio(address_space* mapping, folio* f, uint64_t index, 
   if (how != CacheCharge::root) {
     if (const int ret = mem_cgroup_charge(f, nullptr, how == CacheCharge::mapping_gfp)) return ret;
   }
+  // The folio might have been evicted from cache only recently, in which case it should be
+  // activated like any other repeatedly accessed folio (filemap_add_folio(): its shadow,
+  // workingset_refault()).
+  if (auto sh = mapping->shadows.find(index); sh != mapping->shadows.end()) {
+    const address_space::shadow_entry shadow = sh->second;
+    mapping->shadows.erase(sh);
+    workingset_refault(f, shadow);
+  }
   f->flags |= PG_locked;  // __folio_set_locked()
   folio_ref_add(f, int(folio_nr_pages(f)));
   f->mapping = mapping;

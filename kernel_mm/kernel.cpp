@@ -246,10 +246,14 @@ KernelCounters::KernelCounters(mmusim::Stats& s)
       pgactivate(s.counter("kernel.pgactivate", "pages reclaim moved to an active list: referenced, or dirty (PGACTIVATE)", "pages")),
       pgdeactivate(s.counter("kernel.pgdeactivate", "folios moved from an active list to an inactive one (PGDEACTIVATE)")),
       reclaim_unmapped_ptes(s.counter("kernel.reclaim_unmapped_ptes", "PTEs reclaim cleared to free the folios they mapped (try_to_unmap)", "ptes")),
+      tlbbatch_flushes(s.counter("kernel.tlbbatch_flushes", "batched unmap flushes reclaim owed and did (try_to_unmap_flush() -> arch_tlbbatch_flush(): x86 when another CPU held an mm it unmapped from, arm64 always)")),
       memcg_max_events(s.counter("memcg.max_events", "charges that found the memory cgroup at memory.max and reclaimed from it (memory.events: max)")),
       memcg_pgscan(s.counter("memcg.pgscan", "folios memory-cgroup reclaim scanned on the inactive lists (memory.stat: pgscan)")),
       memcg_pgsteal(s.counter("memcg.pgsteal", "pages memory-cgroup reclaim freed (memory.stat: pgsteal)", "pages")),
-      memcg_charge_failed(s.counter("memcg.charge_failed", "charges that failed at memory.max without retrying (readahead, THP): the caller read less or fell back to a smaller folio")) {}
+      memcg_charge_failed(s.counter("memcg.charge_failed", "charges that failed at memory.max without retrying (readahead, THP): the caller read less or fell back to a smaller folio")),
+      workingset_refault_file(s.counter("kernel.workingset_refault_file", "page-cache folios read again after reclaim evicted them (a shadow entry was found: WORKINGSET_REFAULT_FILE)", "pages")),
+      workingset_activate_file(s.counter("kernel.workingset_activate_file", "refaults whose refault distance fit in the active list: the folio starts on it (WORKINGSET_ACTIVATE_FILE)", "pages")),
+      workingset_restore_file(s.counter("kernel.workingset_restore_file", "activated refaults of folios that had been active before their eviction (WORKINGSET_RESTORE_FILE)", "pages")) {}
 
 // ------------------------------------------------------------------------------------------------
 // Construction

@@ -112,10 +112,13 @@ struct KernelCounters {
   // Reclaim (vmscan.cpp): /proc/vmstat's allocstall, pgscan_direct, pgsteal_direct, pgrefill,
   // pgactivate, pgdeactivate; and the rmap walks' PTEs unmapped.
   mmusim::Counter &allocstall, &pgscan_direct, &pgsteal_direct, &pgrefill, &pgactivate, &pgdeactivate,
-      &reclaim_unmapped_ptes;
+      &reclaim_unmapped_ptes, &tlbbatch_flushes;
   // Memory cgroups (memcontrol.cpp): memory.events' max, memory.stat's pgscan/pgsteal of memcg
   // reclaim, and charges that failed (the caller fell back or gave up).
   mmusim::Counter &memcg_max_events, &memcg_pgscan, &memcg_pgsteal, &memcg_charge_failed;
+  // Refaults of evicted page cache (mm/workingset.c): /proc/vmstat's workingset_refault_file,
+  // workingset_activate_file, workingset_restore_file.
+  mmusim::Counter &workingset_refault_file, &workingset_activate_file, &workingset_restore_file;
   // Several NUMA nodes only (registered then): /proc/vmstat's numa_hit, numa_miss, local_node,
   // other_node, summed over the nodes.
   mmusim::Counter *numa_hit = nullptr, *numa_miss = nullptr, *numa_local = nullptr, *numa_other = nullptr;
@@ -236,6 +239,8 @@ struct lruvec {
     uint64_t nr_pages = 0;  // lruvec_page_state(NR_LRU_BASE + lru)
   } lists[NR_LRU_LISTS];
   int nid = 0;
+  uint16_t memcg_id = 0;        // lruvec_memcg()
+  uint64_t nonresident_age = 0;  // evictions and activations so far (mm/workingset.c)
 };
 // A memory cgroup (struct mem_cgroup, include/linux/memcontrol.h; cgroup v2): its page counter
 // (memory.current against memory.max, in pages) and its LRU lists, one lruvec per node
@@ -924,6 +929,12 @@ class Kernel {
   uint64_t shrink_lruvec(lruvec& lv, int priority, uint64_t nr_to_reclaim, bool cgroup);
   int try_charge_memcg(mem_cgroup* memcg, uint64_t nr_pages, bool may_retry, bool may_reclaim);
   bool __remove_mapping(address_space* mapping, folio* f);
+  // mm/workingset.c: the shadow of an evicted folio, its refault's activation decision.
+  void workingset_age_nonresident(lruvec& lv, uint64_t nr_pages);
+  address_space::shadow_entry workingset_eviction(folio* f);
+  void workingset_refault(folio* f, const address_space::shadow_entry& shadow);
+  // scan_control's target_mem_cgroup: the memcg being reclaimed (null: global reclaim).
+  mem_cgroup* reclaim_target_ = nullptr;
   pfn_t alloc_pages_direct_reclaim(int nid);
   bool may_reclaim_ = true;  // false outside the simulation (NotSimulated)
   std::map<uint64_t, pfn_t> deposited_;         // PMD slot (phys addr) -> deposited PTE table

@@ -23,7 +23,10 @@ mem_cgroup* Kernel::mem_cgroup_create(const std::string& name, uint64_t max_byte
   m->name = name;
   m->max = max_bytes ? max_bytes >> PAGE_SHIFT : UINT64_MAX;
   m->nodeinfo.resize(std::max(1u, params_.nr_nodes));
-  for (size_t n = 0; n < m->nodeinfo.size(); ++n) m->nodeinfo[n].nid = int(n);
+  for (size_t n = 0; n < m->nodeinfo.size(); ++n) {
+    m->nodeinfo[n].nid = int(n);
+    m->nodeinfo[n].memcg_id = m->id;
+  }
   memcgs_.push_back(std::move(m));
   return memcgs_.back().get();
 }

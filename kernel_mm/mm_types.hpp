@@ -78,6 +78,15 @@ struct address_space {
   uint64_t seed = 0;
   std::map<uint64_t, page*> i_pages;  // page index -> folio
   uint64_t nrpages = 0;
+  // The xarray's value entries: the shadow a reclaimed folio leaves at its index
+  // (workingset_eviction(): pack_shadow()'s fields), until the page comes back.
+  struct shadow_entry {
+    uint16_t memcgid = 0;     // the lruvec whose pressure evicted it: its memcg
+    uint16_t nid = 0;         // and node
+    bool workingset = false;  // PG_workingset: it had been active
+    uint64_t eviction = 0;    // that lruvec's nonresident_age then (bucket_order 0)
+  };
+  std::map<uint64_t, shadow_entry> shadows;  // page index -> shadow (never also in i_pages)
   // struct file_ra_state
   unsigned ra_pages = 32;   // bdi->ra_pages: VM_READAHEAD_PAGES (128 KiB), include/linux/mm.h
   unsigned mmap_miss = 0;

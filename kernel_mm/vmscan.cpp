@@ -151,6 +151,7 @@ void Kernel::try_to_unmap(folio* f) {
 // try_to_unmap_flush() (mm/rmap.c:649): the deferred flushes at once (arch_tlbbatch_flush()).
 void Kernel::try_to_unmap_flush() {
   if (!tlb_ubc_.flush_required) return;
+  ctr_.tlbbatch_flushes.inc();
   arch_->arch_tlbbatch_flush(tlb_ubc_.arch);
   tlb_ubc_.flush_required = false;
 }
@@ -160,12 +161,14 @@ void Kernel::try_to_unmap_flush() {
 
 // __remove_mapping() (mm/vmscan.c:720) of a clean page-cache folio: only if nobody but the cache
 // and the isolation holds it (folio_ref_freeze(folio, 1 + nr): the cache's references and ours);
-// no shadow entry is left (no workingset refault detection).
+// its shadow entry stays at its index.
 bool Kernel::__remove_mapping(address_space* mapping, folio* f) {
   const int refcount = 1 + int(folio_nr_pages(f));
   if (folio_ref_count(f) != refcount) return false;  // folio_ref_freeze() failed
   if (folio_test_dirty(f)) return false;
-  // __filemap_remove_folio() -> page_cache_delete()
+  // shadow = workingset_eviction(folio, target_memcg); __filemap_remove_folio(folio, shadow) ->
+  // page_cache_delete(): the shadow takes the folio's slot.
+  mapping->shadows[f->index] = workingset_eviction(f);
   mapping->i_pages.erase(f->index);
   mapping->nrpages -= uint64_t(folio_nr_pages(f));
   f->mapping = nullptr;
@@ -271,9 +274,55 @@ uint64_t Kernel::isolate_lru_folios(uint64_t nr_to_scan, lruvec& lv, std::vector
 void Kernel::move_folios_to_lru(lruvec& lv, std::vector<folio*>& list) {
   for (folio* f : list) {
     lruvec_add_folio(lv, f);
+    if (folio_test_active(f)) workingset_age_nonresident(lv, uint64_t(folio_nr_pages(f)));
     folio_put(f);
   }
   list.clear();
+}
+
+// ------------------------------------------------------------------------------------------------
+// Refault detection (mm/workingset.c), the classic LRU's
+
+// workingset_age_nonresident() (mm/workingset.c:356): the lruvec and its ancestors' (the root's).
+void Kernel::workingset_age_nonresident(lruvec& lv, uint64_t nr_pages) {
+  lv.nonresident_age += nr_pages;
+  if (lv.memcg_id != 0) memcgs_[0]->nodeinfo[size_t(lv.nid)].nonresident_age += nr_pages;  // parent_lruvec()
+}
+
+// workingset_eviction() (mm/workingset.c:382): the eviction's place in the reclaimed lruvec's
+// (the target memcg's, the root's for global reclaim) nonresident age, which it advances.
+address_space::shadow_entry Kernel::workingset_eviction(folio* f) {
+  mem_cgroup* target = reclaim_target_ ? reclaim_target_ : memcgs_[0].get();
+  lruvec& lv = target->nodeinfo[size_t(pfn_to_nid(page_to_pfn(f)))];
+  address_space::shadow_entry s;
+  s.memcgid = target->id;
+  s.nid = uint16_t(lv.nid);
+  s.eviction = lv.nonresident_age;
+  s.workingset = folio_test_workingset(f);
+  workingset_age_nonresident(lv, uint64_t(folio_nr_pages(f)));
+  return s;
+}
+
+// workingset_refault() (mm/workingset.c:538) with workingset_test_recent() (419): the refault
+// distance (evictions and activations in the evicting lruvec since) against the workingset it
+// could have displaced, the active file list (no swap: the anon lists do not count). Close
+// enough: the folio starts active, and if it had been active before, it is workingset again.
+void Kernel::workingset_refault(folio* f, const address_space::shadow_entry& shadow) {
+  const uint64_t nr = uint64_t(folio_nr_pages(f));
+  lruvec& lv = folio_lruvec(f);
+  ctr_.workingset_refault_file.inc(nr);
+  const lruvec& eviction_lruvec = memcgs_[shadow.memcgid]->nodeinfo[shadow.nid];
+  const uint64_t refault_distance = eviction_lruvec.nonresident_age - shadow.eviction;
+  const uint64_t workingset_size = eviction_lruvec.lists[LRU_ACTIVE_FILE].nr_pages;
+  if (refault_distance > workingset_size) return;
+  f->flags |= PG_active;  // folio_set_active()
+  workingset_age_nonresident(lv, nr);
+  ctr_.workingset_activate_file.inc(nr);
+  // Folio was active prior to eviction
+  if (shadow.workingset) {
+    f->flags |= PG_workingset;
+    ctr_.workingset_restore_file.inc(nr);
+  }
 }
 
 // shrink_inactive_list() (mm/vmscan.c:1937)
@@ -366,6 +415,7 @@ uint64_t Kernel::shrink_lruvec(lruvec& lv, int priority, uint64_t nr_to_reclaim,
 // root; no memory.min/low protection).
 uint64_t Kernel::try_to_free_pages(int nid, uint64_t nr_pages) {
   ctr_.allocstall.inc();
+  reclaim_target_ = nullptr;
   const uint64_t nr_to_reclaim = std::max(nr_pages, SWAP_CLUSTER_MAX);
   const unsigned nodes = std::max(1u, params_.nr_nodes);
   uint64_t nr_reclaimed = 0;
@@ -384,11 +434,13 @@ uint64_t Kernel::try_to_free_pages(int nid, uint64_t nr_pages) {
 uint64_t Kernel::try_to_free_mem_cgroup_pages(mem_cgroup* memcg, uint64_t nr_pages) {
   const uint64_t nr_to_reclaim = std::max(nr_pages, SWAP_CLUSTER_MAX);
   uint64_t nr_reclaimed = 0;
+  reclaim_target_ = memcg;
   for (int priority = DEF_PRIORITY; priority >= 0 && nr_reclaimed < nr_to_reclaim; --priority)
     for (lruvec& lv : memcg->nodeinfo) {
       if (nr_reclaimed >= nr_to_reclaim) break;
       nr_reclaimed += shrink_lruvec(lv, priority, nr_to_reclaim, true);
     }
+  reclaim_target_ = nullptr;
   trace_event("mm_vmscan_memcg_reclaim_end", {mmusim::TraceField::dec("nr_reclaimed", nr_reclaimed),
                                               mmusim::TraceField::dec("memcg", memcg->id)});
   return nr_reclaimed;

@@ -443,3 +443,68 @@ TEST_CASE("memcg: anonymous memory over memory.max is the cgroup's OOM, reported
   }
   CHECK(p == 256);  // exactly memory.max of anonymous pages fit (page tables are not charged)
 }
+
+TEST_CASE("workingset: an evicted page-cache folio leaves a shadow and its refault is activated when the refault distance fits in the active list", "[filemap][reclaim][workingset]") {
+  Env e;
+  task_struct* t = e.proc("p");
+  address_space* dirty = e.k.file_create("dirty", 64 * PAGE_SIZE, 8);
+  address_space* clean = e.k.file_create("clean", 32 * PAGE_SIZE, 9);
+  // 64 dirty shared pages (reclaim unmaps them and activates them: it does not write) and 32
+  // clean ones in the cache only.
+  const uint64_t vd = mmap_file(e, t, dirty, 64 * PAGE_SIZE, MAP_SHARED);
+  for (uint64_t p = 0; p < 64; ++p) REQUIRE(e.store(t, vd + p * PAGE_SIZE, 7));
+  auto read_clean = [&]() {
+    const uint64_t vc = mmap_file(e, t, clean, 32 * PAGE_SIZE, MAP_PRIVATE, 0, PROT_READ);
+    for (uint64_t p = 0; p < 32; ++p) REQUIRE(e.load(t, vc + p * PAGE_SIZE) == file_byte(clean, p * PAGE_SIZE));
+    REQUIRE(e.k.sys_munmap(t, vc, 32 * PAGE_SIZE) == 0);
+    e.k.lru_add_drain();
+  };
+  read_clean();
+  const lruvec& lv = e.k.lruvecs().at(0);
+  // Which of the clean pages will come back active: those evicted within `active` evictions and
+  // activations of now (the refault distance), as workingset_test_recent() decides.
+  auto expect_active = [&]() {
+    const uint64_t active = lv.lists[LRU_ACTIVE_FILE].nr_pages;
+    uint64_t n = 0;
+    for (const auto& [index, s] : clean->shadows) {
+      CHECK_FALSE(s.workingset);
+      if (lv.nonresident_age - s.eviction <= active) ++n;
+    }
+    return n;
+  };
+
+  // Everything reclaimable goes: the clean pages at once (evictions 0-31), the dirty ones are
+  // activated on their second look (64 activations after them): each clean page's refault
+  // distance (65-96) is more than the active list (64): none will be activated.
+  e.k.enter(t, 0);
+  e.k.try_to_free_pages(0, 128);
+  e.k.check_invariants("try_to_free_pages", true);
+  CHECK(clean->nrpages == 0);
+  CHECK(clean->shadows.size() == 32);
+  CHECK(dirty->nrpages == 64);
+  CHECK(dirty->shadows.empty());
+  CHECK(lv.lists[LRU_ACTIVE_FILE].nr_pages == 64);
+  CHECK(lv.nonresident_age == 96);
+  CHECK(expect_active() == 0);
+  read_clean();  // 32 refaults (the read-around brings all of it back), none activated
+  CHECK(e.count("kernel.workingset_refault_file") == 32);
+  CHECK(e.count("kernel.workingset_activate_file") == 0);
+  CHECK(clean->shadows.empty());
+
+  // Again, asking for 32 pages: the clean ones go first, now with few activations after them:
+  // those whose distance fits in the 64 active pages come back active.
+  e.k.enter(t, 0);
+  e.k.try_to_free_pages(0, 32);
+  e.k.check_invariants("try_to_free_pages", true);
+  CHECK(clean->shadows.size() == 32);
+  const uint64_t expected = expect_active();
+  INFO("active " << lv.lists[LRU_ACTIVE_FILE].nr_pages << " nonresident_age " << lv.nonresident_age);
+  CHECK(expected > 0);
+  read_clean();
+  CHECK(e.count("kernel.workingset_refault_file") == 64);
+  CHECK(e.count("kernel.workingset_activate_file") == expected);
+  CHECK(e.count("kernel.workingset_restore_file") == 0);
+  uint64_t now_active = 0;
+  for (const auto& [index, f] : clean->i_pages) now_active += folio_test_active(f);
+  CHECK(now_active == expected);
+}

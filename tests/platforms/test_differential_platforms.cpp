@@ -252,3 +252,32 @@ TEST_CASE("random-ops with file mappings on every platform: every load checked, 
     }
   }
 }
+
+// The same under a memory cgroup too small for the page cache (memcg.max): charges reclaim the
+// cgroup's file folios while the processes fork, map, write and unmap around them (the rmap walk
+// over their VMAs, the batched unmap flush where another CPU holds the mm), refaults come back
+// through shadow entries; every load still checked, invariants (the LRU lists and the cgroup's
+// usage among them) after every kernel entry.
+TEST_CASE("random-ops with file mappings under memcg.max: reclaim among the operations, every load checked",
+          "[differential][filemap][reclaim][memcg]") {
+  TempDir t;
+  const std::string cfg = t.file("rops.cfg", kRandomOps);
+  const uint64_t ops = 4000;
+  for (const char* where : {" --set platform.name=functional", " --set platform.name=i7-12700kf --set platform.cores=2",
+                            " --set platform.name=neoverse-n1 --set kernel.arm64_spurious_flush=local",
+                            " --set platform.name=xeon-e5-2699v3 --set platform.cores=2 --set platform.sockets=2"}) {
+    INFO(where);
+    Result r = mmusim("run " + cfg + where + " --set workload.files=2 --set memcg.max=6M --set workload.ops=" +
+                      std::to_string(ops) + " --seed 21 --stats " + t.path("s.json") + " --quiet");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    const std::string js = slurp(t.path("s.json"));
+    check_run(js, ops);
+    CHECK(stat(js, "memcg.max_events") > 0);
+    CHECK(stat(js, "memcg.pgsteal") > 1000);
+    CHECK(stat(js, "kernel.reclaim_unmapped_ptes") > 0);
+    CHECK(stat(js, "kernel.workingset_refault_file") > 0);
+    CHECK(stat(js, "kernel.allocstall") == 0);
+    if (std::string(where).find("cores=2") != std::string::npos) CHECK(stat(js, "kernel.tlbbatch_flushes") > 0);
+  }
+}
