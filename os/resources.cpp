@@ -54,6 +54,16 @@ void System::check_resources(const Config& cfg) {
                   : wp_.name == wl::WorkloadName::trace    ? "workload.trace"
                                                             : "workload.size")
           .origin;
+  // The workload's memory cgroup must hold what it maps and cannot reclaim (no swap): a built-in
+  // pattern touches all of its region, so a smaller memcg.max is an OOM certain to come.
+  // (random-ops' and a trace's footprints are bounds, not needs: the run finds out.)
+  const std::string& memcg_origin = cfg.setting("memcg.max").origin;
+  if (kp_.memcg_max && mapped > kp_.memcg_max && wp_.name != wl::WorkloadName::random_ops &&
+      wp_.name != wl::WorkloadName::trace)
+    fatal("{}: {} needs about {} that reclaim cannot free (anonymous or dirty: there is no swap), more "
+          "than memcg.max = {} ({}): the cgroup would be out of memory; raise memcg.max or map less",
+          origin, what, format_size((mapped + (1 << 20) - 1) & ~uint64_t((1 << 20) - 1)),
+          format_size(kp_.memcg_max), memcg_origin);
   if (sim_need > kp_.phys_mem)
     fatal("{}: {} needs about {} of simulated physical memory (with page tables and the kernel's "
           "own pages), more than memory.size = {}; raise memory.size or map less",
