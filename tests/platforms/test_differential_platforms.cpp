@@ -226,26 +226,35 @@ TEST_CASE("the core's forward-progress watchdog: no retirement for core.watchdog
   CHECK(mmusim("run " + cfg + " --quiet").status == 0);
 }
 
+// Every platform, with two cores where it has several (and two sockets for the Xeon).
+const char* const kEveryPlatform[] = {
+    " --set platform.name=functional", " --set platform.name=i7-12700kf --set platform.cores=2",
+    " --set platform.name=neoverse-n1 --set kernel.arm64_spurious_flush=local",
+    " --set platform.name=xeon-e5-2699v3 --set platform.cores=2 --set platform.sockets=2"};
+
+// A random-ops run of 4,000 operations over two files (workload.files = 2), seed 21, with `args`:
+// its statistics, the run checked (check_run).
+std::string run_file_ops(TempDir& t, const std::string& args) {
+  constexpr uint64_t ops = 4000;
+  Result r = mmusim("run " + t.file("rops.cfg", kRandomOps) + args + " --set workload.files=2 --set workload.ops=" +
+                    std::to_string(ops) + " --seed 21 --stats " + t.path("s.json") + " --quiet");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  std::string js = slurp(t.path("s.json"));
+  check_run(js, ops);
+  return js;
+}
+
 // Private file mappings among the random operations (workload.files): page-cache reads with
 // read-around and fault-around, COW of file pages, MADV_DONTNEED back to the file's bytes; every
 // load checked against the file's contents or the process's own writes.
 TEST_CASE("random-ops with file mappings on every platform: every load checked, invariants on",
           "[differential][filemap]") {
   TempDir t;
-  const std::string cfg = t.file("rops.cfg", kRandomOps);
-  const uint64_t ops = 4000;
-  for (const char* where : {" --set platform.name=functional", " --set platform.name=i7-12700kf --set platform.cores=2",
-                            " --set platform.name=neoverse-n1 --set kernel.arm64_spurious_flush=local",
-                            " --set platform.name=xeon-e5-2699v3 --set platform.cores=2 --set platform.sockets=2"}) {
+  for (const char* where : kEveryPlatform) {
     for (const char* wp : {"off", "pagetable"}) {
       INFO(where << " wp_reuse=" << wp);
-      Result r = mmusim("run " + cfg + where + " --set kernel.wp_reuse=" + wp + " --set workload.files=2" +
-                        " --set workload.ops=" + std::to_string(ops) + " --seed 21 --stats " + t.path("s.json") +
-                        " --quiet");
-      INFO(r.out);
-      REQUIRE(r.status == 0);
-      const std::string js = slurp(t.path("s.json"));
-      check_run(js, ops);
+      const std::string js = run_file_ops(t, std::string(where) + " --set kernel.wp_reuse=" + wp);
       CHECK(stat(js, "kernel.do_read_fault") > 0);
       CHECK(stat(js, "kernel.do_cow_fault") > 0);
       CHECK(stat(js, "kernel.filemap_read_pages") > 0);
@@ -261,18 +270,9 @@ TEST_CASE("random-ops with file mappings on every platform: every load checked, 
 TEST_CASE("random-ops with file mappings under memcg.max: reclaim among the operations, every load checked",
           "[differential][filemap][reclaim][memcg]") {
   TempDir t;
-  const std::string cfg = t.file("rops.cfg", kRandomOps);
-  const uint64_t ops = 4000;
-  for (const char* where : {" --set platform.name=functional", " --set platform.name=i7-12700kf --set platform.cores=2",
-                            " --set platform.name=neoverse-n1 --set kernel.arm64_spurious_flush=local",
-                            " --set platform.name=xeon-e5-2699v3 --set platform.cores=2 --set platform.sockets=2"}) {
+  for (const char* where : kEveryPlatform) {
     INFO(where);
-    Result r = mmusim("run " + cfg + where + " --set workload.files=2 --set memcg.max=6M --set workload.ops=" +
-                      std::to_string(ops) + " --seed 21 --stats " + t.path("s.json") + " --quiet");
-    INFO(r.out);
-    REQUIRE(r.status == 0);
-    const std::string js = slurp(t.path("s.json"));
-    check_run(js, ops);
+    const std::string js = run_file_ops(t, std::string(where) + " --set memcg.max=6M");
     CHECK(stat(js, "memcg.max_events") > 0);
     CHECK(stat(js, "memcg.pgsteal") > 1000);
     CHECK(stat(js, "kernel.reclaim_unmapped_ptes") > 0);

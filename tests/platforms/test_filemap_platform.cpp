@@ -76,15 +76,18 @@ TEST_CASE("file-backed region: fault counts of a read pass and of write passes",
   CHECK(r.out.find("workload.files = 2: only random-ops") != std::string::npos);
 }
 
+// A cold read pass over a file of `size` (one byte per page), with `extra` config sections.
+static std::string cold_read_cfg(const std::string& size, const std::string& extra) {
+  return "[workload]\nname = fork-reuse\nmeasure = populate\nbacking = file\nfolio = 4K\n"
+         "pattern = seq-read\nsize = " + size + "\n" + extra + "[output]\nhost_stats = false\n";
+}
+
 // A file twice the size of memory read once, cold: direct reclaim drops the page cache behind the
-// reader (its PTEs unmapped) and the read completes. A
-// writable private pass over the same file needs the memory for its copies and is refused.
+// reader (its PTEs unmapped) and the read completes. A writable private pass over the same file
+// needs the memory for its copies and is refused.
 TEST_CASE("file-backed region: a cold read of a file larger than memory reclaims the page cache behind it", "[filemap][reclaim]") {
   TempDir t;
-  const std::string cfg = t.file("file.cfg",
-                                 "[workload]\nname = fork-reuse\nmeasure = populate\nbacking = file\n"
-                                 "folio = 4K\npattern = seq-read\nsize = 128M\n[memory]\nsize = 64M\n"
-                                 "[output]\nhost_stats = false\n");
+  const std::string cfg = t.file("file.cfg", cold_read_cfg("128M", "[memory]\nsize = 64M\n"));
   for (const char* plat : {"functional", "i7-12700kf"}) {
     INFO(plat);
     const std::string base = "run " + cfg + " --set platform.name=" + plat + " --quiet --stats " + t.path("s.json");
@@ -106,10 +109,7 @@ TEST_CASE("file-backed region: a cold read of a file larger than memory reclaims
 // beyond the limit would be the cgroup's OOM: refused, exit 2 naming memcg.max.
 TEST_CASE("file-backed region: a cold read in a memory cgroup reclaims within memcg.max", "[filemap][reclaim][memcg]") {
   TempDir t;
-  const std::string cfg = t.file("file.cfg",
-                                 "[workload]\nname = fork-reuse\nmeasure = populate\nbacking = file\n"
-                                 "folio = 4K\npattern = seq-read\nsize = 64M\n[memcg]\nmax = 16M\n"
-                                 "[output]\nhost_stats = false\n");
+  const std::string cfg = t.file("file.cfg", cold_read_cfg("64M", "[memcg]\nmax = 16M\n"));
   const std::string base = "run " + cfg + " --set platform.name=i7-12700kf --quiet --stats ";
   REQUIRE(mmusim(base + t.path("a.json")).status == 0);
   REQUIRE(mmusim(base + t.path("b.json")).status == 0);
