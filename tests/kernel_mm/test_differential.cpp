@@ -77,6 +77,7 @@ struct Outcome {
   uint64_t invariant_checks = 0;
   std::array<uint64_t, kOpKinds> per_kind{};  // applied, by OpKind
   uint64_t file_read_faults = 0, file_cow_faults = 0, file_pages_read = 0;  // kernel.* counters
+  uint64_t memcg_pgsteal = 0, refaults = 0;  // memcg.pgsteal, kernel.workingset_refault_file
 };
 
 struct Proc {
@@ -129,9 +130,10 @@ void verify_all(kmm::Kernel& k, kmm::UserAccess& ua, Proc& p, size_t op, Outcome
 // that reads other bytes than the reference has). At the end every process exits (teardown
 // invariants, no leaks).
 Outcome run_ops(const Variant& v, const std::vector<Op>& ops, const Limits& lim = {},
-                Mutant mutant = Mutant::none) {
+                Mutant mutant = Mutant::none, uint64_t memcg_max = 0) {
   Outcome out;
   kmmtest::Fixture fix(v.isa, [&](kmm::KernelParams& p) {
+    p.memcg_max = memcg_max;  // every process in a memory cgroup of that memory.max (0: none)
     p.wp_reuse = v.wp;
     p.fork_copy = v.fc;
     p.thp_cow = v.thp;
@@ -299,6 +301,8 @@ Outcome run_ops(const Variant& v, const std::vector<Op>& ops, const Limits& lim 
   out.file_read_faults = fix.count("kernel.do_read_fault");
   out.file_cow_faults = fix.count("kernel.do_cow_fault");
   out.file_pages_read = fix.count("kernel.filemap_read_pages");
+  out.memcg_pgsteal = fix.count("memcg.pgsteal");
+  out.refaults = fix.count("kernel.workingset_refault_file");
   return out;
 }
 
@@ -447,6 +451,32 @@ TEST_CASE("differential: file mappings occur and are read and copied", "[differe
   Outcome a = run_ops(v, random_sequence(7, 3000));
   REQUIRE_FALSE(a.failed);
   CHECK(a.file_read_faults == 0);
+}
+
+// The same in a memory cgroup far smaller than the files (memcg.max = 6M): the page cache is
+// reclaimed under the processes' feet (unmapped from every one, dropped, read again through
+// shadow entries) while they fork, COW, unmap and exit; every byte still the reference's, the
+// LRU and memcg invariants after every entry.
+TEST_CASE("differential: random ops with file mappings in a memory cgroup that keeps reclaiming them", "[differential][memcg]") {
+  Limits lim;
+  lim.files = 2;
+  lim.file_seed = 0x6d656d63;
+  for (const Variant& v : {Variant{Isa::x86_64, WpReuse::off, ForkCopy::batched},
+                           Variant{Isa::arm64, WpReuse::pagetable, ForkCopy::per_pte}}) {
+    uint64_t stolen = 0, refaults = 0, bytes = 0;
+    for (uint64_t seed : {31, 32, 33}) {
+      Outcome o = run_ops(v, random_sequence(seed, kSequenceLength), lim, Mutant::none, 6ull << 20);
+      INFO(variant_name(v) << " seed " << seed << ": " << o.message);
+      REQUIRE_FALSE(o.failed);
+      stolen += o.memcg_pgsteal;
+      refaults += o.refaults;
+      bytes += o.bytes_compared;
+    }
+    INFO(variant_name(v));
+    CHECK(stolen > 1000);
+    CHECK(refaults > 0);
+    CHECK(bytes > 100000);
+  }
 }
 
 TEST_CASE("differential: the generator covers every operation", "[differential]") {
