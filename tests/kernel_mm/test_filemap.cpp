@@ -508,3 +508,31 @@ TEST_CASE("workingset: an evicted page-cache folio leaves a shadow and its refau
   for (const auto& [index, f] : clean->i_pages) now_active += folio_test_active(f);
   CHECK(now_active == expected);
 }
+
+TEST_CASE("reclaim: on x86 unmapping from an mm another CPU runs is one batched flush with one IPI", "[filemap][reclaim]") {
+  Env e;
+  task_struct* t = e.proc("p");
+  address_space* file = e.k.file_create("f", 32 * PAGE_SIZE, 12);
+  const uint64_t va = mmap_file(e, t, file, 32 * PAGE_SIZE, MAP_PRIVATE, 0, PROT_READ);
+  for (uint64_t p = 0; p < 32; ++p) REQUIRE(e.load(t, va + p * PAGE_SIZE) == file_byte(file, p * PAGE_SIZE));
+  e.k.lru_add_drain();
+  e.a.switch_mm(1, t->mm);  // CPU 1 runs the mm too: its TLB may hold the entries
+  const uint64_t gen = t->mm->tlb_gen;
+  const uint64_t flush_pages = e.count("kernel.tlb_flush_page");
+  e.k.enter(t, 0);
+  e.k.clear_cost();
+  // Priorities 5 to 1 scan 1 + 2 + 4 + 8 + 16 = 31 folios (a first look each: accessed bits
+  // cleared, kept); priority 0 scans 32: the 31 again (unmapped, dropped) and the last one's
+  // first look.
+  e.k.try_to_free_pages(0, 128);
+  e.k.check_invariants("try_to_free_pages", true);
+  REQUIRE(file->nrpages == 1);
+  CHECK(folio_test_referenced(file->i_pages.begin()->second));
+  CHECK(e.count("kernel.reclaim_unmapped_ptes") == 31);
+  // should_defer_flush(): the 31 PTEs are cleared without a flush each (tlb_gen bumped each time)
+  // and the batch is flushed once before the folios are freed: one IPI to CPU 1.
+  CHECK(e.count("kernel.tlb_flush_page") == flush_pages);
+  CHECK(e.count("kernel.tlbbatch_flushes") == 1);
+  CHECK(e.k.cost()[Cost::ipi] == 1);
+  CHECK(t->mm->tlb_gen == gen + 31);
+}

@@ -348,17 +348,38 @@ bool X86Arch::arch_tlbbatch_should_defer(const mm_struct* mm, int cpu) const {
 }
 
 // arch_tlbbatch_add_pending() (arch/x86/include/asm/tlbflush.h:287): inc_mm_tlb_gen() and the
-// mm's cpumask ORed into the batch's; here the batch keeps the mm.
+// mm's cpumask ORed into the batch's; here the batch keeps the mm, whose mask is read at the
+// flush (it cannot change in between: the kernel runs one entry at a time).
 void X86Arch::arch_tlbbatch_add_pending(std::vector<mm_struct*>& batch, vm_area_struct* vma, uint64_t) {
-  if (std::find(batch.begin(), batch.end(), vma->vm_mm) == batch.end()) batch.push_back(vma->vm_mm);
+  mm_struct* mm = vma->vm_mm;
+  ++mm->tlb_gen;  // inc_mm_tlb_gen()
+  if (std::find(batch.begin(), batch.end(), mm) == batch.end()) batch.push_back(mm);
 }
 
-// arch_tlbbatch_flush() (arch/x86/mm/tlb.c:1292): one full flush on every CPU of the batch's
-// cpumask (flush_tlb_multi() with TLB_FLUSH_ALL), the local one included. Here each mm of the
-// batch is flushed whole (flush_tlb_mm()): a CPU that ran two of them gets two IPIs, not one.
+// arch_tlbbatch_flush() (arch/x86/mm/tlb.c:1292): one full flush, with no mm
+// (get_flush_tlb_info(NULL, 0, TLB_FLUSH_ALL, ...)), on every CPU of the batch's cpumask:
+// flush_tlb_multi() when a CPU other than this one is in it, else flush_tlb_func() here if this
+// one is. A CPU flushes the context it has loaded (flush_tlb_func() with f->mm NULL); lazy CPUs
+// are skipped (should_flush_tlb()), and every context of a batched mm that was not flushed now
+// lags its tlb_gen and is flushed when the CPU next switches to it (switch_mm_irqs_off()).
 void X86Arch::arch_tlbbatch_flush(std::vector<mm_struct*>& batch) {
-  for (mm_struct* mm : batch) flush_tlb_mm(mm);
+  cpumask_t mask;
+  for (const mm_struct* mm : batch) mask |= mm->cpumask;
   batch.clear();
+  const int self = k_.smp_processor_id();
+  const bool here = mask.test(size_t(self)) && loaded_mm_[self] && !is_lazy_[self];
+  double last_ack = 0;
+  for (int cpu = 0; cpu < kMaxCpus; ++cpu) {
+    if (!mask.test(size_t(cpu)) || cpu == self) continue;
+    if (is_lazy_[cpu] || !loaded_mm_[cpu]) continue;  // should_flush_tlb(): not a lazy CPU
+    k_.charge(Cost::ipi);
+    const double work = flush_tlb_func(cpu, loaded_mm_[cpu], 0, kFlushAll, 0, /*here=*/false);
+    last_ack = std::max(last_ack, k_.hw().x86_ipi(self, cpu, k_.cycles_now(), work));
+  }
+  if (here) flush_tlb_func(self, loaded_mm_[self], 0, kFlushAll, 0);
+  // csd_lock_wait() on each target: until the last acknowledgement.
+  const double now = k_.cycles_now();
+  if (last_ack > now) k_.cost().extra_cycles += last_ack - now;
 }
 
 void X86Arch::flush_tlb_mm(mm_struct* mm) {
