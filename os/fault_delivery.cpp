@@ -21,12 +21,22 @@ FaultOutcome System::page_fault(int cpu, SimTask& t, uint64_t va, uint64_t syndr
   if (const kmm::CostAccount* b = k.cost_before_store_barrier()) out.store_barrier_at = cost_.cycles(*b, pp_.clock_ghz);
   out.exit_drains_stores = k.arch().exception_return_drains_stores();
   out.record = k.last_fault();
+  const double io_wait = k.cost().io_wait_cycles;
   out.cycles = leave_kernel();
   // The handler waits at its first store barrier (or the IRET) for the user's buffered stores:
   // what follows, mm_fault_done included, comes that much later. (With several cores the kernel
   // locks' timing does not include the wait.)
   out.store_wait = store_drain_wait(stores_drain, out.store_barrier_at, out.exit_drains_stores, out.cycles);
   out.cycles += out.store_wait;
+  // It waited for the disk: it slept (folio_wait_bit_common(), TASK_UNINTERRUPTIBLE) and its
+  // CPU was free meanwhile. The entry ran whole, its work before and after the wait done at
+  // once: the CPU is busy for the work, the task wakes when the whole fault is over
+  // (io_schedule(): the sleep's place in the entry is not kept).
+  if (io_sleep_ && io_wait > 0) {
+    out.sleep_cycles = std::min(io_wait, out.cycles);
+    sched_.sleep_until(cpu, now_ps + cycles_to_ps(out.cycles));
+    io_sleeps_.inc();
+  }
   out.in_region = region_open_ && in_region(va);
   if (out.in_region) faults_region_.inc();
   if (out.ret.sigsegv || out.ret.sigbus)

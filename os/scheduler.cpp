@@ -9,6 +9,7 @@ SimTask* Scheduler::add(kmm::task_struct* t, std::unique_ptr<wl::Program> prog, 
   auto st = std::make_unique<SimTask>();
   st->t = t;
   st->prog = std::move(prog);
+  st->resumable = std::make_unique<wl::ResumableProgram>(st->prog.get());
   st->cpu = cpu;
   tasks_.push_back(std::move(st));
   return tasks_.back().get();
@@ -19,7 +20,33 @@ void Scheduler::make_runnable(SimTask* t) {
   if (wake_) wake_(t->cpu);
 }
 
-SimTask* Scheduler::switch_to_next(int cpu) {
+void Scheduler::sleep_until(int cpu, uint64_t until_ps) {
+  SimTask* t = running_[size_t(cpu)];
+  MMUSIM_CHECK(t && !t->blocked, "cpu {}: no running task to put to sleep", cpu);
+  t->blocked = true;
+  t->sleep_until_ps = until_ps;
+  sleeping_.push_back(t);
+}
+
+uint64_t Scheduler::next_wake_ps(int cpu) const {
+  uint64_t first = 0;
+  for (const SimTask* t : sleeping_)
+    if (t->cpu == cpu && (first == 0 || t->sleep_until_ps < first)) first = t->sleep_until_ps;
+  return first;
+}
+
+SimTask* Scheduler::switch_to_next(int cpu, uint64_t now_ps) {
+  // Wake-ups due by now, earliest first (then in the order they slept).
+  for (;;) {
+    SimTask* due = nullptr;
+    for (SimTask* t : sleeping_)
+      if (t->cpu == cpu && t->sleep_until_ps <= now_ps && (!due || t->sleep_until_ps < due->sleep_until_ps)) due = t;
+    if (!due) break;
+    sleeping_.erase(std::find(sleeping_.begin(), sleeping_.end(), due));
+    due->blocked = false;
+    due->sleep_until_ps = 0;
+    runq_[size_t(cpu)].push_back(due);
+  }
   auto& q = runq_[size_t(cpu)];
   while (!q.empty() && (q.front()->blocked || q.front()->exited)) q.pop_front();
   if (q.empty()) {

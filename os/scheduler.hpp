@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // The simulated tasks and where they run. A run queue per CPU, first in first out, no
-// preemption: a task runs until it blocks (wait(), a barrier) or exits. Placement: the first
+// preemption: a task runs until it blocks (wait(), a barrier, a sleep on the disk in a page
+// fault: sleep_until(), woken onto its CPU's queue when the time comes) or exits. Placement: the first
 // task on CPU 0, a fork child on the idlest CPU (cpu_for_fork), thread i pinned to CPU i mod cores (as the
 // reference benchmarks pin their threads). What later issues need (more threads than CPUs: time
 // slices, wake-up placement, migration) grows here; the context switch itself is the kernel's
@@ -22,8 +23,14 @@ namespace mmusim {
 struct SimTask {
   kmm::task_struct* t = nullptr;
   std::unique_ptr<wl::Program> prog;
+  // What a CPU runs: prog, after the micro-ops a core handed back when the task went to sleep.
+  std::unique_ptr<wl::ResumableProgram> resumable;
   int cpu = 0;
   bool blocked = false;
+  // Asleep until then (blocked): a page fault waits for the disk (TASK_UNINTERRUPTIBLE in
+  // folio_wait_bit_common()); the read's completion wakes it (folio_end_read() ->
+  // folio_wake_bit()). 0: not asleep.
+  uint64_t sleep_until_ps = 0;
   bool exited = false;
   SimTask* waiting_for = nullptr;  // wait() on this child
   // A fork child runs from the end of its parent's fork() on (kernel_clone() wakes it last,
@@ -75,8 +82,14 @@ class Scheduler {
     const SimTask* t = current(cpu);
     return t && !t->blocked && !t->exited;
   }
-  // The next queued task that can run becomes `cpu`'s current one (null: the CPU idles).
-  SimTask* switch_to_next(int cpu);
+  // The next queued task that can run becomes `cpu`'s current one (null: the CPU idles); first
+  // the tasks of `cpu` whose sleep has ended by `now_ps` are woken (queued).
+  SimTask* switch_to_next(int cpu, uint64_t now_ps);
+  // The current task of `cpu` sleeps until `until_ps` (try_to_wake_up() queues it on its CPU
+  // then, behind whatever is queued: no preemption).
+  void sleep_until(int cpu, uint64_t until_ps);
+  // When the earliest sleeper of `cpu` wakes (0: none): an idle CPU waits for it.
+  uint64_t next_wake_ps(int cpu) const;
   bool all_exited() const;
   SimTask* find_pid(int pid) const;
   const std::vector<std::unique_ptr<SimTask>>& tasks() const { return tasks_; }
@@ -89,6 +102,7 @@ class Scheduler {
   unsigned threads_per_core_ = 1;
   unsigned sockets_ = 1;
   std::vector<std::deque<SimTask*>> runq_;
+  std::vector<SimTask*> sleeping_;  // in the order they went to sleep
   std::function<void(int)> wake_;
 };
 

@@ -104,6 +104,7 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
       trace_(trace),
       faults_region_(stats.counter("faults.region", "faults whose address lies in the measured region")),
       ctx_switches_(stats.counter("sched.context_switches", "context switches")),
+      io_sleeps_(stats.counter("sched.io_sleeps", "page faults whose task slept waiting for the disk, its CPU free for others meanwhile (cycle-level platforms)")),
 
       fault_latency_(stats.distribution("fault.latency_ns",
                                         "latency of a faulting store, as the benchmark measures it "
@@ -258,14 +259,14 @@ SimTask* System::schedule(int cpu, uint64_t now_ps, double* cycles) {
   *cycles = 0;
   SimTask* cur = sched_.current(cpu);
   if (sched_.keeps_running(cpu)) return cur;
-  SimTask* next = sched_.switch_to_next(cpu);
+  SimTask* next = sched_.switch_to_next(cpu, now_ps);
   if (!next && sync_) {
     // The idle task: enter_lazy_tlb() (kernel/sched/core.c context_switch() to a task without an
     // mm), in simulated-time order with the other CPUs' kernel entries (their flushes read it).
     // While this CPU waited for them, one may have made a task runnable here (its wake-up found
     // the CPU not yet idle): look again, or the wake-up is lost.
     sync_(cpu, now_ps);
-    next = sched_.switch_to_next(cpu);
+    next = sched_.switch_to_next(cpu, now_ps);
   }
   if (!next) {
     kernel_->arch().enter_lazy_tlb(cpu);

@@ -92,6 +92,9 @@ struct FaultOutcome {
   bool exit_drains_stores = false;  // the exception return does (x86 IRET)
   double store_wait = 0;  // of `cycles`: the handler's wait there for the user's stores
   bool in_region = false;
+  // Of `cycles`: how long the task slept waiting for the disk (set_io_sleep(true)): off its
+  // CPU, which may run another task meanwhile; the task is queued again when it wakes.
+  double sleep_cycles = 0;
 };
 
 class System {
@@ -119,6 +122,12 @@ class System {
                           double stores_drain = 0);
   void marker(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps);
 
+  // A task that waits for the disk in a page fault sleeps and leaves its CPU to others (the
+  // cycle-level platforms; the functional one finishes each access in one go, the wait part of
+  // the fault's time).
+  void set_io_sleep(bool on) { io_sleep_ = on; }
+  // When the earliest task sleeping on `cpu` wakes (0: none).
+  uint64_t next_wake_ps(int cpu) const { return sched_.next_wake_ps(cpu); }
   bool region_active() const { return region_open_; }
   bool in_region(uint64_t va) const { return va >= region_start_ && va < region_end_; }
   // A region fault's latency as the benchmark would see it (fault.latency_ns and .<kind>).
@@ -158,6 +167,7 @@ class System {
   std::unique_ptr<BlockDevice> disk_;
   std::unique_ptr<wl::Workload> workload_;
   std::vector<kmm::address_space*> files_;  // the workload's files (Workload::files()), by number - 1
+  bool io_sleep_ = false;
   Scheduler sched_;
   std::map<uint64_t, std::vector<SimTask*>> barriers_;  // futex barriers: address -> waiters
   // Gates (Sys::Gate, kUopOrdered): per key, the ordered system calls passed, and who waits for
@@ -181,6 +191,7 @@ class System {
 
   Counter& faults_region_;
   Counter& ctx_switches_;
+  Counter& io_sleeps_;
   Counter* fork_start_waits_ = nullptr;  // several CPUs
   Counter* syscalls_refused_ = nullptr;  // (a trace workload's)
   Distribution& fault_latency_;

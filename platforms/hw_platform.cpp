@@ -86,6 +86,8 @@ void visit_hw_params(hw::CoreMmuParams& p, Params& v) {
 
 HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stats, Trace& trace)
     : Platform(n), sys_(cfg, stats, trace, mmu_), os_(sys_) {
+  // A task waiting for the disk sleeps and its core runs another (os/fault_delivery.cpp).
+  sys_.set_io_sleep(true);
   const PlatformName name = sys_.platform().name;
   hw::CoreMmuParams p = platform_preset(name);
   Params rd = Params::reading(cfg);

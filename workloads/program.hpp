@@ -4,6 +4,7 @@
 // again; a core never fetches past a system call before it has executed.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -33,6 +34,43 @@ class Program {
   // The gate its Sys::Gate and kUopOrdered system calls use (the threads of one traced process
   // share one); 0: none.
   virtual uint64_t gate_key() const { return 0; }
+  // Micro-ops a core fetched but did not retire, oldest first, handed back when the thread leaves
+  // the CPU in the middle of them (it sleeps in a page fault): next() gives them again, before
+  // anything it had not given yet.
+  virtual void put_back(std::vector<Uop> uops) { mmusim::panic("this program cannot take micro-ops back"); }
+};
+
+// A thread's program as the scheduler hands it to a CPU: what a core handed back first
+// (put_back()), then the program's own micro-ops; everything else is the program's.
+class ResumableProgram : public Program {
+ public:
+  explicit ResumableProgram(Program* p) : p_(p) {}
+  bool next(Uop& u) override {
+    if (back_head_ < back_.size()) {
+      u = back_[back_head_++];
+      if (back_head_ == back_.size()) {
+        back_.clear();
+        back_head_ = 0;
+      }
+      return true;
+    }
+    return p_->next(u);
+  }
+  void put_back(std::vector<Uop> uops) override {
+    uops.insert(uops.end(), back_.begin() + std::ptrdiff_t(back_head_), back_.end());
+    back_ = std::move(uops);
+    back_head_ = 0;
+  }
+  void syscall_return(int64_t ret) override { p_->syscall_return(ret); }
+  void rdtscp_return(uint64_t tsc_ps) override { p_->rdtscp_return(tsc_ps); }
+  uint64_t store_value(const Uop& u) const override { return p_->store_value(u); }
+  double progress() const override { return p_->progress(); }
+  uint64_t gate_key() const override { return p_->gate_key(); }
+
+ private:
+  Program* p_;
+  std::vector<Uop> back_;
+  size_t back_head_ = 0;
 };
 
 // A program built from steps; each step emits micro-ops into a queue when the queue is empty.

@@ -6,7 +6,7 @@ namespace mmusim::hw {
 CoreModule::CoreModule(sc_core::sc_module_name n, int cpu, const CoreMmuParams& p, pg::Isa isa,
                        Os& os, PhysMem& mem, Stats& stats, Trace* trace, Cache* shared_llc,
                        CoreMmu* sibling, uint16_t asid_tag)
-    : sc_core::sc_module(n), cpu_(cpu), ghz_(os.ghz()), quantum_(p.core.quantum), asid_tag_(asid_tag) {
+    : sc_core::sc_module(n), cpu_(cpu), ghz_(os.ghz()), quantum_(p.core.quantum), asid_tag_(asid_tag), os_(&os) {
   tctx_.trace = trace;
   tctx_.cpu = cpu;
   if (sibling) {
@@ -56,8 +56,16 @@ void CoreModule::run() {
           tctx_.trace->event(cycles_to_ps(core_->now(), ghz_), cpu_, TraceTask{"<idle>", 0}, "cpu_idle",
                              {TraceField::dec("state", 1), TraceField::dec("cpu_id", uint64_t(cpu_))});
         const uint64_t idle_from = core_->now();
-        sc_core::wait(work_);
+        // Until a task is made runnable here, or the earliest sleeper of this CPU wakes (the
+        // disk's completion interrupt).
+        const uint64_t wake_ps = os_->next_wake_ps(cpu_);
+        const sc_core::sc_time at_wake(double(wake_ps), sc_core::SC_PS);
+        if (!wake_ps) sc_core::wait(work_);
+        else if (at_wake > sc_core::sc_time_stamp()) sc_core::wait(at_wake - sc_core::sc_time_stamp(), work_);
         uint64_t at = uint64_t(sc_core::sc_time_stamp().to_seconds() * ghz_ * 1e9 + 0.5);
+        // Woken by the sleeper's time: the first cycle at which the scheduler sees it due.
+        if (wake_ps && sc_core::sc_time_stamp() >= at_wake)
+          while (cycles_to_ps(at, ghz_) < wake_ps) ++at;
         if (core_sleeps && !core_->sibling_busy()) {
           // Woken (the wake-up's store to the monitored flags, or its IPI): the task runs once the
           // core has left the idle state. An SMT sibling that has begun to run meanwhile has

@@ -67,6 +67,7 @@ class CoreModule : public sc_core::sc_module {
   CoreMmu* mmu_;                      // own_mmu_, or the SMT sibling's
   uint16_t asid_tag_;
   std::unique_ptr<OooCore> core_;
+  Os* os_;
   bool done_ = false;
   sc_core::sc_event work_;
   uint64_t idle_exit_cycles_ = 0;

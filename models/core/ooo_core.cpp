@@ -542,7 +542,8 @@ void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
   const uint64_t drained = stores_drained();
   OsFault of = os_.page_fault(cpu_, va, fis.syndrome, f.ip, ps(nuke),
                               drained > nuke ? double(drained - nuke) : 0.0);
-  const uint64_t resume = nuke + uint64_t(of.cycles + 0.5);
+  // (A task that slept in the fault leaves the CPU once the kernel's work is done.)
+  const uint64_t resume = nuke + uint64_t(of.cycles - of.sleep_cycles + 0.5);
   store_drain_cycles_->inc(uint64_t(of.store_wait + 0.5));
 
   // Watchdog: the same micro-op faulting again and again.
@@ -555,8 +556,26 @@ void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
   }
   os_.fault_taken(cpu_, head, repeat, of);
   resume_pending_ = f.kind == wl::UopKind::Store;
+  if (of.sleep_cycles > 0) leave_asleep();
 
   restart(resume);  // at the faulting micro-op
+}
+
+// The task slept in its fault: it leaves the CPU, handing back the micro-ops fetched for it, the
+// faulting one first, which it fetches again when it next runs. The fault-latency meter's
+// pending resume waits for it (re-armed in run_until() when it is back, if this CPU took no other
+// fault meanwhile; else that fault's sample replaced it).
+void OooCore::leave_asleep() {
+  std::vector<wl::Uop> back;
+  back.reserve(fetched_.size());
+  for (size_t i = 0; i < fetched_.size(); ++i) back.push_back(fetched_[i]);
+  ctx_.prog->put_back(std::move(back));
+  asleep_resume_pid_ = resume_pending_ ? int64_t(ctx_.task.pid) : -1;
+  asleep_resume_faults_ = faults_taken_->value();
+  resume_pending_ = false;
+  have_task_ = false;
+  fetched_.clear();
+  reuse_.forget();
 }
 
 // The pipeline is empty at `cycle` (back from the kernel): allocation resumes after the front end
@@ -615,6 +634,14 @@ OooCore::Run OooCore::run_until(uint64_t cycle_limit) {
       fetch_page_ = kNoFetchPage;  // another task, perhaps another address space
       reuse_.forget();  // the record's micro-ops are gone
       if (trace_) trace_->task = ctx_.task;
+      if (asleep_resume_pid_ == int64_t(ctx_.task.pid)) {
+        // Back from its sleep: its faulting micro-op is the first it fetches.
+        if (faults_taken_->value() == asleep_resume_faults_) {
+          resume_pending_ = true;
+          fault_seq_ = seq_;
+        }
+        asleep_resume_pid_ = -1;
+      }
       uint64_t t = now_ + uint64_t(sw + 0.5);
       advance_cycles(t);
       last_retire_ = std::max(last_retire_, t);

@@ -222,6 +222,7 @@ class OooCore : private PipelineState {
   // When every retired store has left the store buffer (stores drain in order).
   uint64_t stores_drained() const { return st_ord_ ? sb_free_upto_[(st_ord_ - 1) & sb_mask_] : 0; }
   void take_fault(const Issue& is, const Snapshot& before);
+  void leave_asleep();
   __attribute__((noinline)) uint64_t run_ahead(uint64_t nuke);  // a call of its own: profiles show it
 
   // Window position j (run-ahead position j - 1) simulated and recorded by the run-ahead reuse
@@ -300,6 +301,9 @@ class OooCore : private PipelineState {
   // left the faulting line hot (V9's copy order).
   std::array<Counter*, 4> resume_store_{};
   bool resume_pending_ = false;
+  // A task that slept in a fault whose resume the meter waits for, and faults_taken_ then.
+  int64_t asleep_resume_pid_ = -1;
+  uint64_t asleep_resume_faults_ = 0;
   Counter* itlb_stall_cycles_;
   Counter* lfences_;
   Counter* bytes_compared_;

@@ -38,6 +38,10 @@ struct OsFault {
   bool exit_drains_stores = false;  // the exception return waits for the store buffer (x86 IRET)
   // Of `cycles`: how long the handler waited there for the store buffer (store_drain_wait).
   double store_wait = 0;
+  // Of `cycles`: how long the task slept (it waited for the disk). The CPU is free after
+  // `cycles - sleep_cycles`: the task leaves it, handing back the micro-ops fetched for it
+  // (Program::put_back()), and runs again once it has woken and is scheduled.
+  double sleep_cycles = 0;
 };
 
 
@@ -47,6 +51,8 @@ class Os {
   // The task `cpu` should run at `now_ps` (false: none runnable); `cycles` is the context switch.
   virtual bool schedule(int cpu, uint64_t now_ps, RunContext* ctx, double* cycles) = 0;
   virtual bool all_exited() const = 0;
+  // When the earliest task asleep on `cpu` wakes, in ps (0: none): an idle CPU waits until then.
+  virtual uint64_t next_wake_ps(int cpu) const { return 0; }
   virtual OsCall syscall(int cpu, const wl::Uop& u, uint64_t now_ps) = 0;
   // A page fault taken at `now_ps`; the core's buffered stores drain `stores_drain` cycles later
   // (0: none buffered). The fault's cycles include the handler's wait for them (store_drain_wait).

@@ -13,13 +13,14 @@ class SystemOs : public hw::Os {
   bool schedule(int cpu, uint64_t now_ps, hw::RunContext* ctx, double* cycles) override {
     SimTask* t = s_.schedule(cpu, now_ps, cycles);
     if (!t) return false;
-    ctx->prog = t->prog.get();
+    ctx->prog = t->resumable.get();
     ctx->asid = uint16_t(t->t->mm->id);
     ctx->root_pa = t->t->mm->pgd;
     ctx->task = TraceTask{t->t->comm, t->t->pid};
     return true;
   }
   bool all_exited() const override { return s_.all_exited(); }
+  uint64_t next_wake_ps(int cpu) const override { return s_.next_wake_ps(cpu); }
   hw::OsCall syscall(int cpu, const wl::Uop& u, uint64_t now_ps) override {
     SyscallOutcome o = s_.syscall(cpu, *s_.current(cpu), u, now_ps);
     return hw::OsCall{o.cycles, o.blocked || o.exited};
@@ -28,7 +29,7 @@ class SystemOs : public hw::Os {
                          double stores_drain) override {
     FaultOutcome o = s_.page_fault(cpu, *s_.current(cpu), va, syndrome, ip, now_ps, stores_drain);
     return hw::OsFault{o.cycles, int(o.record.kind), o.in_region, o.ret.sigsegv || o.ret.sigbus,
-                       o.store_barrier_at, o.exit_drains_stores, o.store_wait};
+                       o.store_barrier_at, o.exit_drains_stores, o.store_wait, o.sleep_cycles};
   }
   void marker(int cpu, const wl::Uop& u, uint64_t now_ps) override { s_.marker(cpu, *s_.current(cpu), u, now_ps); }
   bool region_active() const override { return s_.region_active(); }

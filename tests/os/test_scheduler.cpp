@@ -42,19 +42,19 @@ TEST_CASE("scheduler: a CPU runs its queue in order, skipping blocked and exited
 
   CHECK(s.current(0) == nullptr);
   CHECK_FALSE(s.keeps_running(0));
-  CHECK(s.switch_to_next(0) == a);
+  CHECK(s.switch_to_next(0, 0) == a);
   CHECK(s.keeps_running(0));
   a->blocked = true;  // wait(): off the CPU until woken
   CHECK_FALSE(s.keeps_running(0));
   b->exited = true;   // exited while queued: never runs
-  CHECK(s.switch_to_next(0) == c);
+  CHECK(s.switch_to_next(0, 0) == c);
   c->exited = true;
-  CHECK(s.switch_to_next(0) == nullptr);  // a is blocked and not queued: CPU 0 idles
+  CHECK(s.switch_to_next(0, 0) == nullptr);  // a is blocked and not queued: CPU 0 idles
   CHECK(s.current(0) == nullptr);
   a->blocked = false;
   s.make_runnable(a);
-  CHECK(s.switch_to_next(0) == a);
-  CHECK(s.switch_to_next(1) == d);  // CPU 1's queue is its own
+  CHECK(s.switch_to_next(0, 0) == a);
+  CHECK(s.switch_to_next(1, 0) == d);  // CPU 1's queue is its own
   CHECK(s.find_pid(103) == d);
   CHECK(s.find_pid(7) == nullptr);
   CHECK_FALSE(s.all_exited());
@@ -68,14 +68,14 @@ TEST_CASE("scheduler: a fork child starts on the idlest CPU", "[os]") {
     Scheduler s(1);
     SimTask* p = s.add(&k.t[0], nullptr, 0);
     s.make_runnable(p);
-    REQUIRE(s.switch_to_next(0) == p);
+    REQUIRE(s.switch_to_next(0, 0) == p);
     CHECK(s.cpu_for_fork(0) == 0);
   }
   SECTION("the parent runs on CPU 0: its children fill the idle CPUs, then the least loaded") {
     Scheduler s(3);
     SimTask* p = s.add(&k.t[0], nullptr, 0);
     s.make_runnable(p);
-    REQUIRE(s.switch_to_next(0) == p);
+    REQUIRE(s.switch_to_next(0, 0) == p);
     CHECK(s.cpu_for_fork(0) == 1);
     s.make_runnable(s.add(&k.t[1], nullptr, 1));
     CHECK(s.cpu_for_fork(0) == 2);
@@ -91,7 +91,7 @@ TEST_CASE("scheduler: a fork child starts on the idlest CPU", "[os]") {
     s.set_cpus(4, 2);  // cores 0 (CPUs 0, 1) and 1 (CPUs 2, 3)
     SimTask* p = s.add(&k.t[0], nullptr, 0);
     s.make_runnable(p);
-    REQUIRE(s.switch_to_next(0) == p);
+    REQUIRE(s.switch_to_next(0, 0) == p);
     CHECK(s.cpu_for_fork(0) == 2);
   }
   SECTION("two sockets: the node with the most idle CPUs first, the parent's on a tie") {
@@ -99,7 +99,7 @@ TEST_CASE("scheduler: a fork child starts on the idlest CPU", "[os]") {
     s.set_cpus(6, 1, 2);  // socket 0: CPUs 0-2, socket 1: CPUs 3-5
     SimTask* p = s.add(&k.t[0], nullptr, 0);
     s.make_runnable(p);
-    REQUIRE(s.switch_to_next(0) == p);
+    REQUIRE(s.switch_to_next(0, 0) == p);
     CHECK(s.cpu_for_fork(0) == 3);  // 2 idle CPUs here, 3 there
     s.make_runnable(s.add(&k.t[1], nullptr, 3));
     CHECK(s.cpu_for_fork(0) == 1);  // 2 and 2: the parent's node

@@ -281,3 +281,25 @@ TEST_CASE("random-ops with file mappings under memcg.max: reclaim among the oper
     if (std::string(where).find("cores=2") != std::string::npos) CHECK(stat(js, "kernel.tlbbatch_flushes") > 0);
   }
 }
+
+// A task whose fault waits for the disk sleeps and its CPU runs another (sched.io_sleeps): with
+// four processes on one CPU the CPU idles for less than the tasks slept; a lone reader's CPU
+// idles for all of it (the cold read of test_filemap_platform.cpp's first case).
+TEST_CASE("a task sleeping on the disk leaves its CPU to another task", "[filemap][sched]") {
+  TempDir t;
+  const std::string js = run_file_ops(t, " --set platform.name=i7-12700kf");
+  CHECK(stat(js, "sched.io_sleeps") > 10);
+  const double ghz = mmusim_test::stats_json(js)["config"]["platform.clock_ghz"].get<double>();
+  REQUIRE(ghz > 0);
+  const double idle_ns = stat(js, "core.idle_cycles") / ghz;
+  const double slept_ns = stat(js, "kernel.io_wait_ns");
+  CHECK(idle_ns < 0.9 * slept_ns);
+  Result r = mmusim("run " + t.file("read.cfg", "[workload]\nname = fork-reuse\nmeasure = populate\nbacking = file\n"
+                                                "folio = 4K\npattern = seq-read\nsize = 16M\n[output]\nhost_stats = false\n") +
+                    " --set platform.name=i7-12700kf --quiet --stats " + t.path("r.json"));
+  REQUIRE(r.status == 0);
+  const std::string rj = slurp(t.path("r.json"));
+  CHECK(stat(rj, "sched.io_sleeps") == 128);
+  const double lone_idle_ns = stat(rj, "core.idle_cycles") / ghz;
+  CHECK(lone_idle_ns == Approx(stat(rj, "kernel.io_wait_ns")).epsilon(0.01));
+}
