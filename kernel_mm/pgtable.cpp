@@ -242,17 +242,24 @@ pte_t Arch::ptep_clear_flush(vm_area_struct* vma, uint64_t addr, pte_t* ptep) {
   return pte;
 }
 
-// ptep_clear_flush_young() (mm/pgtable-generic.c:80): ptep_test_and_clear_young(), then
-// flush_tlb_page() if it was young.
-int Arch::ptep_clear_flush_young(vm_area_struct* vma, uint64_t addr, pte_t* ptep) {
-  k_.pt_touch(ptep, sizeof(pte_t), false);
+// ptep_test_and_clear_young() (include/linux/pgtable.h): the accessed bit cleared if set.
+int Arch::ptep_test_and_clear_young(vm_area_struct*, uint64_t, pte_t* ptep) {
   const pte_t pte = ptep_get(ptep);
   if (!pte_young(pte)) return 0;
   k_.pte_changing(ptep);
   ptep->val = pte_mkold(pte).val;  // test_and_clear_bit()
   k_.charge(Cost::pte_write);
-  flush_tlb_page(vma, addr);
   return 1;
+}
+
+// ptep_clear_flush_young() (mm/pgtable-generic.c:80): ptep_test_and_clear_young(), then
+// flush_tlb_page() if it was young. (arm64's flush is __flush_tlb_page_nosync(): the TLBI
+// without the DSB, here with it.)
+int Arch::ptep_clear_flush_young(vm_area_struct* vma, uint64_t addr, pte_t* ptep) {
+  k_.pt_touch(ptep, sizeof(pte_t), false);
+  const int young = ptep_test_and_clear_young(vma, addr, ptep);
+  if (young) flush_tlb_page(vma, addr);
+  return young;
 }
 
 // The generic arch has no batched unmap flush (no ARCH_WANT_BATCHED_UNMAP_TLB_FLUSH):

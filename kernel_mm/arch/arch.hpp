@@ -161,6 +161,9 @@ class Arch {
   // flushes the page's TLB entries if it was set (arm64 flushes without waiting; x86 not at all).
   // Returns whether it was set.
   virtual int ptep_clear_flush_young(vm_area_struct* vma, uint64_t addr, pte_t* ptep);
+  // ptep_test_and_clear_young() (include/linux/pgtable.h): clear the accessed bit, no flush;
+  // whether it was set.
+  virtual int ptep_test_and_clear_young(vm_area_struct* vma, uint64_t addr, pte_t* ptep);
   // arch_tlbbatch_should_defer() (ARCH_WANT_BATCHED_UNMAP_TLB_FLUSH): may try_to_unmap() clear a
   // PTE of `mm` now and flush later, once for the whole batch (try_to_unmap_flush())? x86: when
   // a CPU other than this one may hold the mm's entries. The generic answer: no.

@@ -309,16 +309,6 @@ pte_t Arm64Arch::ptep_get_and_clear(mm_struct* mm, uint64_t addr, pte_t* ptep) {
   return __ptep_get_and_clear(mm, addr, ptep);
 }
 
-// ptep_clear_flush_young() (arch/arm64/include/asm/pgtable.h:1285 __ptep_clear_flush_young, and
-// contpte_ptep_clear_flush_young() for a contiguous block): clear the access flag; if it was set,
-// invalidate the page (__flush_tlb_page_nosync(): the TLBI without the DSB, here with it).
-int Arm64Arch::ptep_clear_flush_young(vm_area_struct* vma, uint64_t addr, pte_t* ptep) {
-  k_.pt_touch(ptep, sizeof(pte_t), false);
-  const int young = ptep_test_and_clear_young(vma, addr, ptep);
-  if (young) flush_tlb_page(vma, addr);
-  return young;
-}
-
 // The batched unmap flush (arch/arm64/include/asm/tlbflush.h:331-367): always deferred; each page
 // gets its broadcast TLBI at once (arch_tlbbatch_add_pending() -> __flush_tlb_page_nosync()) and
 // the batch's flush is the one DSB that waits for them all (arch_tlbbatch_flush()). Here each

@@ -221,8 +221,9 @@ class Arm64Arch : public Arch {
   void pmdp_set_wrprotect(mm_struct* mm, uint64_t addr, pmd_t* pmdp) override;
   // Extra public API (pgtable.h) the generic port does not call through Arch yet.
   void pte_clear(mm_struct* mm, uint64_t addr, pte_t* ptep);
-  int ptep_test_and_clear_young(vm_area_struct* vma, uint64_t addr, pte_t* ptep);
-  int ptep_clear_flush_young(vm_area_struct* vma, uint64_t addr, pte_t* ptep) override;
+  // (ptep_clear_flush_young() is the generic one over this: arm64's pgtable.h:1285 and
+  // contpte_ptep_clear_flush_young() do the same with a no-sync TLBI.)
+  int ptep_test_and_clear_young(vm_area_struct* vma, uint64_t addr, pte_t* ptep) override;
   bool arch_tlbbatch_should_defer(const mm_struct*, int) const override { return true; }
   void arch_tlbbatch_add_pending(std::vector<mm_struct*>& batch, vm_area_struct* vma, uint64_t addr) override;
   void arch_tlbbatch_flush(std::vector<mm_struct*>& batch) override;

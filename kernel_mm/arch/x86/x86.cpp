@@ -285,7 +285,12 @@ void X86Arch::flush_tlb_mm_range(mm_struct* mm, uint64_t start, uint64_t end, un
     last_ack = std::max(last_ack, k_.hw().x86_ipi(self, cpu, k_.cycles_now(), work));
   }
   if (loaded_mm_[self] == mm) flush_tlb_func(self, mm, start, end, stride_shift);
-  // csd_lock_wait() on each target: until the last acknowledgement.
+  wait_for_acks(last_ack);
+}
+
+// csd_lock_wait() on each target of a flush_tlb_multi(): the sender spins until the last
+// acknowledgement (`last_ack`, in the entry's cycles).
+void X86Arch::wait_for_acks(double last_ack) {
   const double now = k_.cycles_now();
   if (last_ack > now) k_.cost().extra_cycles += last_ack - now;
 }
@@ -331,12 +336,7 @@ void X86Arch::flush_pmd_tlb_range(vm_area_struct* vma, uint64_t start, uint64_t 
 // in a TLB looks unused to reclaim until the entry is evicted (the CPU sets A only on a walk).
 int X86Arch::ptep_clear_flush_young(vm_area_struct* vma, uint64_t addr, pte_t* ptep) {
   k_.pt_touch(ptep, sizeof(pte_t), false);
-  const pte_t pte = ptep_get(ptep);
-  if (!pte_young(pte)) return 0;
-  k_.pte_changing(ptep);
-  ptep->val = pte_mkold(pte).val;  // ptep_test_and_clear_young(): test_and_clear_bit(_PAGE_BIT_ACCESSED)
-  k_.charge(Cost::pte_write);
-  return 1;
+  return ptep_test_and_clear_young(vma, addr, ptep);
 }
 
 // arch_tlbbatch_should_defer() (arch/x86/include/asm/tlbflush.h:258): if remote CPUs need to be
@@ -377,9 +377,7 @@ void X86Arch::arch_tlbbatch_flush(std::vector<mm_struct*>& batch) {
     last_ack = std::max(last_ack, k_.hw().x86_ipi(self, cpu, k_.cycles_now(), work));
   }
   if (here) flush_tlb_func(self, loaded_mm_[self], 0, kFlushAll, 0);
-  // csd_lock_wait() on each target: until the last acknowledgement.
-  const double now = k_.cycles_now();
-  if (last_ack > now) k_.cost().extra_cycles += last_ack - now;
+  wait_for_acks(last_ack);
 }
 
 void X86Arch::flush_tlb_mm(mm_struct* mm) {

@@ -107,6 +107,7 @@ class X86Arch : public Arch {
  private:
   // Flushes `cpu`'s TLBs for the range; charges the work to this entry when `here`, else returns
   // its cycles (a remote CPU's, run in its IPI handler).
+  void wait_for_acks(double last_ack);
   double flush_tlb_func(int cpu, mm_struct* mm, uint64_t start, uint64_t end, unsigned stride_shift,
                         bool here = true);
   // should_flush_tlb() (tlb.c:900): a CPU in lazy TLB mode is left out (it catches up when it
