@@ -3,6 +3,7 @@
 
 #include "base/error.hpp"
 #include "base/store_drain.hpp"
+#include "os/lock_timing.hpp"
 
 // Fault delivery: a user page fault enters the kernel with the exception entry's cost, runs the
 // arch fault handler (do_user_addr_fault / do_page_fault) and leaves with the exception return's;
@@ -23,19 +24,22 @@ FaultOutcome System::page_fault(int cpu, SimTask& t, uint64_t va, uint64_t syndr
   out.record = k.last_fault();
   const double io_wait = k.cost().io_wait_cycles;
   out.cycles = leave_kernel();
+  // Asleep on mmap_lock or on another CPU's fault (LockTiming::slept()).
+  const double lock_wait = locks_ ? locks_->slept() : 0.0;
   // The handler waits at its first store barrier (or the IRET) for the user's buffered stores:
   // what follows, mm_fault_done included, comes that much later. (With several cores the kernel
   // locks' timing does not include the wait.)
   out.store_wait = store_drain_wait(stores_drain, out.store_barrier_at, out.exit_drains_stores, out.cycles);
   out.cycles += out.store_wait;
-  // It waited for the disk: it slept (folio_wait_bit_common(), TASK_UNINTERRUPTIBLE) and its
-  // CPU was free meanwhile. The entry ran whole, its work before and after the wait done at
-  // once: the CPU is busy for the work, the task wakes when the whole fault is over
-  // (io_schedule(): the sleep's place in the entry is not kept).
-  if (io_sleep_ && io_wait > 0) {
-    out.sleep_cycles = std::min(io_wait, out.cycles);
+  // It waited for the disk (folio_wait_bit_common(), TASK_UNINTERRUPTIBLE) or for mmap_lock: it
+  // slept and its CPU was free meanwhile. The entry ran whole, its work before and after the wait
+  // done at once: the CPU is busy for the work, the task wakes when the whole fault is over
+  // (io_schedule(), schedule(): the sleep's place in the entry is not kept).
+  if (io_sleep_ && io_wait + lock_wait > 0) {
+    out.sleep_cycles = std::min(io_wait + lock_wait, out.cycles);
     sched_.sleep_until(cpu, now_ps + cycles_to_ps(out.cycles));
-    io_sleeps_.inc();
+    if (io_wait > 0) io_sleeps_.inc();
+    if (lock_wait > 0) lock_sleeps_.inc();
   }
   out.in_region = region_open_ && in_region(va);
   if (out.in_region) faults_region_.inc();

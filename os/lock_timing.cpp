@@ -14,6 +14,28 @@ LockTiming::LockTiming(Stats& stats, double ghz) : ghz_(ghz) {
     ctr_[i].contended = &stats.counter("kernel.lock." + n + ".contended", n + " acquisitions that had to wait for another CPU");
     ctr_[i].wait_ns = &stats.counter("kernel.lock." + n + ".wait_ns", "time spent waiting for " + n, "ns");
   }
+  pte_waits_ = &stats.counter("kernel.pte_waits",
+                              "faults that found their PTE filled by another CPU's fault that overlaps them and "
+                              "fills it later in simulated time (after a sleep on the disk): they sleep until then, "
+                              "as on the folio lock (multi-core platforms)");
+}
+
+void LockTiming::wait_for_ptes(double entry_cycles) {
+  for (const uint64_t* e : read_) {
+    if (!*e) continue;  // none now: the walk finds what the port has
+    auto it = pte_log_.find(e);
+    if (it == pte_log_.end()) continue;
+    const uint64_t end = start_ps_ + ps(entry_cycles + delay_);
+    // The entry's value at `end` is the old value of the earliest write after it.
+    const PteWrite* first = nullptr;
+    for (const PteWrite& w : it->second)
+      if (w.t_ps > end && (!first || w.t_ps < first->t_ps)) first = &w;
+    if (!first || first->old) continue;
+    const double wait = double(first->t_ps - end + 1) * ghz_ / 1000.0;
+    delay_ += wait;
+    slept_ += wait;
+    pte_waits_->inc();
+  }
 }
 
 // The earliest time from `t` on at which no hold of `st` that `conflicts(hold, time)` is in the
@@ -65,6 +87,7 @@ void LockTiming::event(const void* lock, kmm::LockClass cls, bool write, bool ac
       c.contended->inc();
       c.wait_ns->inc((avail - t) / 1000);
       delay_ += double(avail - t) * ghz_ / 1000.0;
+      if (cls == kmm::LockClass::mmap_lock) slept_ += double(avail - t) * ghz_ / 1000.0;
       // The holder's release wrote the lock word: the waiter takes its line again to get the
       // lock (the handover of a queued spinlock, the wake-up of an rwsem waiter).
       if (lines_) delay_ += lines_->access(cpu_, line_pa, true, avail, unsigned(cls));
@@ -129,6 +152,7 @@ void LockTiming::table_alloc(const uint64_t* entries, unsigned n) {
 
 uint64_t LockTiming::lockless_read(const uint64_t* entry, uint64_t value, double cycles) {
   // (The entry's own writes before this read are all earlier than its time.)
+  if (filter_[bucket(entry)] && std::find(read_.begin(), read_.end(), entry) == read_.end()) read_.push_back(entry);
   return value_at(entry, value, start_ps_ + ps(cycles + delay_));
 }
 

@@ -52,17 +52,25 @@ class LockTiming : public kmm::LockObserver, public EntryHistory {
     cpu_ = cpu;
     start_ps_ = start_ps;
     delay_ = 0;
+    slept_ = 0;
     pending_.clear();
+    read_.clear();
     if (lines_) lines_->begin(start_ps);
   }
   // The hardware's cache-line transfers between cores (null: kernel data is not timed).
   void set_line_transfers(LineTransfers* l) { lines_ = l; }
-  // The cycles the entry waited for locks.
-  double end() {
+  // The cycles the entry waited for locks (and for PTEs, see wait_for_ptes()); `entry_cycles`:
+  // its own time.
+  double end(double entry_cycles) {
+    wait_for_ptes(entry_cycles);
     const double d = delay_;
     delay_ = 0;
     return d;
   }
+  // Of end()'s cycles, those the entry slept: waiting for mmap_lock (an rwsem: its waiters sleep,
+  // rwsem_down_read_slowpath() / rwsem_down_write_slowpath(); the other locks spin or are taken
+  // with trylocks) and for another CPU's fault (wait_for_ptes()).
+  double slept() const { return slept_; }
 
   void acquire(const void* lock, kmm::LockClass cls, bool write, double cycles, uint64_t line_pa) override {
     event(lock, cls, write, true, cycles, line_pa);
@@ -93,6 +101,15 @@ class LockTiming : public kmm::LockObserver, public EntryHistory {
     uint64_t old;   // the value before
   };
   void event(const void* lock, kmm::LockClass cls, bool write, bool acquire, double cycles, uint64_t line_pa);
+  // A PTE the entry read locklessly that is still none at the entry's end in simulated time, but
+  // which another CPU's fault, overlapping this one, fills later (its entry ran first in the port:
+  // entries run whole, in the order they start, and a fault that sleeps on the disk spans the
+  // sleep). This fault found it filled (the port's page tables are the latest), so it did nothing
+  // and returns; at its end the access would fault again, seeing none, until that time. The real
+  // fault would have found the PTE none and the folio locked by the other fault (under read), and
+  // slept on it until the other mapped it (folio_lock() -> unlocked after finish_fault()): the
+  // entry ends then (counted in kernel.pte_waits; part of the time its task sleeps).
+  void wait_for_ptes(double entry_cycles);
   // Forgets the writes no later reader can see: those more than kKeepPs before the current
   // entry's start (entries start in simulated-time order; a core's page walks run ahead of or
   // behind the kernel entries by up to its quantum, core.quantum: 20 us at 4.9 GHz).
@@ -109,6 +126,9 @@ class LockTiming : public kmm::LockObserver, public EntryHistory {
     uint64_t arrival, acq;
   };
   std::vector<Pending> pending_;
+  std::vector<const uint64_t*> read_;  // PTEs the entry read locklessly that have a logged past
+  double slept_ = 0;
+  Counter* pte_waits_ = nullptr;
   struct ClassCounters {
     Counter* acquisitions;
     Counter* contended;

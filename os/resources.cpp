@@ -30,6 +30,13 @@ void System::check_resources(const Config& cfg) {
     mapped = uint64_t(wp_.processes + 1) * wp_.size;
     what = fmt::format("(workload.processes = {} + 1) x workload.size = {}", wp_.processes,
                        format_size(wp_.size));
+  } else if (wp_.name == wl::WorkloadName::file_faults) {
+    // A shared read-only file mapping (clean page cache, reclaimable) and the mappers' areas.
+    reclaimable = wp_.size;
+    mapped = uint64_t(wp_.mmap_threads) * (64 << 10);
+    what = fmt::format("workload.size = {} of page cache (reclaimable) and its page tables, "
+                       "workload.mmap_threads = {} x 64K",
+                       format_size(wp_.size), wp_.mmap_threads);
   } else if (wp_.backing != wl::Backing::anon && wp_.pattern == wl::Pattern::seq_read &&
              wp_.measure == wl::WorkloadParams::Measure::populate && !wp_.file_cached) {
     // A cold file mapping that is only read: its data is clean page cache, which reclaim drops

@@ -1,11 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// The simulated tasks and where they run. A run queue per CPU, first in first out, no
-// preemption: a task runs until it blocks (wait(), a barrier, a sleep on the disk in a page
-// fault: sleep_until(), woken onto its CPU's queue when the time comes) or exits. Placement: the first
-// task on CPU 0, a fork child on the idlest CPU (cpu_for_fork), thread i pinned to CPU i mod cores (as the
-// reference benchmarks pin their threads). What later issues need (more threads than CPUs: time
-// slices, wake-up placement, migration) grows here; the context switch itself is the kernel's
-// (System::schedule charges it).
+// The simulated tasks and where they run. A run queue per CPU, ordered as EEVDF orders it (6.12,
+// kernel/sched/fair.c; tasks of equal weight): each task has a virtual runtime (its time on the
+// CPU) and a deadline a slice after it; the task to run is the eligible one (vruntime at or below
+// the queue's average, avg_vruntime()) with the earliest deadline (pick_eevdf()), the running one
+// kept until its deadline while it stays eligible (RUN_TO_PARITY). The running task's vruntime
+// advances at every check (update_curr()); past its deadline it gets a new one a slice later
+// (update_deadline()) and is preempted if another task waits. A task that sleeps keeps its lag
+// (vlag = avg - vruntime, clamped) and is placed with it when it wakes (place_entity(), PLACE_LAG);
+// a new one starts at the average with half a slice (PLACE_DEADLINE_INITIAL). The checks run at the
+// scheduler tick and whenever a task is queued on the CPU (resched_check(): task_tick_fair(),
+// check_preempt_wakeup_fair()). A task runs until it blocks (wait(), a barrier, a sleep on the disk
+// or on mmap_lock: sleep_until(), woken when the time comes), exits or is preempted. Placement:
+// the first task on CPU 0, a fork child on the idlest CPU (cpu_for_fork), thread i pinned to CPU
+// i mod cores (as the reference benchmarks pin their threads). Not modelled: weights (nice), load
+// balancing and migration, the lag's decay while a task sleeps long (DELAY_DEQUEUE). The context
+// switch itself is the kernel's (System::schedule charges it).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +45,17 @@ struct SimTask {
   // A fork child runs from the end of its parent's fork() on (kernel_clone() wakes it last,
   // wake_up_new_task()): a CPU that switches to it sooner waits until then (several cores).
   uint64_t not_before_ps = 0;
+  // EEVDF (ps): virtual runtime, deadline, lag kept while not runnable, when it began to run.
+  int64_t vruntime = 0;
+  int64_t deadline = 0;
+  int64_t vlag = 0;
+  uint64_t exec_start_ps = 0;
+  bool protect = false;  // RUN_TO_PARITY: picked and not yet past its deadline
+  bool to_place = true;  // queued, not yet placed (place_entity() at its CPU's next check)
+  bool fresh = true;     // never ran: placed at the average with half a slice
+  // Preempted: queued again; it stays its CPU's current task (for the context switch's
+  // accounting) until the CPU switches.
+  bool preempted = false;
 };
 
 class Scheduler {
@@ -80,8 +100,15 @@ class Scheduler {
   // The current task of `cpu` can go on running (no switch).
   bool keeps_running(int cpu) const {
     const SimTask* t = current(cpu);
-    return t && !t->blocked && !t->exited;
+    return t && !t->blocked && !t->exited && !t->preempted;
   }
+  // The base slice, scaled for the CPUs (PlatformParams::slice_ps()).
+  void set_slice(uint64_t slice_ps) { slice_ps_ = slice_ps; }
+  // The check at a tick or after a task was queued on `cpu` (sleepers due by now woken, new
+  // arrivals placed): update_curr(); the current task is preempted (queued again; true: the CPU
+  // switches) if its deadline passed while another task waits, or if pick_eevdf() now picks
+  // another.
+  bool resched_check(int cpu, uint64_t now_ps);
   // The next queued task that can run becomes `cpu`'s current one (null: the CPU idles); first
   // the tasks of `cpu` whose sleep has ended by `now_ps` are woken (queued).
   SimTask* switch_to_next(int cpu, uint64_t now_ps);
@@ -104,6 +131,15 @@ class Scheduler {
   std::vector<std::deque<SimTask*>> runq_;
   std::vector<SimTask*> sleeping_;  // in the order they went to sleep
   std::function<void(int)> wake_;
+  // Queues the sleepers of `cpu` whose sleep has ended by `now_ps`, earliest first.
+  void wake_due(int cpu, uint64_t now_ps);
+  // EEVDF on one CPU's queue (see the top).
+  bool runnable(const SimTask* t) const { return !t->blocked && !t->exited; }
+  bool update_curr(int cpu, uint64_t now_ps);   // true: the deadline was renewed
+  int64_t avg_vruntime(int cpu, const SimTask* leave_out) const;
+  void place_pending(int cpu, uint64_t now_ps);
+  SimTask* pick_eevdf(int cpu) const;
+  uint64_t slice_ps_ = 0;
 };
 
 }  // namespace mmusim

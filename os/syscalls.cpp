@@ -3,6 +3,7 @@
 
 #include "base/error.hpp"
 #include "base/log.hpp"
+#include "os/lock_timing.hpp"
 
 // System-call emulation: each system call of a workload's program enters the kernel port's sys_*
 // function; fork, clone, exit and wait also create, place, wake or retire simulated tasks
@@ -31,6 +32,7 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
   }
   const uint64_t gate_key = (u.flags & wl::kUopOrdered) ? t.prog->gate_key() : 0;
   double extra_cycles = 0;
+  uint64_t sleep_ns = 0;  // nanosleep()
   SimTask* forked = nullptr;
   enter_kernel(cpu, now_ps);
   k.enter(t.t, cpu, now_ps);  // the sys_* functions charge Cost::syscall themselves
@@ -124,6 +126,12 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
       break;
     }
     case wl::Sys::Yield: k.charge(kmm::Cost::syscall); break;
+    case wl::Sys::Nanosleep:
+      // hrtimer_nanosleep(): the task sleeps until the timer fires, its CPU free (below).
+      k.charge(kmm::Cost::syscall);
+      if (!io_sleep_) panic("nanosleep() on a platform without timed sleeps (the functional one)");
+      sleep_ns = u.addr;
+      break;
     case wl::Sys::None:
       k.charge(kmm::Cost::syscall);
       // A recorded system call the port does not model: its class's time (workload.syscall_time).
@@ -155,7 +163,20 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
     }
   }
   out.cycles = leave_kernel() + extra_cycles;
+  // It slept waiting for mmap_lock (an mmap() or munmap() behind another writer): its CPU was
+  // free meanwhile (the sleep's place in the call is not kept).
+  if (io_sleep_ && locks_ && locks_->slept() > 0 && !out.blocked && !out.exited) {
+    out.sleep_cycles = std::min(locks_->slept(), out.cycles);
+    sched_.sleep_until(cpu, now_ps + cycles_to_ps(out.cycles));
+    lock_sleeps_.inc();
+  }
   if (forked) forked->not_before_ps = now_ps + cycles_to_ps(out.cycles);
+  if (sleep_ns) {
+    // Its result is 0 when it wakes; it leaves the CPU now.
+    t.prog->syscall_return(0);
+    sched_.sleep_until(cpu, now_ps + cycles_to_ps(out.cycles) + sleep_ns * 1000);
+    out.blocked = true;
+  }
   if (!out.blocked && !out.exited) t.prog->syscall_return(out.ret);
   return out;
 }

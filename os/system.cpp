@@ -75,6 +75,15 @@ void PlatformParams::visit(Params& p) {
              "the idle state the CPU is in (cpuidle's menu governor picks the deepest enabled one "
              "when no timer is pending); not paid when the CPU's SMT sibling runs a task; 0: "
              "idle CPUs wake at once");
+  p.duration("platform.idle_shallow_exit_latency", idle_shallow_exit_latency, "0",
+             "multi-core: the exit latency of the shallow idle state (C1E) that cpuidle's menu "
+             "governor takes instead of the deep one when the CPU's recent idle periods predict a "
+             "shorter idle than platform.idle_deep_residency (get_typical_interval(): the last 8 "
+             "periods; a CPU starts with a long idle history)");
+  p.duration("platform.idle_deep_residency", idle_deep_residency, "0",
+             "multi-core: the target residency of the deep idle state: a predicted idle period "
+             "shorter than this takes the shallow state (platform.idle_shallow_exit_latency); "
+             "0: the deep state always");
   p.duration("coherence.transfer_latency", line_transfer, "35ns",
              "multi-core: a kernel access to a cache line another core holds in a state that "
              "forbids it (modified there, or wanted exclusive) waits this long for the line "
@@ -87,6 +96,22 @@ void PlatformParams::visit(Params& p) {
              "multi-core: a line moving between cores serves one transfer at a time: a request "
              "that finds it moving waits until this long after that transfer began");
   disk.visit(p);
+  p.duration("sched.base_slice", base_slice, "750us",
+             "cycle-level platforms: EEVDF's base time slice, sysctl_sched_base_slice (0.75 ms "
+             "normalised), scaled by 1 + ilog2(min(CPUs, 8)) as the kernel scales it "
+             "(SCHED_TUNABLESCALING_LOG, sched_update_scaling()): 3 ms on 8 CPUs or more "
+             "[H: kernel/sched/fair.c, docs/research-filemap-swap-io.md §7]. A task that has run "
+             "its slice is preempted at the next tick if another task waits on its CPU");
+  p.integer("sched.hz", hz, 250, 0, 1000,
+            "cycle-level platforms: the scheduler tick (CONFIG_HZ), at which an expired slice is "
+            "preempted; Kconfig.hz's default 250 [M; distributions differ: 250 or 1000]; 0: no "
+            "preemption (a task runs until it blocks or exits)");
+}
+
+uint64_t PlatformParams::slice_ps() const {
+  unsigned factor = 1;  // 1 + ilog2(min(cpus, 8))
+  for (unsigned n = std::min(cpus(), 8u); n > 1; n >>= 1) ++factor;
+  return uint64_t(base_slice.ns(clock_ghz) * 1000.0 * factor + 0.5);
 }
 
 pg::Isa PlatformParams::effective_isa() const {
@@ -105,6 +130,8 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
       faults_region_(stats.counter("faults.region", "faults whose address lies in the measured region")),
       ctx_switches_(stats.counter("sched.context_switches", "context switches")),
       io_sleeps_(stats.counter("sched.io_sleeps", "page faults whose task slept waiting for the disk, its CPU free for others meanwhile (cycle-level platforms)")),
+      lock_sleeps_(stats.counter("sched.lock_sleeps", "page faults and system calls whose task slept waiting for mmap_lock (an rwsem) or for another CPU's fault (kernel.pte_waits), its CPU free for others meanwhile (cycle-level platforms)")),
+      preemptions_(stats.counter("sched.preemptions", "tasks preempted at a scheduler tick: their slice (sched.base_slice) was used and another task waited on the CPU (cycle-level platforms)")),
 
       fault_latency_(stats.distribution("fault.latency_ns",
                                         "latency of a faulting store, as the benchmark measures it "
@@ -165,10 +192,21 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
     fatal("{}: platform.smt = true is impossible with platform.name = {}: only the i7-12700kf's "
           "P-cores have two hardware threads",
           cfg.setting("platform.smt").origin, cfg.get_string("platform.name"));
+  if (wp_.name == wl::WorkloadName::file_faults && pp_.name == PlatformName::functional)
+    fatal("{}: workload.name = file-faults runs for workload.duration of simulated time (its main thread "
+          "sleeps that long): the functional platform has no timed sleeps; use a cycle-level platform "
+          "(platform.name = i7-12700kf, neoverse-n1 or xeon-e5-2699v3)",
+          cfg.setting("workload.name").origin);
+  if (wp_.name == wl::WorkloadName::file_faults && !pp_.hz)
+    fatal("{}: workload.name = file-faults with sched.hz = 0: its mapper threads never sleep, and without "
+          "preemption one on the main thread's CPU would keep it from ever stopping them; use a tick "
+          "(sched.hz = 100 to 1000)",
+          cfg.setting("sched.hz").origin);
   if (pp_.cpus() > 64)
     fatal("{}: platform.cores = {} with platform.smt = true makes {} logical CPUs; at most 64",
           cfg.setting("platform.cores").origin, pp_.cores, pp_.cpus());
   sched_.set_cpus(pp_.cpus(), pp_.threads_per_core(), pp_.sockets);
+  sched_.set_slice(pp_.slice_ps());
   if (pp_.cpus() > 1) {
     fork_start_waits_ = &stats.counter("sched.fork_start_waits",
                                        "fork children a CPU switched to before their parent's fork() had "
@@ -234,7 +272,7 @@ void System::enter_kernel(int cpu, uint64_t now_ps) {
 double System::leave_kernel() {
   double c = account(kernel_->cost());
   kernel_->clear_cost();
-  if (locks_) c += locks_->end();
+  if (locks_) c += locks_->end(c);
   return c;
 }
 
@@ -254,6 +292,22 @@ void System::set_line_transfers(LineTransfers* l) {
 const EntryHistory* System::entry_history() const { return locks_.get(); }
 
 bool System::all_exited() const { return sched_.all_exited(); }
+
+bool System::resched_check(int cpu, uint64_t now_ps, double* cycles) {
+  *cycles = 0;
+  SimTask* cur = sched_.current(cpu);
+  // sched_tick() -> task_tick_fair(), or a wake-up's enqueue_entity(): update_curr() finds the
+  // slice used and calls resched_curr(); the interrupt's return to user mode then schedules
+  // (exit_to_user_mode_loop()).
+  if (!pp_.hz || !sched_.resched_check(cpu, now_ps)) return false;
+  preemptions_.inc();
+  enter_kernel(cpu, now_ps);
+  kernel_->enter(cur->t, cpu, now_ps);
+  kernel_->charge(kmm::Cost::exc_entry);
+  kernel_->charge(kmm::Cost::exc_exit);
+  *cycles = leave_kernel();
+  return true;
+}
 
 SimTask* System::schedule(int cpu, uint64_t now_ps, double* cycles) {
   *cycles = 0;
@@ -340,6 +394,9 @@ double System::region_time_ns() const {
 void System::finish(uint64_t end_ps, uint64_t uops, double host_seconds) {
   if (region_open_) panic("the run ended inside the measured region");
   stats_.set_scalar("region.time_ns", region_time_ns(), "simulated time of the measured pass", "ns");
+  stats_.set_scalar("region.faults_per_second",
+                    region_time_ns() > 0 ? double(faults_region_.value()) * 1e9 / region_time_ns() : 0,
+                    "faults.region per simulated second of the measured pass (fault throughput)", "1/s");
   stats_.set_scalar("sim.simulated_ns", double(end_ps) / 1000.0, "simulated time of the whole run", "ns");
   if (pp_.host_stats) {
     stats_.set_scalar("sim.host_seconds", host_seconds, "host time of the simulation", "s");

@@ -66,11 +66,20 @@ struct PlatformParams {
   Duration tlbi_window;        // ... "at the same time": within this much of each other
   // Multi-core: a task woken onto an idle CPU starts this much later (the idle state's exit).
   Duration idle_exit_latency;
+  // ... or, when the CPU's recent idle periods predict a short one (the menu governor), the shallow
+  // state's exit; the deep state's target residency decides (0: the deep state always).
+  Duration idle_shallow_exit_latency;
+  Duration idle_deep_residency;
   // Multi-core: a modified cache line of kernel data moving to another core.
   Duration line_transfer;      // coherence.transfer_latency
   Duration remote_line_transfer;  // coherence.remote_transfer_latency (several sockets)
   Duration line_occupancy;     // coherence.line_occupancy
   DiskParams disk;             // disk.*: the disk the page cache reads from
+  // The scheduler's time slice (cycle-level platforms): sched.base_slice scaled as the kernel
+  // scales it for the number of CPUs, expiring at the tick (sched.hz; 0: no preemption).
+  Duration base_slice;
+  unsigned hz = 0;
+  uint64_t slice_ps() const;
   void visit(Params& p);
   pg::Isa effective_isa() const;
 };
@@ -80,6 +89,9 @@ struct SyscallOutcome {
   bool blocked = false;  // the task sleeps (wait for a live child)
   bool exited = false;   // the task is gone
   double cycles = 0;     // kernel time of the call
+  // Of `cycles`: how long the task slept in the call (waiting for mmap_lock); it leaves its CPU
+  // and wakes at the call's end (cycle-level platforms).
+  double sleep_cycles = 0;
 };
 
 struct FaultOutcome {
@@ -128,6 +140,12 @@ class System {
   void set_io_sleep(bool on) { io_sleep_ = on; }
   // When the earliest task sleeping on `cpu` wakes (0: none).
   uint64_t next_wake_ps(int cpu) const { return sched_.next_wake_ps(cpu); }
+  // Preemption (the cycle-level platforms): the tick's period in ps (0: no ticks, no
+  // preemption), and update_curr() on `cpu` at `now_ps`, at a tick or a wake-up there
+  // (Scheduler::resched_check): true if the CPU's task is preempted (sched.preemptions), `cycles`
+  // the interrupt's entry and return around it; the core then switches (schedule()).
+  uint64_t tick_ps() const { return pp_.hz ? 1'000'000'000'000ull / pp_.hz : 0; }
+  bool resched_check(int cpu, uint64_t now_ps, double* cycles);
   bool region_active() const { return region_open_; }
   bool in_region(uint64_t va) const { return va >= region_start_ && va < region_end_; }
   // A region fault's latency as the benchmark would see it (fault.latency_ns and .<kind>).
@@ -192,6 +210,8 @@ class System {
   Counter& faults_region_;
   Counter& ctx_switches_;
   Counter& io_sleeps_;
+  Counter& lock_sleeps_;
+  Counter& preemptions_;
   Counter* fork_start_waits_ = nullptr;  // several CPUs
   Counter* syscalls_refused_ = nullptr;  // (a trace workload's)
   Distribution& fault_latency_;

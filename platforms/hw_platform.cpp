@@ -154,7 +154,14 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
     Counter* wakeups = &stats.counter("sched.idle_wakeups",
                                       "tasks woken onto an idle CPU that waited for its idle state's exit "
                                       "(platform.idle_exit_latency)");
-    for (auto& c : cores_) c->set_idle_exit(pp.idle_exit_latency.cycles(pp.clock_ghz), wakeups);
+    Counter* shallow = &stats.counter("sched.idle_wakeups_shallow",
+                                      "tasks woken onto an idle CPU in the shallow idle state (the menu governor "
+                                      "predicted a short idle: platform.idle_shallow_exit_latency)");
+    for (auto& c : cores_) {
+      c->set_idle_exit(pp.idle_exit_latency.cycles(pp.clock_ghz), wakeups);
+      c->set_idle_shallow(pp.idle_shallow_exit_latency.cycles(pp.clock_ghz),
+                          uint32_t(pp.idle_deep_residency.ns(pp.clock_ghz) / 1000.0 + 0.5), shallow);
+    }
     mmu_.ipis = &stats.counter("kernel.tlb_shootdown_ipis", "x86 TLB-shootdown IPIs sent to other CPUs");
     Counter* broadcasts = &stats.counter("kernel.tlbi_broadcasts", "arm64 broadcast TLBIs (multi-core)");
     Counter* contended = &stats.counter("kernel.tlbi_broadcasts_contended", "arm64 broadcast TLBIs that met another CPU's");
@@ -193,10 +200,11 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
     sys_.set_line_transfers(lines_.get());
     // A core's walks read the page tables as they were at the walk's simulated time.
     for (auto& c : cores_) c->walker().set_entry_history(sys_.entry_history(), pp.clock_ghz);
-    // Kernel entries in simulated-time order; idle cores wake when a task becomes runnable.
+    // Kernel entries in simulated-time order.
     sys_.set_sync([this](int cpu, uint64_t ps) { cores_.at(size_t(cpu))->sync_to(ps); });
-    sys_.set_wake([this](int cpu) { cores_.at(size_t(cpu))->wake(); });
   }
+  // Idle cores wake when a task becomes runnable; a busy one looks whether it preempts.
+  sys_.set_wake([this](int cpu) { cores_.at(size_t(cpu))->wake(); });
   // The invariant checker sees what the TLBs cache (PORTMAP §3.3 item 8).
   sys_.kernel().set_tlb_enumerator([this](const std::function<void(const kmm::Kernel::CachedTranslation&)>& fn) {
     for (size_t i = 0; i < cores_.size(); ++i) {

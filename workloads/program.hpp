@@ -38,6 +38,11 @@ class Program {
   // the CPU in the middle of them (it sleeps in a page fault): next() gives them again, before
   // anything it had not given yet.
   virtual void put_back(std::vector<Uop> uops) { mmusim::panic("this program cannot take micro-ops back"); }
+  // The same, for a program that keeps them itself so as to look at them again before it gives
+  // them (a loop whose condition another thread changes meanwhile: the core refetches after the
+  // sleep, and the loop's branch sees the new value); false: it does not (ResumableProgram keeps
+  // them).
+  virtual bool take_back(std::vector<Uop>& uops) { return false; }
 };
 
 // A thread's program as the scheduler hands it to a CPU: what a core handed back first
@@ -57,6 +62,7 @@ class ResumableProgram : public Program {
     return p_->next(u);
   }
   void put_back(std::vector<Uop> uops) override {
+    if (back_head_ == back_.size() && p_->take_back(uops)) return;
     uops.insert(uops.end(), back_.begin() + std::ptrdiff_t(back_head_), back_.end());
     back_ = std::move(uops);
     back_head_ = 0;
@@ -121,6 +127,23 @@ inline Uop syscall_uop(uint64_t ip, Sys s, uint64_t a0 = 0, uint64_t a1 = 0, uin
   u.addr = a0;
   u.value = a1;
   u.extra = a2;
+  u.ip = ip;
+  return u;
+}
+// A workload event at no cost (`Mark`: the measured region's start and end, progress).
+inline Uop marker_uop(Mark m, uint64_t a0 = 0, uint64_t a1 = 0) {
+  Uop u;
+  u.kind = UopKind::Marker;
+  u.mark = m;
+  u.addr = a0;
+  u.value = a1;
+  return u;
+}
+// Integer work of `latency` cycles.
+inline Uop alu_uop(uint64_t ip, uint16_t latency = 1) {
+  Uop u;
+  u.kind = UopKind::Alu;
+  u.latency = latency;
   u.ip = ip;
   return u;
 }

@@ -25,9 +25,10 @@ enum class UopKind : uint8_t {
 // Fork: `addr` a tag the workload gets back in child_program(). Gate: wait until the task's
 // program's gate (Program::gate_key()) has let `addr` ordered system calls through (a trace's
 // threads keep the recorded order of their system calls).
+// Nanosleep: sleep `addr` ns (the cycle-level platforms; a timed sleep, hrtimer_nanosleep()).
 enum class Sys : uint8_t {
   None, Mmap, Munmap, Mprotect, Madvise, Fork, Exit, Wait, Yield, Clone, Barrier,
-  MmapFixed, MmapFile, Gate
+  MmapFixed, MmapFile, Gate, Nanosleep
 };
 enum class Mark : uint8_t { None, RegionBegin, RegionEnd, Progress };
 

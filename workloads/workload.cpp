@@ -40,25 +40,12 @@ Uop store(uint64_t addr, uint8_t size, uint64_t value, uint64_t ip) {
   return access_uop(UopKind::Store, addr, size, value, ip);
 }
 Uop load(uint64_t addr, uint8_t size, uint64_t ip) { return access_uop(UopKind::Load, addr, size, 0, ip); }
-Uop alu(uint64_t ip, uint16_t lat = 1) {
-  Uop u;
-  u.kind = UopKind::Alu;
-  u.latency = lat;
-  u.ip = ip;
-  return u;
-}
+Uop alu(uint64_t ip, uint16_t lat = 1) { return alu_uop(ip, lat); }
 Uop chained(Uop u) {
   u.flags |= kUopDependsOnPrev;
   return u;
 }
-Uop marker(Mark m, uint64_t a0 = 0, uint64_t a1 = 0) {
-  Uop u;
-  u.kind = UopKind::Marker;
-  u.mark = m;
-  u.addr = a0;
-  u.value = a1;
-  return u;
-}
+Uop marker(Mark m, uint64_t a0 = 0, uint64_t a1 = 0) { return marker_uop(m, a0, a1); }
 
 // The benchmark's aligned allocation of the region, one system call a step: an mmap with room to
 // align it to 2 MiB, then the MADV_HUGEPAGE its folio kind wants (none for 4K pages) on the
@@ -612,7 +599,7 @@ void WorkloadParams::visit(Params& p) {
   p.enumeration("workload.name", name, WorkloadName::fork_reuse,
                 {{"fork-reuse", WorkloadName::fork_reuse}, {"fork-time", WorkloadName::fork_time},
                  {"random-ops", WorkloadName::random_ops}, {"trace", WorkloadName::trace},
-                 {"anon-cow-seq", WorkloadName::anon_cow_seq}},
+                 {"anon-cow-seq", WorkloadName::anon_cow_seq}, {"file-faults", WorkloadName::file_faults}},
                 "fork-reuse: populate, fork, the child exits, the parent waits, then the measured "
                 "pass; fork-time: populate, then the measured region is the fork() itself (V11); "
                 "random-ops: random mmap/munmap/mprotect/madvise/fork/exit/stores/loads over "
@@ -621,7 +608,11 @@ void WorkloadParams::visit(Params& p) {
                 "trace: replay a recording of a real program (workload.trace; `mmusim record`); "
                 "its THP knobs are the thp.* keys; anon-cow-seq: vm-scalability's case (V9): "
                 "populate workload.size, fork workload.processes children that each write all of "
-                "it with 8-byte stores");
+                "it with 8-byte stores; file-faults: V10(a): workload.threads readers load bytes "
+                "of random pages of a shared file mapping of workload.size (uncached; under a "
+                "memcg.max below it the page cache keeps being evicted) while "
+                "workload.mmap_threads threads mmap, touch and munmap 64 KiB in a loop, for "
+                "workload.duration");
   p.string("workload.trace", trace, "",
            "trace: the directory `mmusim record --out DIR` wrote (relative to the working "
            "directory); docs/trace-format.md");
@@ -669,10 +660,18 @@ void WorkloadParams::visit(Params& p) {
                 "store every workload.stride bytes, or a one-byte load per page ascending "
                 "(seq-read)");
   p.size("workload.stride", stride, "4K", 1, 1ull << 30, "bytes between stores, for pattern = stride");
-  p.integer("workload.threads", threads, 1, 1, 64,
+  p.integer("workload.threads", threads, 1, 1, 256,
             "threads of the parent sharing the measured pass: thread i is pinned to CPU i mod "
             "platform.cores and takes the i-th share of the pass (of the random order for "
-            "random-byte); they start together behind a barrier after the child has exited");
+            "random-byte); they start together behind a barrier after the child has exited. "
+            "file-faults: the reader threads");
+  p.integer("workload.mmap_threads", mmap_threads, 0, 0, 64,
+            "file-faults: threads that map 64 KiB of anonymous memory, write a byte per page and "
+            "unmap it, in a loop (mmap_lock taken for writing twice a round)");
+  p.duration("workload.duration", duration, "10ms",
+             "file-faults: simulated time the threads loop for: the main thread sleeps this long "
+             "after the start barrier, then stops them (they finish the iteration they are in); "
+             "rates are per simulated second (region.faults_per_second)");
   p.enumeration("workload.thread_split", thread_split, ThreadSplit::block,
                 {{"block", ThreadSplit::block}, {"interleave", ThreadSplit::interleave}},
                 "how the threads share the pass: thread i takes the i-th block of it, or every "
@@ -748,11 +747,21 @@ SyscallClass syscall_class(uint64_t nr) {
 std::unique_ptr<Workload> make_workload(const WorkloadParams& p, Stats* stats) {
   if (p.pattern == Pattern::stride && (p.stride == 0 || p.stride > p.size))
     fatal("workload.stride = {} must be in [1, workload.size]", p.stride);
+  if (p.name == WorkloadName::file_faults) {
+    if (!p.duration.is_time || p.duration.value <= 0)
+      fatal("workload.duration must be a time (e.g. 10ms) above 0 for workload.name = file-faults");
+    if (p.threads + p.mmap_threads > 256)
+      fatal("workload.threads + workload.mmap_threads = {}: file-faults runs at most 256 threads",
+            p.threads + p.mmap_threads);
+  } else if (p.mmap_threads) {
+    fatal("workload.mmap_threads = {}: only workload.name = file-faults has mapper threads", p.mmap_threads);
+  }
   if (p.threads > 1 && p.name == WorkloadName::anon_cow_seq)
     fatal("workload.threads = {}: anon-cow-seq runs one thread per process (its children are "
           "workload.processes); use 1",
           p.threads);
-  if (p.threads > 1 && (p.name == WorkloadName::fork_time || p.measure == WorkloadParams::Measure::populate))
+  if (p.threads > 1 && p.name != WorkloadName::file_faults &&
+      (p.name == WorkloadName::fork_time || p.measure == WorkloadParams::Measure::populate))
     fatal("workload.threads = {}: the threads share the measured pass of fork-reuse; with "
           "workload.name = fork-time or workload.measure = populate use 1",
           p.threads);
@@ -773,6 +782,7 @@ std::unique_ptr<Workload> make_workload(const WorkloadParams& p, Stats* stats) {
     case WorkloadName::random_ops: return make_random_ops_workload(p, stats);
     case WorkloadName::trace: return make_trace_workload(p, stats);
     case WorkloadName::anon_cow_seq: return std::make_unique<AnonCowSeqWorkload>(p);
+    case WorkloadName::file_faults: return make_file_faults_workload(p);
   }
   panic("unknown workload");
 }

@@ -24,7 +24,7 @@ enum class Pattern : uint8_t {
 // What the measured region is: private anonymous memory, or a file of the simulated filesystem
 // mapped private or shared (kernel_mm/filemap.cpp).
 enum class Backing : uint8_t { anon, file, file_shared };
-enum class WorkloadName : uint8_t { fork_reuse, fork_time, random_ops, trace, anon_cow_seq };
+enum class WorkloadName : uint8_t { fork_reuse, fork_time, random_ops, trace, anon_cow_seq, file_faults };
 // The classes of the system calls a recording makes that the kernel port does not model.
 enum class SyscallClass : uint8_t { io, net, wait, file, other };
 inline constexpr const char* kSyscallClassNames[] = {"io", "net", "wait", "file", "other"};
@@ -58,6 +58,8 @@ struct WorkloadParams {
   unsigned processes = 0;          // random-ops: live processes at most
   uint64_t max_mapped = 0;         // random-ops: bytes mapped per process at most
   unsigned files = 0;              // random-ops: files some mmaps map privately
+  unsigned mmap_threads = 0;       // file-faults: threads that mmap/munmap in a loop
+  Duration duration;               // file-faults: simulated time of the measured loop
   enum class ThpFrom : uint8_t { folio, config } thp_from = ThpFrom::folio;
   enum class Measure : uint8_t { pass, populate } measure = Measure::pass;
   Backing backing = Backing::anon;
@@ -119,6 +121,8 @@ class Workload {
 // `stats` (optional): where a workload registers its own counters (random-ops: check.*).
 std::unique_ptr<Workload> make_workload(const WorkloadParams& p, Stats* stats = nullptr);
 std::unique_ptr<Workload> make_random_ops_workload(const WorkloadParams& p, Stats* stats);
+// workloads/file_faults.cpp
+std::unique_ptr<Workload> make_file_faults_workload(const WorkloadParams& p);
 // workloads/trace_workload.cpp
 std::unique_ptr<Workload> make_trace_workload(const WorkloadParams& p, Stats* stats);
 

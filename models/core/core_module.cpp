@@ -51,10 +51,13 @@ void CoreModule::run() {
         // The CPU idles: cpuidle's menu governor, with no timer pending, puts it in the deepest
         // enabled idle state (drivers/cpuidle/governors/menu.c: the predicted sleep is the time
         // to the next timer event); Linux's power:cpu_idle event, with that state.
+        // The menu governor's state: the deep one, or C1E when this CPU's recent idle periods
+        // predict a short one (cpuidle_menu.hpp).
         const bool core_sleeps = idle_exit_cycles_ > 0 && !core_->sibling_busy();
+        const bool deep = !deep_residency_us_ || governor_.deep(deep_residency_us_);
         if (core_sleeps && tctx_.on())
           tctx_.trace->event(cycles_to_ps(core_->now(), ghz_), cpu_, TraceTask{"<idle>", 0}, "cpu_idle",
-                             {TraceField::dec("state", 1), TraceField::dec("cpu_id", uint64_t(cpu_))});
+                             {TraceField::dec("state", deep ? 1 : 0), TraceField::dec("cpu_id", uint64_t(cpu_))});
         const uint64_t idle_from = core_->now();
         // Until a task is made runnable here, or the earliest sleeper of this CPU wakes (the
         // disk's completion interrupt).
@@ -70,8 +73,9 @@ void CoreModule::run() {
           // Woken (the wake-up's store to the monitored flags, or its IPI): the task runs once the
           // core has left the idle state. An SMT sibling that has begun to run meanwhile has
           // woken the core already.
-          at += idle_exit_cycles_;
-          if (idle_wakeups_) idle_wakeups_->inc();
+          if (at > idle_from) governor_.record(uint64_t(double(at - idle_from) / (ghz_ * 1000.0)));  // us
+          at += deep ? idle_exit_cycles_ : shallow_exit_cycles_;
+          if (Counter* c = deep ? idle_wakeups_ : shallow_wakeups_) c->inc();
           if (tctx_.on())
             tctx_.trace->event(cycles_to_ps(at, ghz_), cpu_, TraceTask{"<idle>", 0}, "cpu_idle",
                                {TraceField::dec("state", 4294967295u), TraceField::dec("cpu_id", uint64_t(cpu_))});

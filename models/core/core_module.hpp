@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "models/core/core_mmu.hpp"
+#include "models/core/cpuidle_menu.hpp"
 #include "models/core/ooo_core.hpp"
 
 namespace mmusim::hw {
@@ -40,7 +41,10 @@ class CoreModule : public sc_core::sc_module {
   // Where this core's trace events go, and the task and time they are attributed to.
   TraceContext& trace_context() { return tctx_; }
   // A task became runnable on this core (it may be idle, waiting for one).
-  void wake() { work_.notify(sc_core::SC_ZERO_TIME); }
+  void wake() {
+    work_.notify(sc_core::SC_ZERO_TIME);
+    core_->resched_soon();
+  }
   // Idle states (several cores): a task woken onto this CPU while it idles starts `cycles` after
   // the wake-up, the exit latency of the idle state it is in (platform.idle_exit_latency), unless
   // its SMT sibling runs a task (the physical core is then awake: no core C-state). `wakeups`
@@ -48,6 +52,14 @@ class CoreModule : public sc_core::sc_module {
   void set_idle_exit(double cycles, Counter* wakeups) {
     idle_exit_cycles_ = uint64_t(cycles + 0.5);
     idle_wakeups_ = wakeups;
+  }
+  // The shallow state (C1E) the menu governor takes instead when this CPU's recent idle periods
+  // predict one shorter than the deep state's target residency (cpuidle_menu.hpp): its exit in
+  // cycles, the deep state's residency in us; `shallow`: counts the wake-ups from it.
+  void set_idle_shallow(double exit_cycles, uint32_t deep_residency_us, Counter* shallow) {
+    shallow_exit_cycles_ = uint64_t(exit_cycles + 0.5);
+    deep_residency_us_ = deep_residency_us;
+    shallow_wakeups_ = shallow;
   }
   // Called from this core's thread before it touches shared kernel state (multi-core): wait until
   // SystemC time reaches the core's time, so that other cores' earlier kernel entries come first.
@@ -72,6 +84,10 @@ class CoreModule : public sc_core::sc_module {
   sc_core::sc_event work_;
   uint64_t idle_exit_cycles_ = 0;
   Counter* idle_wakeups_ = nullptr;
+  uint64_t shallow_exit_cycles_ = 0;
+  uint32_t deep_residency_us_ = 0;  // 0: the deep state always
+  Counter* shallow_wakeups_ = nullptr;
+  MenuGovernor governor_;
   Counter* idle_cycles_ = nullptr;
   std::exception_ptr error_;
 };

@@ -3,6 +3,7 @@
 
 #include "models/core/core_mmu.hpp"
 
+#include <cmath>
 #include <algorithm>
 #include <cstring>
 
@@ -71,6 +72,7 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
       fb_free_(p.fill_buffers, 0),
       fb_mask_(0) {
   log_ = log::get("core");
+  tick_ps_ = os.tick_ps();
   MMUSIM_CHECK(mmu.isa() == isa && mmu.ghz() == ghz_,
                "core {}: its CoreMmu was built for another ISA or clock", cpu);
   uops_ = &stats.counter("core.uops", "micro-ops retired");
@@ -556,16 +558,16 @@ void OooCore::take_fault(const Issue& fis, const Snapshot& before) {
   }
   os_.fault_taken(cpu_, head, repeat, of);
   resume_pending_ = f.kind == wl::UopKind::Store;
-  if (of.sleep_cycles > 0) leave_asleep();
+  if (of.sleep_cycles > 0) leave_cpu();
 
   restart(resume);  // at the faulting micro-op
 }
 
-// The task slept in its fault: it leaves the CPU, handing back the micro-ops fetched for it, the
-// faulting one first, which it fetches again when it next runs. The fault-latency meter's
+// The task slept in its fault (or was preempted at a tick): it leaves the CPU, handing back the
+// micro-ops fetched for it, the faulting one first, which it fetches again when it next runs. The fault-latency meter's
 // pending resume waits for it (re-armed in run_until() when it is back, if this CPU took no other
 // fault meanwhile; else that fault's sample replaced it).
-void OooCore::leave_asleep() {
+void OooCore::leave_cpu() {
   std::vector<wl::Uop> back;
   back.reserve(fetched_.size());
   for (size_t i = 0; i < fetched_.size(); ++i) back.push_back(fetched_[i]);
@@ -576,6 +578,7 @@ void OooCore::leave_asleep() {
   have_task_ = false;
   fetched_.clear();
   reuse_.forget();
+  recompute_check_ = true;  // this CPU's sleepers' wake-ups
 }
 
 // The pipeline is empty at `cycle` (back from the kernel): allocation resumes after the front end
@@ -600,7 +603,8 @@ void OooCore::do_syscall(const wl::Uop& u) {
   for (uint64_t v : sb_free_) t = std::max(t, v == kNever ? t : v);
   if (trace_) trace_->time_ps = ps(t);
   OsCall c = os_.syscall(cpu_, u, ps(t));
-  uint64_t end = t + uint64_t(c.cycles + 0.5);
+  // (A task that slept in the call leaves the CPU once the kernel's work is done.)
+  uint64_t end = t + uint64_t(c.cycles - c.sleep_cycles + 0.5);
   rob_free_[seq_ & rob_mask_] = end;
   restart(end);
   uops_->inc();
@@ -610,6 +614,7 @@ void OooCore::do_syscall(const wl::Uop& u) {
     have_task_ = false;
     fetched_.clear();
     reuse_.forget();  // the record's micro-ops are gone
+    recompute_check_ = true;  // this CPU's sleepers' wake-ups
   }
 }
 
@@ -655,6 +660,26 @@ OooCore::Run OooCore::run_until(uint64_t cycle_limit) {
       alloc_cycle_ = t + p_.restart_delay;
       no_issue_before_ = std::max(no_issue_before_, alloc_cycle_);
       advance_cycles(t);
+    }
+    if (tick_ps_ && (now_ >= next_check_cycle_ || recompute_check_)) {
+      // A scheduler tick (the local APIC timer) or a wake-up on this CPU at this instruction
+      // boundary: the running task may have used its slice, or a woken one may come first. (The
+      // tick's own interrupt is counted only when it preempts.) After a switch only the time of
+      // the next check is found again: the scheduler looks only at ticks and wake-ups.
+      const uint64_t at_ps = ps(now_);
+      double irq = 0;
+      const bool preempt = now_ >= next_check_cycle_ && os_.resched_check(cpu_, at_ps, &irq);
+      recompute_check_ = false;
+      // The next check: the next tick, or the next wake-up of a task asleep here (those due by
+      // now the check has queued).
+      uint64_t next_ps = (at_ps / tick_ps_ + 1) * tick_ps_;
+      if (const uint64_t w = os_.next_wake_ps(cpu_); w > at_ps && w < next_ps) next_ps = w;
+      next_check_cycle_ = uint64_t(std::ceil(double(next_ps) * ghz_ / 1000.0));
+      if (preempt) {
+        leave_cpu();
+        restart(now_ + uint64_t(irq + 0.5));
+        continue;
+      }
     }
     if (!fetch(1)) panic("task {} ended its program without exit()", ctx_.task.pid);
     const wl::Uop& u = fetched_.front();

@@ -169,6 +169,9 @@ class OooCore : private PipelineState {
   void resume_at(uint64_t cycle);
   // An interrupt (a TLB-shootdown IPI) costs this core `cycles` at its next instruction boundary.
   void interrupt(double cycles) { pending_interrupt_ += cycles; }
+  // A task was queued on this CPU: the scheduler looks at the next instruction boundary whether
+  // it preempts the running one.
+  void resched_soon() { next_check_cycle_ = 0; }
   uint64_t now() const { return now_; }
   uint64_t uops() const { return uops_->value(); }
   double progress() const { return ctx_.prog ? ctx_.prog->progress() : 0; }
@@ -222,7 +225,8 @@ class OooCore : private PipelineState {
   // When every retired store has left the store buffer (stores drain in order).
   uint64_t stores_drained() const { return st_ord_ ? sb_free_upto_[(st_ord_ - 1) & sb_mask_] : 0; }
   void take_fault(const Issue& is, const Snapshot& before);
-  void leave_asleep();
+  // The task leaves the CPU (it sleeps in a fault, or a tick preempted it).
+  void leave_cpu();
   __attribute__((noinline)) uint64_t run_ahead(uint64_t nuke);  // a call of its own: profiles show it
 
   // Window position j (run-ahead position j - 1) simulated and recorded by the run-ahead reuse
@@ -286,6 +290,11 @@ class OooCore : private PipelineState {
   unsigned fault_repeats_ = 0;
   uint64_t counted_cycles_ = 0;
   double pending_interrupt_ = 0;
+  // Scheduler ticks (Os::tick_ps(); 0: none) and wake-ups: the cycle of the next scheduler check
+  // (the next tick, or the wake-up of a task asleep on this CPU, whichever comes first).
+  uint64_t tick_ps_ = 0;
+  uint64_t next_check_cycle_ = 0;
+  bool recompute_check_ = false;  // a task left the CPU: when is the next check
 
   std::shared_ptr<spdlog::logger> log_;
   Counter* uops_;

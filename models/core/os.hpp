@@ -23,6 +23,9 @@ struct RunContext {
 struct OsCall {
   double cycles = 0;       // time in the kernel
   bool reschedule = false; // the task blocked or exited
+  // Of `cycles`: how long the task slept in the call; the CPU is free after `cycles -
+  // sleep_cycles` (the task leaves it, reschedule is set) and the task runs again once woken.
+  double sleep_cycles = 0;
 };
 
 struct OsFault {
@@ -53,6 +56,12 @@ class Os {
   virtual bool all_exited() const = 0;
   // When the earliest task asleep on `cpu` wakes, in ps (0: none): an idle CPU waits until then.
   virtual uint64_t next_wake_ps(int cpu) const { return 0; }
+  // The scheduler tick's period in ps (0: none, no preemption), and the scheduler's check at a
+  // tick or a wake-up on `cpu` at `now_ps`, taken at an instruction boundary: true if it preempts
+  // the running task (`cycles`: the interrupt's entry and return); the core then hands the task's
+  // fetched micro-ops back and schedules.
+  virtual uint64_t tick_ps() const { return 0; }
+  virtual bool resched_check(int cpu, uint64_t now_ps, double* cycles) { return false; }
   virtual OsCall syscall(int cpu, const wl::Uop& u, uint64_t now_ps) = 0;
   // A page fault taken at `now_ps`; the core's buffered stores drain `stores_drain` cycles later
   // (0: none buffered). The fault's cycles include the handler's wait for them (store_drain_wait).

@@ -21,9 +21,11 @@ class SystemOs : public hw::Os {
   }
   bool all_exited() const override { return s_.all_exited(); }
   uint64_t next_wake_ps(int cpu) const override { return s_.next_wake_ps(cpu); }
+  uint64_t tick_ps() const override { return s_.tick_ps(); }
+  bool resched_check(int cpu, uint64_t now_ps, double* cycles) override { return s_.resched_check(cpu, now_ps, cycles); }
   hw::OsCall syscall(int cpu, const wl::Uop& u, uint64_t now_ps) override {
     SyscallOutcome o = s_.syscall(cpu, *s_.current(cpu), u, now_ps);
-    return hw::OsCall{o.cycles, o.blocked || o.exited};
+    return hw::OsCall{o.cycles, o.blocked || o.exited || o.sleep_cycles > 0, o.sleep_cycles};
   }
   hw::OsFault page_fault(int cpu, uint64_t va, uint64_t syndrome, uint64_t ip, uint64_t now_ps,
                          double stores_drain) override {

@@ -37,7 +37,7 @@ class RefRun:
     def __init__(self, name, config, sets=()):
         self.name = name
         self.config = config
-        self.sets = list(sets)
+        self.sets = own_size(config) + list(sets)
 
     def command(self, mmusim, stats_path):
         cmd = [mmusim, "run", self.config]
@@ -78,6 +78,20 @@ def run_name(config, sets):
     """<config stem>--<key=value>--... (sets sorted), safe as a file name."""
     parts = [os.path.splitext(os.path.basename(config))[0]] + sorted(sets)
     return re.sub(r"[^A-Za-z0-9._=+-]+", "_", "--".join(parts))
+
+
+def own_size(config):
+    """A file-faults config (V10) runs at its own workload.size (the file): its memory cgroup must
+    be smaller than the file for the experiment to mean anything, and with the file cached whole
+    its readers would run on cached pages for the whole workload.duration, minutes of host time.
+    Returns the --set that restores it (after COMMON_SETS), or nothing."""
+    path = config if os.path.isabs(config) else os.path.join(SOURCE_DIR, config)
+    with open(path) as f:
+        text = f.read()
+    if not re.search(r"^\s*name\s*=\s*file-faults\b", text, re.M):
+        return []
+    m = re.search(r"^\s*size\s*=\s*(\S+)", text, re.M)
+    return [f"workload.size={m.group(1)}"] if m else []
 
 
 def replays_a_recording(config):

@@ -122,7 +122,7 @@ TEST_CASE("coherence: a queued spinlock under N waiters hands the lock word over
     lt.acquire(&ptl, cls, true, at, pa);
     lt.line_access(pa, kmm::LineClass::ptl, true, at + hold);
     lt.release(&ptl, cls, true, at + hold, pa);
-    return lt.end();
+    return lt.end(0);
   };
   CHECK(take(0, 0, 0, 500) == 0);
   // CPU 1 at 100: the word from CPU 0 (35), waits for the release at 500 (365), the word again

@@ -3,6 +3,7 @@
 // exited tasks skipped, idle CPUs, the wake-up of the CPU a task becomes runnable on.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <vector>
 
 #include "os/scheduler.hpp"
@@ -112,4 +113,57 @@ TEST_CASE("scheduler: a fork child starts on the idlest CPU", "[os]") {
     s.make_runnable(s.add(&k.t[5], nullptr, 5));
     CHECK(s.cpu_for_fork(0) == 0);  // none idle anywhere: the parent's node, its own CPU
   }
+}
+
+// EEVDF (os/scheduler.*): a task alone is never preempted; a new task (half a slice) preempts one
+// whose protected slice is over; two busy tasks share the CPU evenly at the tick; a task that slept
+// comes back with its lag; blocked and exited ones are not preempted.
+TEST_CASE("scheduler: EEVDF slices, deadlines and lag", "[os][sched]") {
+  Tasks k(3);
+  Scheduler s(1);
+  s.set_slice(1000);
+  SimTask* a = s.add(&k.t[0], nullptr, 0);
+  SimTask* b = s.add(&k.t[1], nullptr, 0);
+  SimTask* c = s.add(&k.t[2], nullptr, 0);
+  s.make_runnable(a);
+  CHECK(s.switch_to_next(0, 0) == a);
+  CHECK_FALSE(s.resched_check(0, 400));
+  CHECK_FALSE(s.resched_check(0, 1500));  // past its deadline, but alone: a new one, to 2500
+  CHECK(s.keeps_running(0));
+  CHECK(a->deadline == 2500);
+  // b arrives at 1600 at the average (a's 1600) with half a slice: deadline 2100 < 2500, and a's
+  // protection ended with its renewal.
+  s.make_runnable(b);
+  CHECK(s.resched_check(0, 1600));
+  CHECK_FALSE(s.keeps_running(0));
+  CHECK(s.switch_to_next(0, 1600) == b);
+  CHECK(b->vruntime == 1600);
+  // Two busy tasks, a check every 1000: the CPU alternates and their vruntimes stay within a
+  // slice of each other.
+  uint64_t now = 1600;
+  unsigned switches = 0;
+  for (int i = 0; i < 40; ++i) {
+    now += 1000;
+    if (s.resched_check(0, now)) {
+      s.switch_to_next(0, now);
+      ++switches;
+    }
+  }
+  CHECK(switches >= 10);
+  CHECK(std::abs(a->vruntime - b->vruntime) <= 2000);
+  // The running one sleeps briefly; it comes back with its lag and, having run less by then,
+  // preempts the other at once.
+  SimTask* runner = s.current(0);
+  SimTask* other = runner == a ? b : a;
+  s.sleep_until(0, now + 3000);
+  CHECK(s.switch_to_next(0, now) == other);
+  CHECK(s.resched_check(0, now + 3000) == (runner->vruntime < other->vruntime + 3000));
+  // A blocked or exited task is not preempted; a queued one that exited does not count.
+  s.make_runnable(c);
+  c->exited = true;
+  SimTask* cur = s.current(0);
+  if (!s.keeps_running(0)) cur = s.switch_to_next(0, now + 3000);
+  (cur == a ? b : a)->exited = true;
+  CHECK_FALSE(s.resched_check(0, now + 9000));
+  CHECK(s.keeps_running(0));
 }

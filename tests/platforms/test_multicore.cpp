@@ -78,41 +78,41 @@ TEST_CASE("kernel locks in simulated time: rwsem semantics", "[multicore]") {
   lt.begin(0, 0);
   lt.acquire(&rwsem, LC::mmap_lock, false, 0, 0);
   lt.release(&rwsem, LC::mmap_lock, false, 100, 0);
-  CHECK(lt.end() == 0);
+  CHECK(lt.end(0) == 0);
   // CPU B asks for writing at t=10: it waits for the reader (until 100), holds it 50.
   lt.begin(0, 10'000);
   lt.acquire(&rwsem, LC::mmap_lock, true, 0, 0);
   lt.release(&rwsem, LC::mmap_lock, true, 50, 0);
-  CHECK(lt.end() == Approx(90));
+  CHECK(lt.end(0) == Approx(90));
   // CPU C asks for reading at t=20, behind the waiting writer: it waits until the writer has
   // released (t=150) although only a reader held the lock when it arrived.
   lt.begin(0, 20'000);
   lt.acquire(&rwsem, LC::mmap_lock, false, 0, 0);
   lt.release(&rwsem, LC::mmap_lock, false, 5, 0);
-  CHECK(lt.end() == Approx(130));
+  CHECK(lt.end(0) == Approx(130));
   // Readers share: CPU D reads at t=200 and E at t=210 while D holds it: no wait.
   lt.begin(0, 200'000);
   lt.acquire(&rwsem, LC::mmap_lock, false, 0, 0);
   lt.release(&rwsem, LC::mmap_lock, false, 100, 0);
-  CHECK(lt.end() == 0);
+  CHECK(lt.end(0) == 0);
   lt.begin(0, 210'000);
   lt.acquire(&rwsem, LC::mmap_lock, false, 0, 0);
   lt.release(&rwsem, LC::mmap_lock, false, 10, 0);
-  CHECK(lt.end() == 0);
+  CHECK(lt.end(0) == 0);
   // An exclusive lock (a PTE lock): the second CPU waits for the first's release, and the wait
   // delays its later events (its release comes later too).
   lt.begin(0, 1'000'000);
   lt.acquire(&ptl, LC::ptl, true, 0, 0);
   lt.release(&ptl, LC::ptl, true, 40, 0);
-  CHECK(lt.end() == 0);
+  CHECK(lt.end(0) == 0);
   lt.begin(0, 1'010'000);
   lt.acquire(&ptl, LC::ptl, true, 5, 0);
   lt.release(&ptl, LC::ptl, true, 15, 0);
-  CHECK(lt.end() == Approx(25));
+  CHECK(lt.end(0) == Approx(25));
   lt.begin(0, 1'020'000);  // arrives at 1020 ns, the second holder releases at 1010+15+25 = 1050
   lt.acquire(&ptl, LC::ptl, true, 0, 0);
   lt.release(&ptl, LC::ptl, true, 1, 0);
-  CHECK(lt.end() == Approx(30));
+  CHECK(lt.end(0) == Approx(30));
   CHECK(stats.total_value("kernel.lock.mmap_lock.contended") == 2);
   CHECK(stats.total_value("kernel.lock.ptl.contended") == 2);
   CHECK(stats.total_value("kernel.lock.mmap_lock.wait_ns") == 220);
@@ -124,15 +124,15 @@ TEST_CASE("kernel locks in simulated time: rwsem semantics", "[multicore]") {
   lt.begin(0, 2'000'000);
   lt.acquire(&folio, LC::large_mapcount, true, 500, 0);  // at 2500 ns, for 2 ns
   lt.release(&folio, LC::large_mapcount, true, 502, 0);
-  CHECK(lt.end() == 0);
+  CHECK(lt.end(0) == 0);
   lt.begin(1, 2'010'000);
   lt.acquire(&folio, LC::large_mapcount, true, 0, 0);  // at 2010 ns
   lt.release(&folio, LC::large_mapcount, true, 3, 0);
-  CHECK(lt.end() == 0);
+  CHECK(lt.end(0) == 0);
   lt.begin(2, 2'020'000);
   lt.acquire(&folio, LC::large_mapcount, true, 481, 0);  // at 2501 ns: inside the first hold
   lt.release(&folio, LC::large_mapcount, true, 482, 0);
-  CHECK(lt.end() == Approx(1));
+  CHECK(lt.end(0) == Approx(1));
 }
 
 TEST_CASE("an x86 TLB shootdown reaches exactly the CPUs in mm_cpumask", "[multicore]") {
@@ -251,7 +251,7 @@ TEST_CASE("lockless PTE reads see the value at their own simulated time", "[mult
   lt.begin(0, 100000);
   lt.pte_write(&pte, 1, 500);
   pte = 0x1000 | 0x7;
-  lt.end();
+  lt.end(0);
   // CPU B's entry starts at 300 ns: a read 100 cycles in (400 ns) sees the old value, one 400
   // cycles in (700 ns) the new one.
   lt.begin(0, 300000);
@@ -261,15 +261,15 @@ TEST_CASE("lockless PTE reads see the value at their own simulated time", "[mult
   CHECK(lt.lockless_read(&other, other, 100) == 0x2000);  // never written: as it is
   // Waiting for a lock moves the entry's time: B waits for a lock A held until 650 ns.
   const int lock = 0;
-  lt.end();
+  lt.end(0);
   lt.begin(0, 100000);
   lt.acquire(&lock, kmm::LockClass::ptl, true, 0, 0);
   lt.release(&lock, kmm::LockClass::ptl, true, 550, 0);  // held until 650 ns
-  lt.end();
+  lt.end(0);
   lt.begin(0, 300000);
   lt.acquire(&lock, kmm::LockClass::ptl, true, 10, 0);  // at 310 ns: waits until 650 ns
   CHECK(lt.lockless_read(&pte, pte, 10) == (0x1000 | 0x7));  // 650 ns: after A's write at 600 ns
-  CHECK(lt.end() == Approx(340.0));
+  CHECK(lt.end(0) == Approx(340.0));
   // An entry starting after the write reads the new value; the write stays logged for readers
   // behind in simulated time (another core's page walk), up to LockTiming::kKeepPs.
   lt.begin(0, 700000);

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// More threads than CPUs on the cycle-level platforms: time slices (sched.*), the idle states the
+// menu governor picks for short sleeps, and V10(a)'s workload (file-faults): file faults under a
+// memory-cgroup limit with mappers taking mmap_lock for writing, baseline and patched.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "run_mmusim.hpp"
+
+using mmusim_test::Result;
+using mmusim_test::slurp;
+using mmusim_test::TempDir;
+static constexpr auto mmusim = mmusim_test::run_mmusim;
+static constexpr auto stat = mmusim_test::json_number;
+
+namespace {
+
+// file-faults on 2 cores: 3 readers and 2 mappers of a 64 MiB file in an 8 MiB memory cgroup.
+std::string file_faults(TempDir& t, const std::string& sets, const std::string& out = "s.json") {
+  const std::string cfg = t.file("ff.cfg",
+                                 "[platform]\nname = i7-12700kf\ncores = 2\n"
+                                 "[workload]\nname = file-faults\nsize = 64M\nthreads = 3\nmmap_threads = 2\n"
+                                 "duration = 8ms\n[memcg]\nmax = 8M\n[output]\nhost_stats = false\n");
+  Result r = mmusim("run " + cfg + " " + sets + " --quiet --stats " + t.path(out));
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  return slurp(t.path(out));
+}
+
+}  // namespace
+
+// A mapper never sleeps: it keeps its CPU until its slice (1.5 ms on 2 CPUs) is used and another
+// task waits there, at the next tick or wake-up on its CPU. Without that the main thread, queued
+// behind a mapper on CPU 0 once its nanosleep(workload.duration) ends, could never stop them.
+TEST_CASE("file-faults: time slices let the tasks queued behind a busy mapper run", "[sched][filemap]") {
+  TempDir t;
+  const std::string js = file_faults(t, "");
+  CHECK(stat(js, "sched.preemptions") > 0);
+  CHECK(mmusim_test::stats_json(js)["config"]["sched.hz"].get<int>() == 250);
+  // The threads stop when the main thread's nanosleep(workload.duration) has ended: within a
+  // slice and a tick (4 ms) of it.
+  CHECK(stat(js, "region.time_ns") > 8e6);
+  CHECK(stat(js, "region.time_ns") < 8e6 + 1.5e6 + 4e6);
+  // Same config, same statistics.
+  CHECK(file_faults(t, "", "again.json") == js);
+}
+
+// V10(a)'s mechanism: a reader's fault waits for the disk and returns VM_FAULT_RETRY; 6.12 retries
+// under mmap_lock (behind the mappers' write holds), the patch under the per-VMA lock.
+TEST_CASE("file-faults: the retry under mmap_lock (fallback) or the per-VMA lock (retry-once)", "[sched][filemap][memcg]") {
+  TempDir t;
+  const std::string base = file_faults(t, "--set kernel.fault_retry=fallback");
+  CHECK(stat(base, "faults.region") > 100);
+  CHECK(stat(base, "kernel.vma_lock.retry") > 50);
+  CHECK(stat(base, "kernel.mmap_lock_fallback") == stat(base, "kernel.vma_lock.retry"));
+  CHECK(stat(base, "kernel.lock.mmap_lock.contended") > 0);
+  CHECK(stat(base, "memcg.pgsteal") > 1000);  // the page cache keeps being evicted
+  CHECK(stat(base, "sched.io_sleeps") > 50);
+  CHECK(stat(base, "region.faults_per_second") ==
+        Approx(stat(base, "faults.region") * 1e9 / stat(base, "region.time_ns")));
+  const std::string patched = file_faults(t, "--set kernel.fault_retry=retry-once", "p.json");
+  CHECK(stat(patched, "kernel.vma_lock.retry") > 50);
+  CHECK(stat(patched, "kernel.mmap_lock_fallback") == 0);
+}
+
+// Short sleeps on the disk: after six of them a CPU's menu governor predicts a short idle and
+// takes C1E (2 us to leave) instead of the deep state (175 us); with no shallow state configured
+// every wake-up pays the deep state's exit.
+TEST_CASE("file-faults: short idle periods take the shallow idle state", "[sched][cpuidle]") {
+  TempDir t;
+  const std::string js = file_faults(t, "");
+  CHECK(stat(js, "sched.idle_wakeups_shallow") > 0);
+  const std::string deep = file_faults(t, "--set platform.idle_deep_residency=0", "d.json");
+  CHECK(stat(deep, "sched.idle_wakeups_shallow") == 0);
+  CHECK(stat(deep, "sched.idle_wakeups") > stat(js, "sched.idle_wakeups"));
+}
+
+// The experiment's config at its full size: 36 readers and 4 mappers on 16 logical CPUs. Faults
+// overlap long sleeps on the disk here: a fault whose PTE another CPU's overlapping fault fills
+// later in simulated time waits for it (kernel.pte_waits) instead of returning to an access that
+// would fault again (which the core's watchdog stopped as a livelock).
+TEST_CASE("V10(a)'s config runs in both variants", "[sched][filemap][memcg][experiment]") {
+  TempDir t;
+  for (const char* v : {"fallback", "retry-once"}) {
+    INFO(v);
+    Result r = mmusim(std::string("run " MMUSIM_SOURCE_DIR "/configs/experiments/v10a-file-faults.cfg --set kernel.fault_retry=") +
+                      v + " --set output.host_stats=false --quiet --stats " + t.path("v.json"));
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    const std::string js = slurp(t.path("v.json"));
+    CHECK(stat(js, "faults.region") > 500);
+    CHECK(stat(js, "kernel.pte_waits") > 0);
+    CHECK(stat(js, "sched.lock_sleeps") > 0);  // the mappers behind each other's mmap_lock
+  }
+}
+
+TEST_CASE("file-faults: bad input is refused naming the key", "[sched][cli]") {
+  const std::string run = "run " MMUSIM_SOURCE_DIR "/configs/default.cfg --quiet ";
+  const std::string ff = "--set workload.name=file-faults ";
+  struct Bad {
+    std::string sets, names;
+  };
+  for (const Bad& b : {Bad{ff + "--set workload.duration=1000cyc", "workload.duration"},
+                       Bad{"--set workload.mmap_threads=2", "workload.mmap_threads"},
+                       Bad{ff + "--set workload.threads=250 --set workload.mmap_threads=10", "256"},
+                       Bad{ff + "--set platform.name=functional", "functional"},
+                       Bad{ff + "--set sched.hz=0", "sched.hz"},
+                       Bad{"--set sched.hz=5000", "sched.hz"}}) {
+    INFO(b.sets);
+    const Result r = mmusim(run + b.sets);
+    CHECK(r.status == 2);
+    CHECK(r.out.find(b.names) != std::string::npos);
+  }
+}

@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// file-faults: V10(a), concurrent page faults on a file mapping under memory-cgroup pressure with
+// mmap()/munmap() in parallel (EXPERIMENTS.md V10; the patch
+// patches/fault-retry-once-per-vma-lock.diff).
+//
+// The main thread maps a file of workload.size bytes (contents from sim.seed, none of it cached)
+// MAP_SHARED, PROT_READ, clones workload.threads reader threads and workload.mmap_threads mapper
+// threads and waits with them at a barrier; the measured region (the file mapping) begins when
+// it opens and ends when the main thread has joined them all. The main thread sleeps
+// workload.duration (nanosleep()) and then raises a flag the threads test every iteration, as a
+// benchmark harness stops its workers (they finish the iteration they are in). Meanwhile:
+// - a reader loads one byte of a page drawn at random from the whole file: a fault when the page
+//   is not mapped, a major one (a disk read, VM_FAULT_RETRY) when a memory-cgroup limit
+//   (memcg.max) below the file's size has evicted it;
+// - a mapper maps kMapperBytes of private anonymous memory, writes one byte per page, unmaps it:
+//   each mmap() and munmap() holds mmap_lock for writing, and its munmap() flushes the other CPUs'
+//   TLBs. Readers whose fault fell back to mmap_lock (kernel.fault_retry = fallback) queue behind
+//   them; with retry-once they retry under the per-VMA lock first.
+// The fault throughput is region.faults_per_second (faults.region over region.time_ns), the
+// contention kernel.lock.mmap_lock.contended.
+#include "workloads/workload.hpp"
+
+#include <memory>
+
+#include "base/error.hpp"
+#include "workloads/image.hpp"
+#include "workloads/rng.hpp"
+
+namespace mmusim::wl {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kMapShared = 0x01, kMapPrivateAnon = 0x02 | 0x20;
+constexpr int kProtRead = 1, kProtWrite = 2;
+// What a mapper maps each round: 16 pages (one 64 KiB area, as the mmap/munmap loops of lock
+// benchmarks map a small area and touch it) [U: V10's description gives no size].
+constexpr uint64_t kMapperBytes = 64 * 1024;
+constexpr uint64_t kIpLoad = kTextStart + 0x300;
+constexpr uint64_t kIpStore = kTextStart + 0x304;
+constexpr uint64_t kIpLoop = kTextStart + 0x308;
+constexpr uint64_t kIpSyscall = kTextStart + 0x320;
+
+Uop sys(Sys s, uint64_t a0 = 0, uint64_t a1 = 0, uint64_t a2 = 0) { return syscall_uop(kIpSyscall, s, a0, a1, a2); }
+
+// The flag the main thread raises when the time is up (the threads' loop condition).
+using StopFlag = std::shared_ptr<bool>;
+
+// The main thread: map, clone, barrier, sleep, stop, join.
+class FileFaultsMain : public StepProgram {
+ public:
+  FileFaultsMain(const WorkloadParams& p, StopFlag stop) : p_(p), stop_(std::move(stop)) {}
+  double progress() const override { return phase_ >= Phase::Join ? 1.0 : 0.0; }
+
+ protected:
+  enum class Phase { Map, Clone, Barrier, Sleep, Join, End, Done };
+  bool step() override {
+    const unsigned n = p_.threads + p_.mmap_threads;
+    switch (phase_) {
+      case Phase::Map:
+        push(sys(Sys::Mmap, p_.size, kProtRead, mmap_file_extra(kMapShared, 1, 0)));
+        phase_ = Phase::Clone;
+        return true;
+      case Phase::Clone:
+        if (!base_) base_ = uint64_t(last_ret_);
+        else tids_.push_back(last_ret_);
+        if (tids_.size() < n) {
+          push(sys(Sys::Clone, tids_.size() + 1, base_, 0));
+          return true;
+        }
+        phase_ = Phase::Barrier;
+        return step();
+      case Phase::Barrier: {
+        Uop m = marker_uop(Mark::RegionBegin, base_, p_.size);
+        m.flags |= kUopAtBarrier;
+        push(m);
+        push(sys(Sys::Barrier, 1, n + 1));
+        phase_ = Phase::Sleep;
+        return true;
+      }
+      case Phase::Sleep:
+        push(sys(Sys::Nanosleep, uint64_t(p_.duration.value + 0.5)));  // ns (a time, checked)
+        phase_ = Phase::Join;
+        return true;
+      case Phase::Join:
+        *stop_ = true;
+        if (joined_ < tids_.size()) {
+          push(sys(Sys::Wait, uint64_t(tids_[joined_++])));
+          return true;
+        }
+        phase_ = Phase::End;
+        return step();
+      case Phase::End:
+        push(marker_uop(Mark::RegionEnd));
+        push(sys(Sys::Exit, 0));
+        phase_ = Phase::Done;
+        return true;
+      case Phase::Done:
+        return false;
+    }
+    return false;
+  }
+
+ private:
+  WorkloadParams p_;
+  StopFlag stop_;
+  Phase phase_ = Phase::Map;
+  uint64_t base_ = 0;
+  std::vector<int64_t> tids_;
+  size_t joined_ = 0;
+};
+
+// A reader (index 1..threads) or a mapper (the indices after them).
+class FileFaultsThread : public StepProgram {
+ public:
+  FileFaultsThread(const WorkloadParams& p, unsigned index, uint64_t base, StopFlag stop)
+      : p_(p), index_(index), base_(base), mapper_(index > p.threads), stop_(std::move(stop)),
+        rng_{p.seed * 0x100000001b3ull + index} {}
+  // What the core hands back when the thread sleeps in a fault is given again first; a reader's
+  // iterations not yet begun are dropped once the flag is up (the loop's condition is tested
+  // again when the core refetches them).
+  bool next(Uop& u) override {
+    if (back_head_ < back_.size()) {
+      if (!mapper_ && *stop_ && back_[back_head_].ip == kIpLoad) {
+        back_.clear();
+        back_head_ = 0;
+      } else {
+        u = back_[back_head_++];
+        return true;
+      }
+    }
+    return StepProgram::next(u);
+  }
+  bool take_back(std::vector<Uop>& uops) override {
+    uops.insert(uops.end(), back_.begin() + std::ptrdiff_t(back_head_), back_.end());
+    back_ = std::move(uops);
+    back_head_ = 0;
+    return true;
+  }
+
+ protected:
+  bool step() override {
+    if (done_) return false;
+    if (!joined_barrier_) {
+      push(sys(Sys::Barrier, 1, p_.threads + p_.mmap_threads + 1));
+      joined_barrier_ = true;
+      return true;
+    }
+    if (*stop_) {
+      push(sys(Sys::Exit, 0));
+      done_ = true;
+      return true;
+    }
+    if (mapper_) {
+      // mmap(NULL, kMapperBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS), a store
+      // per page, munmap().
+      if (!area_) {
+        push(sys(Sys::Mmap, kMapperBytes, kProtRead | kProtWrite, kMapPrivateAnon));
+        area_ = true;
+        return true;
+      }
+      const uint64_t a = uint64_t(last_ret_);
+      for (uint64_t off = 0; off < kMapperBytes; off += kPage) {
+        push(access_uop(UopKind::Store, a + off, 1, 1, kIpStore));
+        for (unsigned k = 0; k < p_.loop_uops; ++k) push(alu_uop(kIpLoop + k));
+      }
+      push(sys(Sys::Munmap, a, kMapperBytes));
+      area_ = false;
+      return true;
+    }
+    // One byte of a random page of the file (each thread at its own offset in the page).
+    const uint64_t page = rng_.below(p_.size / kPage);
+    push(access_uop(UopKind::Load, base_ + page * kPage + (index_ * 64) % kPage, 1, 0, kIpLoad));
+    for (unsigned k = 0; k < p_.loop_uops; ++k) push(alu_uop(kIpLoop + k));
+    return true;
+  }
+
+ private:
+  WorkloadParams p_;
+  unsigned index_;
+  uint64_t base_;
+  bool mapper_;
+  StopFlag stop_;
+  Rng rng_;
+  bool joined_barrier_ = false, done_ = false, area_ = false;
+  std::vector<Uop> back_;  // handed back by the core, not yet given again
+  size_t back_head_ = 0;
+};
+
+class FileFaultsWorkload : public Workload {
+ public:
+  explicit FileFaultsWorkload(const WorkloadParams& p) : p_(p), stop_(std::make_shared<bool>(false)) {}
+  std::string name() const override { return "file-faults"; }
+  ThpSetup thp_setup() const override { return {}; }
+  std::unique_ptr<Program> main_program() override { return std::make_unique<FileFaultsMain>(p_, stop_); }
+  std::unique_ptr<Program> child_program(unsigned, uint64_t) override {
+    panic("file-faults does not fork");
+  }
+  std::unique_ptr<Program> thread_program(unsigned index, uint64_t base, uint64_t) override {
+    return std::make_unique<FileFaultsThread>(p_, index, base, stop_);
+  }
+  uint64_t region_bytes() const override { return p_.size; }
+  std::vector<FileSpec> files() const override { return {FileSpec{"data", p_.size, p_.seed, false}}; }
+
+ private:
+  WorkloadParams p_;
+  StopFlag stop_;
+};
+
+}  // namespace
+
+std::unique_ptr<Workload> make_file_faults_workload(const WorkloadParams& p) {
+  return std::make_unique<FileFaultsWorkload>(p);
+}
+
+}  // namespace mmusim::wl
