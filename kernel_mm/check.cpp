@@ -34,7 +34,7 @@
 //  6  a page mapped more than once (shared by fork) is read-only in every mapping (and !PAE, by 5).
 //  7  RSS: MM_ANONPAGES == anon pages mapped by PTEs + HPAGE_PMD_NR x anon PMDs (the zero page
 //     and the huge zero folio are not counted, as in do_anonymous_page/do_huge_pmd_anonymous_page);
-//     MM_FILEPAGES: see CACHE below; the other RSS counters are 0 (no swap, shmem). pgtables_bytes == PAGE_SIZE x (PUD +
+//     MM_FILEPAGES: see CACHE below; MM_SWAPENTS == the swap PTEs; MM_SHMEMPAGES 0 (no shmem). pgtables_bytes == PAGE_SIZE x (PUD +
 //     PMD + PTE tables present + tables deposited under this mm's huge PMDs): mm_inc_nr_puds/
 //     pmds/ptes; the PGD is not counted (as in the kernel).
 //  8  TLB coherence, if a TLB enumerator is registered (except on a CPU that defers its flush of
@@ -50,7 +50,7 @@
 //     __contpte_try_fold does: pte_pgprot(pte_mkold(pte_mkclean(pte)))).
 // Also:
 //  - page-table structure: every table referenced is PG_table and referenced once; no PUD leaves;
-//    no non-present non-none PTEs (no swap/migration entries in this port); huge PMDs map the
+//    a non-present non-none PTE is a swap entry of a slot in use, in an anonymous VMA (SWAP below: each slot's count is its swap PTEs; no migration entries in this port); huge PMDs map the
 //    head of a PMD-order folio and have a deposited table; no orphan deposited tables; special
 //    PTEs map only the zero page.
 //  - locks at a quiescent point: no split PTL (ptdesc lock in each table page) held, no folio
@@ -98,6 +98,7 @@ constexpr const char* INV1 = "1 (mapcount = reality)";
 constexpr const char* INV2 = "2 (large-folio bookkeeping)";
 constexpr const char* INV2_MMID = "2 (MM-id slots)";
 constexpr const char* INV3 = "3 (refcount)";
+constexpr const char* INV_SWAP = "SWAP (swap counts and the swap cache)";
 constexpr const char* INV3_FREE = "3 (freed pages)";
 constexpr const char* INV3_LEAK = "3 (no leaked pages)";
 constexpr const char* INV4 = "4 (writable anon mapping => PageAnonExclusive)";
@@ -150,6 +151,7 @@ struct MmTally {
   uint64_t anon_ptes = 0;
   uint64_t file_ptes = 0;  // PTEs mapping page-cache folios (MM_FILEPAGES)
   uint64_t anon_pmds = 0;
+  uint64_t swap_ptes = 0;  // swap entries in PTEs (MM_SWAPENTS)
   uint64_t tables = 0;  // PUD + PMD + PTE tables + deposited tables (what pgtables_bytes counts)
   const vm_area_struct* vma_cache = nullptr;
 };
@@ -161,6 +163,7 @@ struct KernelPrivate {
   const folio* huge_zero;
   const std::vector<FreeArea>& free_area;  // per node
   const Kernel::TlbEnumerator& tlb_enum;
+  const std::unordered_map<uint64_t, folio*>& swap_cache;
 };
 
 class Checker {
@@ -223,6 +226,7 @@ class Checker {
     check_folios();
     check_lru();
     check_mm_counters();
+    check_swap();
     check_free_lists();
     check_leaks();
     check_tlbs();
@@ -471,9 +475,21 @@ class Checker {
       const pte_t pte{t[i]};
       if (pte_none(pte)) continue;
       const uint64_t va = va0 + uint64_t(i) * PAGE_SIZE;
-      if (!arch_.pte_present(pte))
-        fail(INV_PT, "mm {}: PTE {:#x} at va {:#x} is neither none nor present (no swap or migration entries "
-             "in this port)", mm->id, pte.val, va);
+      if (!arch_.pte_present(pte)) {
+        // A swap entry (no migration or device entries in this port): a slot in use, in an
+        // anonymous VMA.
+        const auto* si = k_.swap_info();
+        const swp_entry_t e = arch_.pte_to_swp_entry(pte);
+        if (!si || swp_type(e) != 0 || swp_offset(e) == 0 || swp_offset(e) >= si->max)
+          fail(INV_PT, "mm {}: PTE {:#x} at va {:#x} is neither none, present nor a swap entry of the swap device",
+               mm->id, pte.val, va);
+        const vm_area_struct* vma = vma_at(mi, va);
+        if (!vma || vma->vm_file)
+          fail(INV_VMA, "mm {}: swap PTE {:#x} at va {:#x} outside an anonymous VMA", mm->id, pte.val, va);
+        ++tally_[mi].swap_ptes;
+        ++swap_refs_[swp_offset(e)];
+        continue;
+      }
       const vm_area_struct* vma = vma_at(mi, va);
       if (!vma) fail(INV_VMA, "mm {}: PTE {:#x} maps va {:#x}, which no VMA covers", mm->id, pte.val, va);
       const bool w = arch_.pte_write(pte);
@@ -589,6 +605,23 @@ class Checker {
       i = j;
     }
     check_page_cache();
+    // Swap-cache folios no PTE maps (swapped out and not yet freed, or read ahead): the cache's
+    // references, and the LRU-add batch's.
+    for (const auto& [val, f] : priv_.swap_cache) {
+      if (folio_mapped(f)) continue;
+      int lru = 0;
+      if (auto it = lru_refs_.find(f); it != lru_refs_.end()) {
+        lru = it->second;
+        lru_refs_.erase(it);
+      }
+      const int expected = int(folio_nr_pages(f)) + lru;
+      // (Reclaim's isolation holds one more only inside an entry.)
+      if (f->refcount != expected)
+        fail(INV3, "an unmapped swap-cache folio has refcount {} (expected {} for the cache + {} LRU-add batch "
+             "slot(s)): {}", f->refcount, folio_nr_pages(f), lru, folio_state(f));
+      if ((f->flags & PG_locked) && !k_.folio_io_pending(f)) fail(INV_LOCK, "folio left locked: {}", folio_state(f));
+      accounted_pages_ += uint64_t(folio_nr_pages(f));
+    }
     // Folios only the LRU-add batch holds (e.g. the old page after a COW copy).
     for (const auto& [f, n] : lru_refs_) {
       if (folio_mapcount(f) != 0)
@@ -966,15 +999,52 @@ class Checker {
       if (get_mm_counter(mm, MM_FILEPAGES) != int64_t(t.file_ptes))
         fail(INV7_RSS, "mm {}: MM_FILEPAGES {} but {} PTE(s) map page-cache pages", mm->id,
              get_mm_counter(mm, MM_FILEPAGES), t.file_ptes);
-      static const std::pair<int, const char*> others[] = {{MM_SWAPENTS, "MM_SWAPENTS"}, {MM_SHMEMPAGES, "MM_SHMEMPAGES"}};
-      for (auto& [c, name] : others)
-        if (get_mm_counter(mm, c) != 0)
-          fail(INV7_RSS, "mm {}: {} is {} (no swap or shmem pages in this port)", mm->id, name,
-               get_mm_counter(mm, c));
+      if (get_mm_counter(mm, MM_SWAPENTS) != int64_t(t.swap_ptes))
+        fail(INV7_RSS, "mm {}: MM_SWAPENTS {} but {} swap PTE(s)", mm->id, get_mm_counter(mm, MM_SWAPENTS),
+             t.swap_ptes);
+      if (get_mm_counter(mm, MM_SHMEMPAGES) != 0)
+        fail(INV7_RSS, "mm {}: MM_SHMEMPAGES is {} (no shmem pages in this port)", mm->id,
+             get_mm_counter(mm, MM_SHMEMPAGES));
       const int64_t bytes = int64_t(t.tables * PAGE_SIZE);
       if (mm->pgtables_bytes != bytes)
         fail(INV7_PGT, "mm {}: pgtables_bytes {} but the PUD/PMD/PTE and deposited tables present take {} ({} "
              "tables)", mm->id, mm->pgtables_bytes, bytes, t.tables);
+    }
+  }
+
+  // ---- swap (invariant SWAP) ------------------------------------------------------------------
+  // Each slot's swap count is the swap PTEs that hold it, its SWAP_HAS_CACHE bit says whether the
+  // swap cache has a folio for it; a swap-cache folio is PG_swapcache with its entry and one
+  // reference per page for the cache, and unmapped it is not PageAnonExclusive (memory.c:4478);
+  // inuse_pages counts the slots in use.
+  void check_swap() {
+    const auto* si = k_.swap_info();
+    if (!si) {
+      if (!swap_refs_.empty() || !priv_.swap_cache.empty()) fail(INV_SWAP, "swap entries without a swap device");
+      return;
+    }
+    constexpr uint8_t HAS_CACHE = 0x40;
+    uint64_t inuse = 0;
+    for (uint64_t off = 1; off < si->max; ++off) {
+      const uint8_t m = si->swap_map[off];
+      if (m) ++inuse;
+      auto it = swap_refs_.find(off);
+      const uint64_t ptes = it == swap_refs_.end() ? 0 : it->second;
+      if (uint64_t(m & ~HAS_CACHE) != ptes)
+        fail(INV_SWAP, "swap slot {}: swap count {} but {} swap PTE(s) hold it", off, m & ~HAS_CACHE, ptes);
+      const bool cached = priv_.swap_cache.count(swp_entry(0, off).val) != 0;
+      if (bool(m & HAS_CACHE) != cached)
+        fail(INV_SWAP, "swap slot {}: SWAP_HAS_CACHE {} but the swap cache {} a folio for it", off,
+             bool(m & HAS_CACHE), cached ? "has" : "has no");
+    }
+    if (inuse != si->inuse_pages)
+      fail(INV_SWAP, "swap: {} slots in use but inuse_pages {}", inuse, si->inuse_pages);
+    for (const auto& [val, f] : priv_.swap_cache) {
+      if (!folio_test_swapcache(f) || f->swap != val || f->refcount < int(folio_nr_pages(f)))
+        fail(INV_SWAP, "swap cache entry {:#x}: {} (PG_swapcache, folio->swap and the cache's references)", val,
+             folio_state(f));
+      if (!folio_mapped(f) && PageAnonExclusive(f))
+        fail(INV_SWAP, "an unmapped swap-cache page is PageAnonExclusive: {}", folio_state(f));
     }
   }
 
@@ -1133,6 +1203,7 @@ class Checker {
   std::vector<pfn_t> tables_;
   std::vector<uint64_t> deposits_found_;
   std::unordered_map<uint32_t, uint32_t> av_root_;  // anon_vma id -> root id, of live VMAs
+  std::map<uint64_t, uint64_t> swap_refs_;           // swap slot -> swap PTEs that hold it
   std::unordered_map<const folio*, int> lru_refs_;
   uint64_t accounted_pages_ = 0;
   // scratch, per folio
@@ -1147,7 +1218,7 @@ class Checker {
 void Kernel::check_local(const char* where, const mm_struct* mm, uint64_t addr) {
   if (!params_.check_local || !mm) return;
   ctr_.local_checks.inc();
-  KernelPrivate priv{lru_batch_, deposited_, huge_zero_folio_, free_area_, tlb_enum_};
+  KernelPrivate priv{lru_batch_, deposited_, huge_zero_folio_, free_area_, tlb_enum_, swap_cache_};
   Checker(*this, where, priv).run_local(mm, addr);
 }
 
@@ -1155,7 +1226,7 @@ void Kernel::check_invariants(const char* where, bool force) {
   if (!(params_.check_invariants || force)) return;
   if (!force && params_.check_every > 1 && ++checks_skipped_ % params_.check_every != 0) return;
   ctr_.invariant_checks.inc();
-  KernelPrivate priv{lru_batch_, deposited_, huge_zero_folio_, free_area_, tlb_enum_};
+  KernelPrivate priv{lru_batch_, deposited_, huge_zero_folio_, free_area_, tlb_enum_, swap_cache_};
   Checker(*this, where, priv).run();
 }
 

@@ -48,11 +48,6 @@ constexpr unsigned MMAP_LOTSAMISS = 100;                     // mm/filemap.c
 
 inline uint64_t DIV_ROUND_UP(uint64_t n, uint64_t d) { return (n + d - 1) / d; }
 
-// fault_flag_allow_retry_first() (include/linux/mm.h)
-inline bool fault_flag_allow_retry_first(uint32_t flags) {
-  return (flags & FAULT_FLAG_ALLOW_RETRY) && !(flags & FAULT_FLAG_TRIED);
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------------------------------------

@@ -341,8 +341,21 @@ again:
       progress++;
       continue;
     }
-    // copy_nonpresent_pte(): no swap, migration or device entries in this port.
-    MMUSIM_CHECK(arch_->pte_present(ptent), "non-present PTE {:#x} at {:#x} (no swap here)", ptent.val, addr);
+    if (!arch_->pte_present(ptent)) {
+      // copy_nonpresent_pte() (mm/memory.c:793) of a swap entry (no migration or device entries
+      // in this port): one more reference to the slot.
+      MMUSIM_CHECK(arch_->is_swap_pte(ptent) && swap_enabled(), "non-present PTE {:#x} at {:#x}", ptent.val, addr);
+      swap_duplicate(arch_->pte_to_swp_entry(ptent));
+      // Mark the swap entry as shared.
+      if (arch_->pte_swp_exclusive(ptent)) {
+        ptent = arch_->pte_swp_clear_exclusive(ptent);
+        arch_->set_pte_at(src_mm, addr, src_pte, ptent);
+      }
+      rss[MM_SWAPENTS]++;
+      arch_->set_pte_at(dst_mm, addr, dst_pte, ptent);
+      progress += 8;
+      continue;
+    }
     // copy_present_ptes() will clear `*prealloc' if consumed
     max_nr = int((end - addr) / PAGE_SIZE);
     ret = copy_present_ptes(dst_vma, src_vma, dst_pte, src_pte, ptent, addr, max_nr, rss, &prealloc);

@@ -98,9 +98,20 @@ void KernelParams::visit(mmusim::Params& p) {
   p.size("memcg.max", memcg_max, "0", 0, 1ull << 40,
          "The workload's memory cgroup (cgroup v2 memory.max): every process runs in it and its "
          "anonymous and page-cache folios are charged to it; at the limit a charge reclaims from "
-         "its LRU lists (clean page cache only: no swap), and a charge that still cannot be met "
+         "its LRU lists (clean page cache, and anonymous folios swapped out with swap.size), and a charge that still cannot be met "
          "stops the run (the memcg's OOM). 0: no cgroup, the root's unlimited memory",
          PAGE_SIZE);
+  p.size("swap.size", swap_size, "0", 0, 1ull << 40,
+         "Swap space on the disk (a swap partition on the platform's NVMe SSD: non-rotational, "
+         "not SWP_SYNCHRONOUS_IO, so swap-ins go through the swap cache with VMA readahead): "
+         "reclaim then also swaps out anonymous folios. 0: no swap, reclaim drops clean page "
+         "cache only", PAGE_SIZE);
+  p.integer("swap.page_cluster", page_cluster, 3, 0, 5,
+            "vm.page_cluster: swap readahead reads up to 2^n pages around a swap fault (the "
+            "kernel's default 3, mm/swap.c swap_setup(); VMA readahead caps it at 2^5)");
+  p.integer("swap.swappiness", swappiness, 60, 0, 200,
+            "vm.swappiness (a memory cgroup's memory.swappiness): reclaim's relative pressure on "
+            "anonymous vs file folios, get_scan_count() (the kernel's default 60, mm/vmscan.c)");
 }
 
 const char* cost_name(Cost c) {
@@ -152,6 +163,8 @@ const char* fault_kind_name(FaultKind k) {
     case FaultKind::huge_split: return "huge_split";
     case FaultKind::huge_copy: return "huge_copy";
     case FaultKind::zero_page: return "zero_page";
+    case FaultKind::swap_map: return "swap_map";
+    case FaultKind::swap_read: return "swap_read";
     case FaultKind::sigsegv: return "sigsegv";
     case FaultKind::file_map: return "file_map";
     case FaultKind::file_read: return "file_read";
@@ -253,7 +266,15 @@ KernelCounters::KernelCounters(mmusim::Stats& s)
       memcg_charge_failed(s.counter("memcg.charge_failed", "charges that failed at memory.max without retrying (readahead, THP): the caller read less or fell back to a smaller folio")),
       workingset_refault_file(s.counter("kernel.workingset_refault_file", "page-cache folios read again after reclaim evicted them (a shadow entry was found: WORKINGSET_REFAULT_FILE)", "pages")),
       workingset_activate_file(s.counter("kernel.workingset_activate_file", "refaults whose refault distance fit in the active list: the folio starts on it (WORKINGSET_ACTIVATE_FILE)", "pages")),
-      workingset_restore_file(s.counter("kernel.workingset_restore_file", "activated refaults of folios that had been active before their eviction (WORKINGSET_RESTORE_FILE)", "pages")) {}
+      workingset_restore_file(s.counter("kernel.workingset_restore_file", "activated refaults of folios that had been active before their eviction (WORKINGSET_RESTORE_FILE)", "pages")),
+      pswpin(s.counter("kernel.pswpin", "pages read in from swap (/proc/vmstat pswpin; zero-filled ones included, which need no I/O)", "pages")),
+      pswpout(s.counter("kernel.pswpout", "pages written out to swap (/proc/vmstat pswpout; zero-filled ones included, which need no I/O)", "pages")),
+      swap_ra(s.counter("kernel.swap_ra", "pages swap readahead read besides the faulting one (/proc/vmstat swap_ra)", "pages")),
+      swap_ra_hit(s.counter("kernel.swap_ra_hit", "swap faults that found their page read ahead (/proc/vmstat swap_ra_hit)")),
+      do_swap_page(s.counter("kernel.do_swap_page", "faults on a swap PTE (do_swap_page())")),
+      swap_zeromap(s.counter("kernel.swap_zeromap", "swapped-out pages that were zero-filled: kept in the swap device's zeromap, no write (swap_writepage())", "pages")),
+      swap_write_requests(s.counter("kernel.swap_write_requests", "write requests to the disk for swap-out (one per folio, swap_writepage_bdev_async())")),
+      pgactivate_anon(s.counter("kernel.pgactivate_anon", "anonymous folios reclaim activated (part of kernel.pgactivate)", "pages")) {}
 
 // ------------------------------------------------------------------------------------------------
 // Construction
@@ -299,6 +320,7 @@ void Kernel::init_memmap() {
   lru_batch_.resize(kMaxCpus);
   mem_cgroup_create("", 0);  // the root
   if (params_.memcg_max) workload_memcg_ = mem_cgroup_create("workload", params_.memcg_max);
+  if (params_.swap_size) swapon(params_.swap_size);
   // NUMA: node n holds the frames [n * node_span_, (n + 1) * node_span_), the last node also the
   // rest; a span is a whole number of MAX_PAGE_ORDER blocks, so no buddy pair crosses two nodes.
   const unsigned nodes = std::max(1u, params_.nr_nodes);

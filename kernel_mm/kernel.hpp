@@ -21,6 +21,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/params.hpp"
@@ -82,6 +83,9 @@ struct KernelParams {
   bool thp_use_zero_page = true;
   unsigned lru_batch = 31;        // PAGEVEC_SIZE: small folios waiting in the per-CPU LRU-add batch
   uint64_t memcg_max = 0;         // memcg.max: the workload's memory cgroup's memory.max (0: none)
+  uint64_t swap_size = 0;         // swap.size: bytes of swap on the disk (0: no swap)
+  unsigned page_cluster = 3;      // swap.page_cluster: vm.page_cluster (swap readahead <= 2^n pages)
+  unsigned swappiness = 60;       // swap.swappiness: vm.swappiness (memory.swappiness)
   NumaPolicy numa = NumaPolicy::first_touch;  // memory.numa
   // The machine's NUMA topology, from the platform (platform.sockets), not a key of its own: one
   // node per socket, CPUs [n * cpus_per_node, (n + 1) * cpus_per_node) on node n, memory split
@@ -107,7 +111,7 @@ struct KernelCounters {
   // File-backed memory (filemap.cpp).
   mmusim::Counter &do_read_fault, &do_cow_fault, &do_shared_fault, &pgmajfault, &fault_around_ptes,
       &filemap_read_pages, &filemap_fault_retry, &faults_sigbus;
-  // The disk (a BlockDev): read requests, and waits for folios still under read.
+  // The disk (a BlockDev): read requests (file and swap), and waits for folios still under read.
   mmusim::Counter &io_requests, &folio_io_waits, &io_wait_ns;
   // Reclaim (vmscan.cpp): /proc/vmstat's allocstall, pgscan_direct, pgsteal_direct, pgrefill,
   // pgactivate, pgdeactivate; and the rmap walks' PTEs unmapped.
@@ -119,6 +123,10 @@ struct KernelCounters {
   // Refaults of evicted page cache (mm/workingset.c): /proc/vmstat's workingset_refault_file,
   // workingset_activate_file, workingset_restore_file.
   mmusim::Counter &workingset_refault_file, &workingset_activate_file, &workingset_restore_file;
+  // Swap (swap.cpp): /proc/vmstat's pswpin, pswpout, swap_ra, swap_ra_hit; do_swap_page() calls,
+  // zero-filled pages kept in the zeromap (no I/O), swap-cache folios freed by reclaim, writes.
+  mmusim::Counter &pswpin, &pswpout, &swap_ra, &swap_ra_hit, &do_swap_page, &swap_zeromap, &swap_write_requests,
+      &pgactivate_anon;
   // Several NUMA nodes only (registered then): /proc/vmstat's numa_hit, numa_miss, local_node,
   // other_node, summed over the nodes.
   mmusim::Counter *numa_hit = nullptr, *numa_miss = nullptr, *numa_local = nullptr, *numa_other = nullptr;
@@ -130,7 +138,9 @@ enum class FaultKind : uint8_t {
   sigsegv,
   file_map,   // a page-cache page mapped (fault-around or ->fault of a cached page): a minor fault
   file_read,  // a file page read from the disk first (VM_FAULT_MAJOR)
-  sigbus      // no page behind the mapping (beyond the end of the file)
+  sigbus,     // no page behind the mapping (beyond the end of the file)
+  swap_map,   // a swap PTE's page found in the swap cache and mapped: a minor fault
+  swap_read   // a swap PTE's page read from the swap device first (VM_FAULT_MAJOR)
 };
 const char* fault_kind_name(FaultKind k);
 struct FaultRecord {
@@ -223,6 +233,8 @@ class BlockDev {
   // A read of `bytes` submitted at `submit_ps`: when it completes (its folios are unlocked and
   // uptodate then: folio_end_read()).
   virtual uint64_t submit_read(uint64_t submit_ps, uint64_t bytes) = 0;
+  // A write of `bytes` (swap-out): when it completes (folio_end_writeback()).
+  virtual uint64_t submit_write(uint64_t submit_ps, uint64_t bytes) = 0;
 };
 
 using FreeArea = std::array<std::set<pfn_t>, MAX_PAGE_ORDER + 1>;
@@ -241,6 +253,7 @@ struct lruvec {
   int nid = 0;
   uint16_t memcg_id = 0;        // lruvec_memcg()
   uint64_t nonresident_age = 0;  // evictions and activations so far (mm/workingset.c)
+  uint64_t anon_cost = 0, file_cost = 0;  // lru_note_cost(): what reclaiming each type cost lately
 };
 // A memory cgroup (struct mem_cgroup, include/linux/memcontrol.h; cgroup v2): its page counter
 // (memory.current against memory.max, in pages) and its LRU lists, one lruvec per node
@@ -493,6 +506,7 @@ class Kernel {
   // try_to_free_mem_cgroup_pages() (mm/vmscan.c:6596): reclaim from the memcg's lruvecs.
   uint64_t try_to_free_mem_cgroup_pages(mem_cgroup* memcg, uint64_t nr_pages);
   void lruvec_add_folio(lruvec& lv, folio* f);       // at the head of its list, PG_lru
+  void lruvec_add_folio_tail(lruvec& lv, folio* f);  // at the tail (reclaimed next)
   void lruvec_del_folio(lruvec& lv, folio* f);       // off its list, PG_lru cleared
   // try_to_free_pages() (mm/vmscan.c:6511): direct reclaim on node `nid` for an allocation that
   // failed: at least SWAP_CLUSTER_MAX pages, priority 12 down to 0. Returns the pages freed.
@@ -508,6 +522,9 @@ class Kernel {
   // cleared; the flush deferred (try_to_unmap_flush()) where the arch batches it.
   void try_to_unmap(folio* f);
   void try_to_unmap_flush();
+  // rmap_walk() (mm/rmap.c): fn(vma, address) for each VMA that may map the folio.
+  template <typename F>
+  void rmap_walk(folio* f, F&& fn);
 
   // process_huge_page() / folio_zero_user() / copy_user_large_folio() (mm/memory.c)
   void process_huge_page(uint64_t addr_hint, unsigned nr_pages,
@@ -847,6 +864,57 @@ class Kernel {
   // page_cache_async_ra() (mm/readahead.c): a fault found `f` (at `index`) marked PG_readahead.
   void page_cache_async_ra(address_space* mapping, folio* f, uint64_t index, uint64_t req_count);
 
+  // ============ swap (swap.cpp; mm/swapfile.c, mm/swap_state.c, mm/page_io.c, do_swap_page()) ====
+  // One swap device (type 0) on the disk, `swap.size` bytes: per slot a swap count (swap_map) and
+  // what was written there; the swap cache (swapper_spaces) holds the folios of swap entries by
+  // entry. A swap PTE is the arch's encoding of an entry (Arch::swp_entry_to_pte()).
+  struct swap_info_struct {
+    uint64_t max = 0;               // slots; slot 0 is the swap header, never used
+    std::vector<uint8_t> swap_map;  // swap count | SWAP_HAS_CACHE
+    std::vector<bool> zeromap;      // the slot's page was zero-filled: not written, read as zeros
+    uint64_t inuse_pages = 0;
+    // Per-CPU clusters of SWAPFILE_CLUSTER slots (swap_cluster_info, percpu_cluster): each CPU
+    // allocates in order within its own cluster, so one CPU's swap-out is contiguous on the disk.
+    std::vector<uint32_t> cluster_count;  // slots in use per cluster
+    std::array<uint64_t, 64> percpu_next{};  // a CPU's next slot, 0: it has no cluster
+    uint64_t next_cluster = 0;      // where the search for a free cluster starts
+    std::unordered_map<uint64_t, std::vector<uint8_t>> data;  // the slots' contents on the disk
+  };
+  void swapon(uint64_t bytes);  // sys_swapon() of a swap partition of `bytes`
+  bool swap_enabled() const { return bool(si_); }
+  uint64_t get_nr_swap_pages() const { return si_ ? si_->max - 1 - si_->inuse_pages : 0; }
+  const swap_info_struct* swap_info() const { return si_.get(); }
+  int __swap_count(swp_entry_t e) const;
+  int swap_duplicate(swp_entry_t e);
+  void swap_free_nr(swp_entry_t e, int nr);
+  int free_swap_and_cache(swp_entry_t e);
+  folio* swap_cache_get_folio(swp_entry_t e, vm_area_struct* vma, uint64_t addr);
+  bool folio_free_swap(folio* f);
+  bool add_to_swap(folio* f);
+  void delete_from_swap_cache(folio* f);
+  bool vm_swap_full() const;
+  vm_fault_t do_swap_page(vm_fault* vmf);
+  // Writes in flight whose time has come end (folio_end_writeback()); reclaim looks first.
+  void writeback_end_due();
+
+ private:
+  uint64_t folio_alloc_swap(folio* f);  // a free slot's offset, 0: none (get_swap_pages())
+  void swap_entry_free(uint64_t offset);
+  int add_to_swap_cache(folio* f, swp_entry_t e);
+  void __delete_from_swap_cache(folio* f, swp_entry_t e);
+  void remove_swap_cache_entry(folio* f, swp_entry_t e);
+  folio* __read_swap_cache_async(swp_entry_t e, vm_area_struct* vma, uint64_t addr, bool* new_page_allocated);
+  uint64_t swap_read_folio(folio* f, std::vector<folio*>* plug);
+  void swap_read_unplug(std::vector<folio*>& plug);
+  bool swap_writepage(folio* f);          // true: written (under writeback), false: no I/O needed
+  folio* swapin_readahead(swp_entry_t e, vm_fault* vmf);
+  unsigned swap_vma_ra_win(vm_fault* vmf, uint64_t* start, uint64_t* end);
+  void folio_end_writeback(folio* f);
+  vm_fault_t folio_lock_or_retry(folio* f, vm_fault* vmf);
+  std::unique_ptr<swap_info_struct> si_;
+  std::unordered_map<uint64_t, folio*> swap_cache_;  // swp_entry_t.val -> folio
+  std::vector<std::pair<uint64_t, folio*>> writeback_;  // (completion, folio) of writes in flight
+
  private:
   // What the kernel does outside the simulation (the program image, a file read before the run):
   // no cost, no cache traffic, no lock timing while it lives (put back when it goes).
@@ -919,7 +987,8 @@ class Kernel {
     bool flush_required = false;
   } tlb_ubc_;
   struct scan_control;
-  unsigned shrink_folio_list(std::vector<folio*>& folio_list);
+  // `nr_pageout`: pages written (or zero-filled and kept in the zeromap) are added there.
+  unsigned shrink_folio_list(std::vector<folio*>& folio_list, uint64_t* nr_pageout = nullptr);
   uint64_t shrink_inactive_list(uint64_t nr_to_scan, lruvec& lv, lru_list lru, bool cgroup);
   void shrink_active_list(uint64_t nr_to_scan, lruvec& lv, lru_list lru);
   uint64_t isolate_lru_folios(uint64_t nr_to_scan, lruvec& lv, std::vector<folio*>* dst, uint64_t* nr_scanned,
@@ -927,6 +996,7 @@ class Kernel {
   void move_folios_to_lru(lruvec& lv, std::vector<folio*>& list);
   bool inactive_is_low(const lruvec& lv, lru_list inactive_lru) const;
   uint64_t shrink_lruvec(lruvec& lv, int priority, uint64_t nr_to_reclaim, bool cgroup);
+  void lru_note_cost(lruvec& lv, bool file, uint64_t nr_io, uint64_t nr_rotated);
   int try_charge_memcg(mem_cgroup* memcg, uint64_t nr_pages, bool may_retry, bool may_reclaim);
   bool __remove_mapping(address_space* mapping, folio* f);
   // mm/workingset.c: the shadow of an evicted folio, its refault's activation decision.

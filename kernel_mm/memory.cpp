@@ -182,9 +182,8 @@ vm_fault_t Kernel::handle_pte_fault(vm_fault* vmf) {
 
   if (!vmf->pte) return do_pte_missing(vmf);
 
-  // do_swap_page(): no swap or migration entries exist in this port.
-  MMUSIM_CHECK(arch_->pte_present(vmf->orig_pte), "non-present PTE {:#x} at {:#x} (no swap here)",
-               vmf->orig_pte.val, vmf->address);
+  // A swap entry (no migration or device entries exist in this port).
+  if (!arch_->pte_present(vmf->orig_pte)) return do_swap_page(vmf);
   // do_numa_page(): protnone PTEs only exist in PROT_NONE VMAs, which never get here.
   MMUSIM_CHECK(!(arch_->pte_protnone(vmf->orig_pte) && vma_is_accessible(vma)),
                "NUMA hinting PTE at {:#x} (no NUMA balancing here)", vmf->address);

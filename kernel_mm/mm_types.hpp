@@ -103,6 +103,10 @@ struct vm_area_struct {
   uint64_t vm_pgoff = 0;  // vm_start >> PAGE_SHIFT for anonymous VMAs
   std::shared_ptr<anon_vma> anon;  // vma->anon_vma (null until the first anon fault)
   address_space* vm_file = nullptr;  // vma->vm_file->f_mapping; null: anonymous (no vm_ops)
+  // vma->swap_readahead_info (mm/swap_state.c SWAP_RA_VAL()): the last swap fault's address,
+  // its readahead window and the readahead hits since.
+  uint64_t swap_ra_addr = 0;
+  unsigned swap_ra_win = 0, swap_ra_hits = 0;
 
   // Per-VMA lock (CONFIG_PER_VMA_LOCK, 6.12: vm_lock_seq + vm_lock->lock + detached).
   int64_t vm_lock_seq = -1;

@@ -182,7 +182,12 @@ void Kernel::tlb_batch_pages_flush(mmu_gather* tlb) {
     lru_add_drain();
     for (const mmu_gather::Deferred& d : tlb->pending) {
       folio* f = page_folio(d.pg);
-      // free_swap_cache(folio): no swap cache here
+      // free_swap_cache() (mm/swap_state.c:289): an unmapped swap-cache folio whose slot no swap
+      // PTE holds leaves the cache with its last mapping.
+      if (folio_test_swapcache(f) && !folio_mapped(f) && !folio_io_pending(f) && folio_trylock(f)) {
+        folio_free_swap(f);
+        folio_unlock(f);
+      }
       folios_put_refs(f, int(d.nr));
     }
     tlb->pending.clear();
@@ -367,8 +372,13 @@ uint64_t Kernel::zap_pte_range(mmu_gather* tlb, vm_area_struct* vma, pmd_t* pmd,
       }
       continue;
     }
-    // Swap, migration, device, marker and poison entries do not exist in this port.
-    mmusim::panic("zap_pte_range: unrecognized non-present PTE {:#x} at {:#x}", pte_val(ptent), addr);
+    // zap_nonpresent_ptes(): genuine swap entries, hence private anon pages (migration, device,
+    // marker and poison entries do not exist in this port).
+    MMUSIM_CHECK(arch_->is_swap_pte(ptent) && swap_enabled(), "zap_pte_range: unrecognized non-present PTE {:#x} at {:#x}",
+                 pte_val(ptent), addr);
+    rss[MM_SWAPENTS] -= 1;
+    free_swap_and_cache(arch_->pte_to_swp_entry(ptent));
+    arch_->ptep_get_and_clear(vma->vm_mm, addr, pte);  // clear_not_present_full_ptes()
   } while (pte += nr, addr += PAGE_SIZE * uint64_t(nr), addr != end);
 
   // add_mm_rss_vec()

@@ -502,9 +502,11 @@ long Kernel::change_pte_range(mmu_gather* tlb, vm_area_struct* vma, pmd_t* pmd, 
       }
       pages++;
     } else {
-      // No swap, migration, device or marker entries here: it must be a none PTE. Nobody plays
-      // with any none ptes besides userfaultfd when applying the protections.
-      MMUSIM_CHECK(pte_none(oldpte), "change_pte_range: non-present PTE {:#x} at {:#x}", pte_val(oldpte), addr);
+      // A swap entry keeps its protection until it is faulted in (no migration, device or
+      // marker entries here); nobody plays with any none ptes besides userfaultfd when applying
+      // the protections.
+      MMUSIM_CHECK(pte_none(oldpte) || arch_->is_swap_pte(oldpte), "change_pte_range: non-present PTE {:#x} at {:#x}",
+                   pte_val(oldpte), addr);
     }
   } while (pte++, addr += PAGE_SIZE, addr != end);
   pte_unmap_unlock(pte - 1, ptl);

@@ -39,6 +39,9 @@ enum : uint32_t {
   PG_active = 1u << 15,         // on an active LRU list (folio_test_active)
   PG_referenced = 1u << 16,     // seen referenced once by reclaim: a second chance (folio_test_referenced)
   PG_workingset = 1u << 17,     // was active once, deactivated (folio_test_workingset)
+  PG_swapbacked = 1u << 18,     // backed by swap, not a file: anon, or read in from swap (folio_test_swapbacked)
+  PG_writeback = 1u << 19,      // its contents are being written to the disk (folio_test_writeback)
+  PG_reclaim = 1u << 20,        // written by reclaim: to the inactive tail when the write ends (folio_test_reclaim)
 };
 
 struct address_space;
@@ -74,6 +77,7 @@ struct page {
   uint64_t index = 0;           // folio->index: linear page index within the anon_vma, or the
                                 // page offset in the file of a page-cache folio
   uint64_t last_cpupid = 0;     // folio_xchg_last_cpupid()
+  uint64_t swap = 0;            // folio->swap: the swap entry of a swap-cache folio (swp_entry_t.val)
   uint64_t io_until_ps = 0;     // a page-cache folio under read: when the read completes (until
                                 // then it is locked and not uptodate to every task: folio_end_read())
 
@@ -106,8 +110,12 @@ inline bool folio_test_readahead(const folio* f) { return f->flags & PG_readahea
 inline bool folio_test_active(const folio* f) { return f->flags & PG_active; }
 inline bool folio_test_referenced(const folio* f) { return f->flags & PG_referenced; }
 inline bool folio_test_workingset(const folio* f) { return f->flags & PG_workingset; }
-// folio_is_file_lru() (include/linux/mm_inline.h): a page-cache folio (no shmem here).
-inline bool folio_is_file_lru(const folio* f) { return !folio_test_anon(f); }
+inline bool folio_test_swapbacked(const folio* f) { return f->flags & (PG_swapbacked | PG_anon); }
+inline bool folio_test_writeback(const folio* f) { return f->flags & PG_writeback; }
+inline bool folio_test_reclaim(const folio* f) { return f->flags & PG_reclaim; }
+// folio_is_file_lru() (include/linux/mm_inline.h): !folio_test_swapbacked() (no shmem here: a
+// page-cache folio).
+inline bool folio_is_file_lru(const folio* f) { return !folio_test_swapbacked(f); }
 inline bool folio_test_pmd_mappable(const folio* f) { return f->order >= HPAGE_PMD_ORDER; }
 inline bool folio_test_partially_mapped(const folio* f) { return f->flags & PG_partially_mapped; }
 inline unsigned long folio_page_idx(const folio* f, const page* p) { return (unsigned long)(p - f); }

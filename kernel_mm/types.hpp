@@ -40,6 +40,22 @@ inline bool pte_none(pte_t p) { return p.val == 0; }
 inline bool pmd_same(pmd_t a, pmd_t b) { return a.val == b.val; }
 inline bool pmd_none(pmd_t p) { return p.val == 0; }
 
+// Swap entries (include/linux/swapops.h, include/linux/mm_types.h): the arch-independent form,
+// the swap device's type in the top bits, the slot's offset below (what the swap cache is keyed
+// by); the arch layer turns it into a non-present PTE and back (__swp_entry_to_pte()).
+struct swp_entry_t {
+  uint64_t val;
+};
+inline constexpr unsigned MAX_SWAPFILES_SHIFT = 5;
+inline constexpr unsigned BITS_PER_XA_VALUE = 63;  // BITS_PER_LONG - 1
+inline constexpr unsigned SWP_TYPE_SHIFT = BITS_PER_XA_VALUE - MAX_SWAPFILES_SHIFT;
+inline constexpr uint64_t SWP_OFFSET_MASK = (uint64_t(1) << SWP_TYPE_SHIFT) - 1;
+inline swp_entry_t swp_entry(uint64_t type, uint64_t offset) {
+  return swp_entry_t{(type << SWP_TYPE_SHIFT) | (offset & SWP_OFFSET_MASK)};
+}
+inline unsigned swp_type(swp_entry_t e) { return unsigned(e.val >> SWP_TYPE_SHIFT); }
+inline uint64_t swp_offset(swp_entry_t e) { return e.val & SWP_OFFSET_MASK; }
+
 // The kernel's page-table geometry, written as the kernel writes it (asm/page_types.h,
 // asm/pgtable_64_types.h, asm/pgtable-hwdef.h with 4K pages and 4 levels) and tied below to the
 // paging-format descriptor both ISAs share (base/pgformat.hpp), which the hardware models use.
@@ -123,6 +139,10 @@ inline constexpr uint32_t FAULT_FLAG_ORIG_PTE_VALID = 1u << 11;
 inline constexpr uint32_t FAULT_FLAG_VMA_LOCK = 1u << 12;
 inline constexpr uint32_t FAULT_FLAG_DEFAULT =
     FAULT_FLAG_ALLOW_RETRY | FAULT_FLAG_KILLABLE | FAULT_FLAG_INTERRUPTIBLE;
+// fault_flag_allow_retry_first() (include/linux/mm.h)
+inline bool fault_flag_allow_retry_first(uint32_t flags) {
+  return (flags & FAULT_FLAG_ALLOW_RETRY) && !(flags & FAULT_FLAG_TRIED);
+}
 
 // vm_flags (include/linux/mm.h)
 using vm_flags_t = uint64_t;

@@ -11,10 +11,13 @@
 // (PG_referenced) or is activated; a clean one is unmapped from every process (the rmap walk over
 // the file's VMAs, the TLB flush batched as the arch batches it) and dropped from the page cache;
 // the active file list is aged into the inactive one when the inactive one is low.
-// Not here (each marked where it happens): anonymous memory is never scanned (there is no swap:
-// get_scan_count()'s SCAN_FILE), dirty page-cache folios are activated (direct reclaim does not
-// write; no writeback or flusher threads), no shadow entries or refault detection (workingset),
-// no kswapd, no memory cgroups yet, no i_mmap_rwsem or LRU lock timing, no large page-cache folios.
+// With swap (swap.size, swap.cpp) the anonymous lists are scanned too (get_scan_count()'s
+// balance by swappiness and reclaim cost): an anonymous folio gets a swap slot, its PTEs become
+// swap entries, it is written and freed on a later pass once the write completed.
+// Not here (each marked where it happens): dirty page-cache folios are activated (direct reclaim
+// does not write; no writeback or flusher threads), no shadow entries for anonymous memory, no
+// kswapd or watermarks, no i_mmap_rwsem or LRU lock timing, no large page-cache folios, large
+// anonymous folios are not split for swap-out (they are activated).
 #include <algorithm>
 
 #include "base/error.hpp"
@@ -53,6 +56,20 @@ void Kernel::lruvec_add_folio(lruvec& lv, folio* f) {
   f->flags |= PG_lru;
 }
 
+// lruvec_add_folio_tail(): list_add_tail() (lru_move_tail()).
+void Kernel::lruvec_add_folio_tail(lruvec& lv, folio* f) {
+  MMUSIM_CHECK(!folio_test_lru(f), "lruvec_add_folio_tail: pfn {:#x} is on an LRU list", page_to_pfn(f));
+  lruvec::list& l = lv.lists[folio_lru_list(f)];
+  const pfn_t pfn = page_to_pfn(f);
+  f->lru_next = 0;
+  f->lru_prev = uint32_t(l.tail);
+  if (l.tail) mem_map_[l.tail].lru_next = uint32_t(pfn);
+  else l.head = pfn;
+  l.tail = pfn;
+  l.nr_pages += uint64_t(folio_nr_pages(f));
+  f->flags |= PG_lru;
+}
+
 // lruvec_del_folio(): list_del() from its list.
 void Kernel::lruvec_del_folio(lruvec& lv, folio* f) {
   MMUSIM_CHECK(folio_test_lru(f), "lruvec_del_folio: pfn {:#x} is on no LRU list", page_to_pfn(f));
@@ -85,17 +102,41 @@ void Kernel::vma_interval_tree_foreach(address_space* mapping, uint64_t pgoff, F
   }
 }
 
-// folio_referenced() (mm/rmap.c:983) -> rmap_walk_file() -> folio_referenced_one() (846): each
-// PTE that maps the folio, taken under its PTL (page_vma_mapped_walk()), its accessed bit cleared
+// rmap_walk() (mm/rmap.c): the VMAs that may map the folio, with the folio's address in each.
+// A page-cache folio: rmap_walk_file() over the file's VMAs. An anonymous one: rmap_walk_anon()
+// over its anon_vma's chain; the port keeps no anon_vma chains, so every anonymous VMA of a live mm
+// that covers the folio's linear index is visited (a superset: the walkers look for the folio's
+// pfn in the PTE).
+template <typename F>
+void Kernel::rmap_walk(folio* f, F&& fn) {
+  if (!folio_test_anon(f)) {
+    vma_interval_tree_foreach(f->mapping, f->index, [&](vm_area_struct* vma) {
+      fn(vma, vma->vm_start + ((f->index - vma->vm_pgoff) << PAGE_SHIFT));  // vma_address()
+    });
+    return;
+  }
+  for (const auto& up : mms_) {
+    mm_struct* mm = up.get();
+    if (!mm || mm->pgd == 0) continue;
+    for (auto& [end, v] : mm->mm_mt) {
+      vm_area_struct* vma = v.get();
+      if (!vma->anon || vma->vm_file) continue;
+      if (f->index < vma->vm_pgoff || f->index >= vma->vm_pgoff + vma_pages(vma)) continue;
+      fn(vma, vma->vm_start + ((f->index - vma->vm_pgoff) << PAGE_SHIFT));
+    }
+  }
+}
+
+// folio_referenced() (mm/rmap.c:983) -> rmap_walk() -> folio_referenced_one() (846): each PTE
+// that maps the folio, taken under its PTL (page_vma_mapped_walk()), its accessed bit cleared
 // (ptep_clear_flush_young_notify()).
 int Kernel::folio_referenced(folio* f, vm_flags_t* vm_flags) {
   *vm_flags = 0;
-  if (!folio_mapped(f) || !f->mapping) return 0;
+  if (!folio_mapped(f) || (!f->mapping && !folio_test_anon(f))) return 0;
   int referenced = 0;
   int mapcount = folio_mapcount(f);
-  vma_interval_tree_foreach(f->mapping, f->index, [&](vm_area_struct* vma) {
+  rmap_walk(f, [&](vm_area_struct* vma, uint64_t address) {
     if (mapcount <= 0) return;  // if (!pra->mapcount) return false: stop the walk
-    const uint64_t address = vma->vm_start + ((f->index - vma->vm_pgoff) << PAGE_SHIFT);  // vma_address()
     pmd_t* pmd = mm_find_pmd(vma->vm_mm, address);
     if (!pmd || !arch_->table_present(pmd->val) || arch_->pmd_trans_huge(*pmd)) return;
     uint32_t* ptl;
@@ -111,17 +152,18 @@ int Kernel::folio_referenced(folio* f, vm_flags_t* vm_flags) {
   return referenced;
 }
 
-// try_to_unmap() (mm/rmap.c:2013) -> rmap_walk_file() -> try_to_unmap_one() (1642), the file
-// folio path, TTU_BATCH_FLUSH: the PTE cleared (deferred flush where the arch batches it, else
-// ptep_clear_flush()), its dirty bit moved to the folio, MM_FILEPAGES, the rmap and the mapping's
-// reference dropped.
+// try_to_unmap() (mm/rmap.c:2013) -> rmap_walk() -> try_to_unmap_one() (1642), TTU_BATCH_FLUSH:
+// the PTE cleared (deferred flush where the arch batches it, else ptep_clear_flush()), its dirty
+// bit moved to the folio; a page-cache folio's MM_FILEPAGES dropped, an anonymous one's PTE
+// replaced by its swap entry (swap_duplicate(), exclusive if the page was, MM_ANONPAGES ->
+// MM_SWAPENTS); the rmap and the mapping's reference dropped. (Order-0 folios.)
 void Kernel::try_to_unmap(folio* f) {
-  MMUSIM_CHECK(!folio_test_anon(f) && f->mapping, "try_to_unmap: only page-cache folios here");
+  MMUSIM_CHECK(!folio_test_large(f) && (f->mapping || (folio_test_anon(f) && folio_test_swapcache(f))),
+               "try_to_unmap: pfn {:#x}: only small page-cache and swap-cache folios here", page_to_pfn(f));
   const pfn_t pfn = page_to_pfn(f);
-  vma_interval_tree_foreach(f->mapping, f->index, [&](vm_area_struct* vma) {
+  rmap_walk(f, [&](vm_area_struct* vma, uint64_t address) {
     if (!folio_mapped(f)) return;
     mm_struct* mm = vma->vm_mm;
-    const uint64_t address = vma->vm_start + ((f->index - vma->vm_pgoff) << PAGE_SHIFT);
     pmd_t* pmd = mm_find_pmd(mm, address);
     if (!pmd || !arch_->table_present(pmd->val) || arch_->pmd_trans_huge(*pmd)) return;
     uint32_t* ptl;
@@ -139,7 +181,21 @@ void Kernel::try_to_unmap(folio* f) {
       }
       // Set the dirty flag on the folio now the PTE is gone.
       if (arch_->pte_dirty(pteval)) folio_mark_dirty(f);
-      add_mm_counter(mm, MM_FILEPAGES, -1);  // dec_mm_counter(mm, mm_counter_file(folio))
+      if (folio_test_anon(f)) {
+        const swp_entry_t entry{f->swap};
+        swap_duplicate(entry);
+        // folio_try_share_anon_rmap_pte(): the page is no longer exclusive to one mm; the swap
+        // PTE remembers whether it was.
+        const bool anon_exclusive = PageAnonExclusive(f);
+        ClearPageAnonExclusive(f);
+        add_mm_counter(mm, MM_ANONPAGES, -1);
+        add_mm_counter(mm, MM_SWAPENTS, 1);
+        pte_t swp_pte = arch_->swp_entry_to_pte(entry);
+        if (anon_exclusive) swp_pte = arch_->pte_swp_mkexclusive(swp_pte);
+        arch_->set_pte_at(mm, address, pte, swp_pte);
+      } else {
+        add_mm_counter(mm, MM_FILEPAGES, -1);  // dec_mm_counter(mm, mm_counter_file(folio))
+      }
       folio_remove_rmap_pte(f, f, vma);
       folio_put(f);
       ctr_.reclaim_unmapped_ptes.inc();
@@ -166,6 +222,14 @@ bool Kernel::__remove_mapping(address_space* mapping, folio* f) {
   const int refcount = 1 + int(folio_nr_pages(f));
   if (folio_ref_count(f) != refcount) return false;  // folio_ref_freeze() failed
   if (folio_test_dirty(f)) return false;
+  if (folio_test_swapcache(f)) {
+    // __delete_from_swap_cache() and put_swap_folio(): the swap entry stays in the PTEs (no
+    // shadow entries for anonymous memory here).
+    const swp_entry_t swap{f->swap};
+    remove_swap_cache_entry(f, swap);
+    struct_page_touch(f, 1, true);
+    return true;
+  }
   // shadow = workingset_eviction(folio, target_memcg); __filemap_remove_folio(folio, shadow) ->
   // page_cache_delete(): the shadow takes the folio's slot.
   mapping->shadows[f->index] = workingset_eviction(f);
@@ -179,53 +243,97 @@ bool Kernel::__remove_mapping(address_space* mapping, folio* f) {
   return true;
 }
 
-// folio_check_references() (mm/vmscan.c:865)
-unsigned Kernel::shrink_folio_list(std::vector<folio*>& folio_list) {
+// shrink_folio_list() (mm/vmscan.c:1049) with folio_check_references() (865) and pageout() (638),
+// for memory-cgroup and direct reclaim (cgroup v2: writeback_throttling_sane()).
+unsigned Kernel::shrink_folio_list(std::vector<folio*>& folio_list, uint64_t* nr_pageout) {
+  writeback_end_due();
   unsigned nr_reclaimed = 0;
   std::vector<folio*> ret_folios, free_folios;
   for (folio* f : folio_list) {
-    MMUSIM_CHECK(!folio_test_lru(f) && !folio_test_anon(f), "shrink_folio_list: pfn {:#x} not an isolated file folio",
-                 page_to_pfn(f));
+    MMUSIM_CHECK(!folio_test_lru(f), "shrink_folio_list: pfn {:#x} not isolated", page_to_pfn(f));
     // A folio under read is locked (folio_trylock() fails): keep it.
     if (folio_io_pending(f) || !folio_trylock(f)) {
       ret_folios.push_back(f);
       continue;
     }
-    // folio_check_references()
-    vm_flags_t vm_flags = 0;
-    const int referenced_ptes = folio_referenced(f, &vm_flags);
-    const bool referenced_folio = folio_test_referenced(f);
-    f->flags &= ~PG_referenced;  // folio_test_clear_referenced()
-    folio_references references;
-    if (referenced_ptes) {
-      // All mapped folios start out with page table references from the instantiating fault, so
-      // we need to look twice if a mapped file/anon folio is used more than once. Mark it and
-      // spare it for another trip around the inactive list.
-      f->flags |= PG_referenced;  // folio_set_referenced()
-      if (referenced_folio || referenced_ptes > 1) references = FOLIOREF_ACTIVATE;
-      else if ((vm_flags & VM_EXEC) && folio_is_file_lru(f)) references = FOLIOREF_ACTIVATE;
-      else references = FOLIOREF_KEEP;
-    } else if (referenced_folio && folio_is_file_lru(f)) {
-      references = FOLIOREF_RECLAIM_CLEAN;  // Reclaim if clean, defer dirty folios to writeback
-    } else {
-      references = FOLIOREF_RECLAIM;
+    bool activate = false, keep = false, unlocked = false;
+    // A folio under writeback: memcg and direct reclaim mark it for reclaim and activate it; the
+    // write's end rotates it to the inactive tail (mm/vmscan.c:1150, case 2).
+    if (folio_test_writeback(f)) {
+      f->flags |= PG_reclaim;  // folio_set_reclaim()
+      activate = true;
     }
-    bool activate = false, keep = false;
-    switch (references) {
-      case FOLIOREF_ACTIVATE: activate = true; break;
-      case FOLIOREF_KEEP: keep = true; break;
-      case FOLIOREF_RECLAIM:
-      case FOLIOREF_RECLAIM_CLEAN: break;
+    folio_references references = FOLIOREF_RECLAIM;
+    if (!activate) {
+      // folio_check_references()
+      vm_flags_t vm_flags = 0;
+      const int referenced_ptes = folio_referenced(f, &vm_flags);
+      const bool referenced_folio = folio_test_referenced(f);
+      f->flags &= ~PG_referenced;  // folio_test_clear_referenced()
+      if (referenced_ptes) {
+        // All mapped folios start out with page table references from the instantiating fault,
+        // so we need to look twice if a mapped file/anon folio is used more than once. Mark it
+        // and spare it for another trip around the inactive list.
+        f->flags |= PG_referenced;  // folio_set_referenced()
+        if (referenced_folio || referenced_ptes > 1) references = FOLIOREF_ACTIVATE;
+        else if ((vm_flags & VM_EXEC) && folio_is_file_lru(f)) references = FOLIOREF_ACTIVATE;
+        else references = FOLIOREF_KEEP;
+      } else if (referenced_folio && folio_is_file_lru(f)) {
+        references = FOLIOREF_RECLAIM_CLEAN;  // Reclaim if clean, defer dirty folios to writeback
+      }
+      switch (references) {
+        case FOLIOREF_ACTIVATE: activate = true; break;
+        case FOLIOREF_KEEP: keep = true; break;
+        case FOLIOREF_RECLAIM:
+        case FOLIOREF_RECLAIM_CLEAN: break;
+      }
+    }
+    // Anonymous process memory has backing store? Try to allocate it some swap space here.
+    if (!activate && !keep && folio_test_anon(f) && !folio_test_swapcache(f)) {
+      // (A large folio would be split first, split_folio_to_list(): not ported; it stays.)
+      if (folio_test_large(f) || !add_to_swap(f)) activate = true;  // activate_locked_split
     }
     if (!activate && !keep && folio_mapped(f)) {
       // The folio is mapped into the page tables of one or more processes. Try to unmap it here.
-      try_to_unmap(f);
-      if (folio_mapped(f)) activate = true;
+      if (folio_test_large(f)) activate = true;
+      else {
+        try_to_unmap(f);
+        if (folio_mapped(f)) activate = true;
+      }
     }
-    // A dirty page-cache folio: direct reclaim does not write it (only kswapd would, and there is
-    // no writeback here): activate it (mm/vmscan.c:1360, folio_set_reclaim()).
-    if (!activate && !keep && folio_test_dirty(f)) activate = true;
-    if (!activate && !keep) {
+    bool clean_path = !activate && !keep;
+    if (clean_path && folio_test_dirty(f)) {
+      clean_path = false;
+      if (folio_is_file_lru(f)) {
+        // Only kswapd writes page-cache folios (and there is no writeback of files here):
+        // immediately reclaim when written back (mm/vmscan.c:1360).
+        f->flags |= PG_reclaim;
+        activate = true;
+      } else {
+        // The folio is dirty and anonymous: write it to swap. A TLB entry of a cleared PTE that
+        // was writable must be gone before the write starts (try_to_unmap_flush_dirty()).
+        try_to_unmap_flush();
+        // pageout(): is_page_cache_freeable() (the swap cache's references and ours only).
+        if (folio_ref_count(f) != 1 + int(folio_nr_pages(f))) {
+          keep = true;
+        } else {
+          f->flags &= ~PG_dirty;    // folio_clear_dirty_for_io()
+          f->flags |= PG_reclaim;   // folio_set_reclaim()
+          swap_writepage(f);        // unlocks the folio
+          unlocked = true;
+          if (!folio_test_writeback(f)) f->flags &= ~PG_reclaim;  // synchronous (zeromap, or freed)
+          if (nr_pageout) *nr_pageout += uint64_t(folio_nr_pages(f));
+          // PAGE_SUCCESS: under writeback or dirty again: keep; else reclaim it now.
+          if (!folio_test_writeback(f) && !folio_test_dirty(f) && folio_trylock(f)) {
+            unlocked = false;
+            clean_path = true;
+          } else {
+            keep = true;
+          }
+        }
+      }
+    }
+    if (clean_path) {
       if (__remove_mapping(f->mapping, f)) {
         folio_unlock(f);
         // free_it: the cache's references and ours go once the TLBs are flushed
@@ -237,11 +345,13 @@ unsigned Kernel::shrink_folio_list(std::vector<folio*>& folio_list) {
       keep = true;  // keep_locked
     }
     if (activate) {
-      // activate_locked:
+      // activate_locked: Not a candidate for swapping, so reclaim swap space.
+      if (folio_test_swapcache(f) && vm_swap_full()) folio_free_swap(f);
       f->flags |= PG_active;
       ctr_.pgactivate.inc(uint64_t(folio_nr_pages(f)));
+      if (!folio_is_file_lru(f)) ctr_.pgactivate_anon.inc(uint64_t(folio_nr_pages(f)));
     }
-    folio_unlock(f);
+    if (!unlocked) folio_unlock(f);
     ret_folios.push_back(f);
   }
   // 'folio_list' is always empty here; try_to_unmap_flush() before the folios are freed.
@@ -335,8 +445,10 @@ uint64_t Kernel::shrink_inactive_list(uint64_t nr_to_scan, lruvec& lv, lru_list 
   const uint64_t nr_taken = isolate_lru_folios(nr_to_scan, lv, &folio_list, &nr_scanned, lru);
   (cgroup ? ctr_.memcg_pgscan : ctr_.pgscan_direct).inc(nr_scanned);
   if (nr_taken == 0) return 0;
-  const unsigned nr_reclaimed = shrink_folio_list(folio_list);
+  uint64_t nr_pageout = 0;
+  const unsigned nr_reclaimed = shrink_folio_list(folio_list, &nr_pageout);
   move_folios_to_lru(lv, folio_list);
+  lru_note_cost(lv, is_file_lru(lru), nr_pageout, nr_scanned - std::min<uint64_t>(nr_scanned, nr_reclaimed));
   (cgroup ? ctr_.memcg_pgsteal : ctr_.pgsteal_direct).inc(nr_reclaimed);
   return nr_reclaimed;
 }
@@ -361,6 +473,7 @@ void Kernel::shrink_active_list(uint64_t nr_to_scan, lruvec& lv, lru_list lru) {
     l_inactive.push_back(f);
   }
   ctr_.pgdeactivate.inc(l_inactive.size());
+  lru_note_cost(lv, is_file_lru(lru), 0, l_active.size());  // nr_rotated
   // Move folios back to the lru list.
   move_folios_to_lru(lv, l_active);
   move_folios_to_lru(lv, l_inactive);
@@ -375,37 +488,131 @@ bool Kernel::inactive_is_low(const lruvec& lv, lru_list inactive_lru) const {
   return inactive * inactive_ratio < active;
 }
 
-// shrink_lruvec() (mm/vmscan.c:5701) with get_scan_count() (2392) for a system without swap:
-// SCAN_FILE, each file list scanned `size >> priority` (the anon lists not at all); the active
-// list is aged when the inactive one is low (shrink_list(): sc->may_deactivate).
-uint64_t Kernel::shrink_lruvec(lruvec& lv, int priority, uint64_t nr_to_reclaim, bool cgroup) {
-  uint64_t nr[NR_LRU_LISTS] = {};
-  // get_scan_count(): If we have no swap space, do not bother scanning anon folios.
-  for (lru_list l : {LRU_INACTIVE_FILE, LRU_ACTIVE_FILE}) {
-    nr[l] = lv.lists[l].nr_pages >> priority;
-    // (A list too small to scan at this priority is scanned in full once priority reaches 0.)
+// lru_note_cost() (mm/swap.c:271): what reclaiming from one type cost (I/O weighs
+// SWAP_CLUSTER_MAX per page, a rotation 1), decayed by half once the costs exceed a quarter of the
+// lists. (The kernel also charges the ancestors' lruvecs; the proportions here use the reclaimed
+// lruvec's.)
+void Kernel::lru_note_cost(lruvec& lv, bool file, uint64_t nr_io, uint64_t nr_rotated) {
+  const uint64_t cost = nr_io * SWAP_CLUSTER_MAX + nr_rotated;
+  (file ? lv.file_cost : lv.anon_cost) += cost;
+  uint64_t lrusize = 0;
+  for (const auto& l : lv.lists) lrusize += l.nr_pages;
+  if (lv.file_cost + lv.anon_cost > lrusize / 4) {
+    lv.file_cost /= 2;
+    lv.anon_cost /= 2;
   }
+}
+
+// shrink_lruvec() (mm/vmscan.c:5701) with get_scan_count() (2392) and prepare_scan_control()'s
+// cache_trim_mode (6.12, classic LRU): without swap (or with none free) only the file lists are
+// scanned (SCAN_FILE); with it, SCAN_EQUAL at priority 0, SCAN_FILE while the inactive file list is
+// large and not low (cache_trim_mode), else SCAN_FRACT: anon by swappiness, file by
+// 200 - swappiness, each weighted by the other's recent reclaim cost. Each list `size >> priority`
+// times its fraction, 32 at a time; the active lists are aged when their inactive list is low
+// (shrink_list(): sc->may_deactivate); once enough is reclaimed the smaller side stops and the
+// other is cut to the same proportion (not in global reclaim at DEF_PRIORITY); then the anon
+// active list is aged if its inactive list is low. (No file_is_tiny: there are no watermarks; no
+// memory.min/low.)
+uint64_t Kernel::shrink_lruvec(lruvec& lv, int priority, uint64_t nr_to_reclaim, bool cgroup) {
+  enum { SCAN_EQUAL, SCAN_FRACT, SCAN_ANON, SCAN_FILE } scan_balance;
   const bool may_deactivate_file = inactive_is_low(lv, LRU_INACTIVE_FILE);
+  const bool may_deactivate_anon = inactive_is_low(lv, LRU_INACTIVE_ANON);
+  const unsigned swappiness = params_.swappiness;
+  uint64_t fraction[2] = {0, 0}, denominator = 0;
+  // can_reclaim_anon_pages(): swap space left.
+  const bool can_reclaim_anon = get_nr_swap_pages() > 0;
+  if (!can_reclaim_anon) {
+    // If we have no swap space, do not bother scanning anon folios.
+    scan_balance = SCAN_FILE;
+  } else if (cgroup && !swappiness) {
+    scan_balance = SCAN_FILE;
+  } else if (!priority && swappiness) {
+    // Do not apply any pressure balancing cleverness when the system is close to OOM, scan both
+    // anon and file equally.
+    scan_balance = SCAN_EQUAL;
+  } else if ((lv.lists[LRU_INACTIVE_FILE].nr_pages >> priority) && !may_deactivate_file) {
+    // If there is enough inactive page cache, we do not reclaim anything from the anonymous
+    // working right now (cache_trim_mode).
+    scan_balance = SCAN_FILE;
+  } else {
+    // Calculate the pressure balance between anon and file pages.
+    scan_balance = SCAN_FRACT;
+    uint64_t total_cost = lv.anon_cost + lv.file_cost;
+    const uint64_t anon_cost = total_cost + lv.anon_cost;
+    const uint64_t file_cost = total_cost + lv.file_cost;
+    total_cost = anon_cost + file_cost;
+    const uint64_t ap = swappiness * (total_cost + 1) / (anon_cost + 1);
+    const uint64_t fp = (200 - swappiness) * (total_cost + 1) / (file_cost + 1);
+    fraction[0] = ap;
+    fraction[1] = fp;
+    denominator = ap + fp;
+  }
+  uint64_t nr[NR_LRU_LISTS] = {}, targets[NR_LRU_LISTS] = {};
+  for (unsigned l = 0; l < NR_LRU_LISTS; ++l) {
+    const bool file = is_file_lru(lru_list(l));
+    uint64_t scan = lv.lists[l].nr_pages >> priority;
+    // (A list too small to scan at this priority is scanned in full once priority reaches 0.)
+    switch (scan_balance) {
+      case SCAN_EQUAL: break;
+      case SCAN_FRACT: scan = scan * fraction[file] / denominator; break;
+      case SCAN_FILE:
+      case SCAN_ANON:
+        if ((scan_balance == SCAN_FILE) != file) scan = 0;
+        break;
+    }
+    nr[l] = targets[l] = scan;
+  }
+  const bool proportional_reclaim = !cgroup && priority == DEF_PRIORITY;
   uint64_t nr_reclaimed = 0;
-  while (nr[LRU_ACTIVE_FILE] || nr[LRU_INACTIVE_FILE]) {
-    for (lru_list l : {LRU_INACTIVE_FILE, LRU_ACTIVE_FILE}) {  // for_each_evictable_lru()
+  while (nr[LRU_INACTIVE_ANON] || nr[LRU_ACTIVE_FILE] || nr[LRU_INACTIVE_FILE]) {
+    for (unsigned li = 0; li < NR_LRU_LISTS; ++li) {  // for_each_evictable_lru()
+      const lru_list l = lru_list(li);
       if (!nr[l]) continue;
       const uint64_t nr_to_scan = std::min(nr[l], SWAP_CLUSTER_MAX);
       nr[l] -= nr_to_scan;
+      // shrink_list()
       if (is_active_lru(l)) {
-        if (may_deactivate_file) shrink_active_list(nr_to_scan, lv, l);
+        if (is_file_lru(l) ? may_deactivate_file : may_deactivate_anon) shrink_active_list(nr_to_scan, lv, l);
       } else {
         nr_reclaimed += shrink_inactive_list(nr_to_scan, lv, l, cgroup);
       }
     }
-    // Global direct reclaim at DEF_PRIORITY does not abort (proportional_reclaim); below it, and
-    // for memcg reclaim always, once enough is reclaimed the scan stops (the anon lists, the
-    // other side of the proportion, are not scanned at all here).
-    const bool proportional_reclaim = !cgroup && priority == DEF_PRIORITY;
-    if (nr_reclaimed >= nr_to_reclaim && !proportional_reclaim) break;
+    if (nr_reclaimed < nr_to_reclaim || proportional_reclaim) continue;
+    // For kswapd and memcg, reclaim at least the number of pages requested. Ensure that the
+    // anon and file LRUs are scanned proportionally what was requested by get_scan_count(). We
+    // stop reclaiming one LRU and reduce the amount scanning proportional to the original scan
+    // target.
+    const uint64_t nr_file = nr[LRU_INACTIVE_FILE] + nr[LRU_ACTIVE_FILE];
+    const uint64_t nr_anon = nr[LRU_INACTIVE_ANON] + nr[LRU_ACTIVE_ANON];
+    // It's just vindictive to attack the larger once the smaller has gone to zero.
+    if (!nr_file || !nr_anon) break;
+    unsigned lru;
+    uint64_t percentage;
+    if (nr_file > nr_anon) {
+      const uint64_t scan_target = targets[LRU_INACTIVE_ANON] + targets[LRU_ACTIVE_ANON] + 1;
+      lru = LRU_INACTIVE_ANON;
+      percentage = nr_anon * 100 / scan_target;
+    } else {
+      const uint64_t scan_target = targets[LRU_INACTIVE_FILE] + targets[LRU_ACTIVE_FILE] + 1;
+      lru = LRU_INACTIVE_FILE;
+      percentage = nr_file * 100 / scan_target;
+    }
+    // Stop scanning the smaller of the LRU
+    nr[lru] = 0;
+    nr[lru + 1] = 0;
+    // Recalculate the other LRU scan count based on its original scan target and the percentage
+    // scanning already complete
+    lru = (lru == LRU_INACTIVE_FILE) ? LRU_INACTIVE_ANON : LRU_INACTIVE_FILE;
+    for (unsigned l : {lru, lru + 1}) {
+      const uint64_t nr_scanned = targets[l] - nr[l];
+      nr[l] = targets[l] * (100 - percentage) / 100;
+      nr[l] -= std::min(nr[l], nr_scanned);
+    }
   }
-  // Even if we did not try to evict anon pages at all, we want to rebalance the anon lru active/
-  // inactive ratio (shrink_active_list() on the anon lists when low): no swap, nothing to balance.
+  // Even if we did not try to evict anon pages at all, we want to rebalance the anon lru
+  // active/inactive ratio (can_age_anon_pages(): with swap).
+  if (can_reclaim_anon && inactive_is_low(lv, LRU_INACTIVE_ANON))
+    shrink_active_list(SWAP_CLUSTER_MAX, lv, LRU_ACTIVE_ANON);
   return nr_reclaimed;
 }
 

@@ -18,19 +18,33 @@ void DiskParams::visit(Params& p) {
             "read requests the disk serves at once (its internal units); more wait in its queue. "
             "The 980 PRO's 1,000K IOPS at queue depth 32 times its 45 us read: about 48 "
             "(docs/research-filemap-swap-io.md section 7 [M/derived])");
+  p.duration("disk.write_latency", write_latency, "12us",
+             "the disk's time for one write request before its data moves (the drive acknowledges it "
+             "from its DRAM/SLC cache): a 4K random write at queue depth 1 takes about 17 us end to "
+             "end (60K IOPS), less the host's 5 us (cost.io_request) (docs/research-filemap-swap-io.md "
+             "section 7 [M/derived])");
+  p.real("disk.write_bandwidth", write_bandwidth, 5.0, 0.001, 1000,
+         "the disk's sequential write bandwidth (980 PRO: 5,000 MB/s [M])", "GB/s");
 }
 
 BlockDevice::BlockDevice(const DiskParams& p, double ghz, Stats& stats)
     : latency_ps_(uint64_t(p.read_latency.ns(ghz) * 1000.0 + 0.5)),
+      write_latency_ps_(uint64_t(p.write_latency.ns(ghz) * 1000.0 + 0.5)),
       ps_per_byte_(1000.0 / p.read_bandwidth),
+      write_ps_per_byte_(1000.0 / p.write_bandwidth),
       unit_free_ps_(p.parallelism, 0),
       requests_(stats.counter("disk.requests", "read requests the disk served")),
       bytes_(stats.counter("disk.read_bytes", "bytes the disk read", "bytes")),
       queued_(stats.counter("disk.queued", "read requests that found every internal unit busy and waited in the disk's queue (disk.parallelism)")),
       queue_wait_ns_(stats.counter("disk.queue_wait_ns", "time read requests waited in the disk's queue for a unit", "ns")),
-      service_ns_(stats.counter("disk.service_ns", "time from submission to completion, summed over the read requests", "ns")) {}
+      service_ns_(stats.counter("disk.service_ns", "time from submission to completion, summed over the requests", "ns")),
+      write_requests_(stats.counter("disk.write_requests", "write requests the disk served (swap-out)")),
+      write_bytes_(stats.counter("disk.write_bytes", "bytes the disk wrote", "bytes")) {}
 
-uint64_t BlockDevice::submit_read(uint64_t submit_ps, uint64_t bytes) {
+uint64_t BlockDevice::submit_read(uint64_t submit_ps, uint64_t bytes) { return submit(submit_ps, bytes, false); }
+uint64_t BlockDevice::submit_write(uint64_t submit_ps, uint64_t bytes) { return submit(submit_ps, bytes, true); }
+
+uint64_t BlockDevice::submit(uint64_t submit_ps, uint64_t bytes, bool write) {
   // The unit free first (the lowest-numbered of equals): deterministic.
   auto unit = std::min_element(unit_free_ps_.begin(), unit_free_ps_.end());
   const uint64_t start = std::max(submit_ps, *unit);
@@ -38,13 +52,19 @@ uint64_t BlockDevice::submit_read(uint64_t submit_ps, uint64_t bytes) {
     queued_.inc();
     queue_wait_ns_.inc((start - submit_ps + 500) / 1000);
   }
-  const uint64_t read_done = start + latency_ps_;
-  const uint64_t xfer_start = std::max(read_done, link_free_ps_);
-  const uint64_t done = xfer_start + uint64_t(double(bytes) * ps_per_byte_ + 0.5);
-  link_free_ps_ = done;
+  uint64_t& link = write ? write_link_free_ps_ : link_free_ps_;
+  const uint64_t media_done = start + (write ? write_latency_ps_ : latency_ps_);
+  const uint64_t xfer_start = std::max(media_done, link);
+  const uint64_t done = xfer_start + uint64_t(double(bytes) * (write ? write_ps_per_byte_ : ps_per_byte_) + 0.5);
+  link = done;
   *unit = done;
-  requests_.inc();
-  bytes_.inc(bytes);
+  if (write) {
+    write_requests_.inc();
+    write_bytes_.inc(bytes);
+  } else {
+    requests_.inc();
+    bytes_.inc(bytes);
+  }
   service_ns_.inc((done - submit_ps + 500) / 1000);
   return done;
 }

@@ -11,9 +11,12 @@
 //     read at queue depth 1, less the host's share, which the kernel charges as cost.io_request);
 //   - then moves its data over the link at `disk.read_bandwidth`, one request after the other;
 //   - completes then: its folios are unlocked and uptodate (folio_end_read()), its waiters woken.
-// Sources: docs/research-filemap-swap-io.md §7 (Samsung 980 PRO, PCIe 4.0 x4). Not modelled: writes
-// (no writeback or swap-out yet), the SLC cache, the completion interrupt's CPU and its latency
-// beyond the request's, request merging, a scheduler (Linux uses `none` for NVMe).
+// A write request (swap-out) is the same with `disk.write_latency` (the drive acknowledges a write
+// once it is in its DRAM/SLC cache) and `disk.write_bandwidth`, its data moving over the link's
+// other direction (PCIe is full duplex).
+// Sources: docs/research-filemap-swap-io.md §7 (Samsung 980 PRO, PCIe 4.0 x4). Not modelled: the
+// SLC cache filling up (writes stay at their cached latency), the completion interrupt's CPU and
+// its latency beyond the request's, a scheduler (Linux uses `none` for NVMe).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +32,8 @@ struct DiskParams {
   Duration read_latency;       // disk.read_latency
   double read_bandwidth = 0;   // disk.read_bandwidth, GB/s
   unsigned parallelism = 1;    // disk.parallelism
+  Duration write_latency;      // disk.write_latency
+  double write_bandwidth = 0;  // disk.write_bandwidth, GB/s
   void visit(Params& p);
 };
 
@@ -36,13 +41,16 @@ class BlockDevice : public kmm::BlockDev {
  public:
   BlockDevice(const DiskParams& p, double ghz, Stats& stats);  // ghz: for a latency in cycles
   uint64_t submit_read(uint64_t submit_ps, uint64_t bytes) override;
+  uint64_t submit_write(uint64_t submit_ps, uint64_t bytes) override;
 
  private:
-  uint64_t latency_ps_;
-  double ps_per_byte_;
+  uint64_t submit(uint64_t submit_ps, uint64_t bytes, bool write);
+  uint64_t latency_ps_, write_latency_ps_;
+  double ps_per_byte_, write_ps_per_byte_;
   std::vector<uint64_t> unit_free_ps_;  // when each internal unit is free again
-  uint64_t link_free_ps_ = 0;           // when the link has sent the last request's data
-  Counter &requests_, &bytes_, &queued_, &queue_wait_ns_, &service_ns_;
+  uint64_t link_free_ps_ = 0;           // when the link has sent the last read's data
+  uint64_t write_link_free_ps_ = 0;     // and received the last write's
+  Counter &requests_, &bytes_, &queued_, &queue_wait_ns_, &service_ns_, &write_requests_, &write_bytes_;
 };
 
 }  // namespace mmusim

@@ -64,12 +64,18 @@ void System::check_resources(const Config& cfg) {
   // The workload's memory cgroup must hold what it maps and cannot reclaim (no swap): a built-in
   // pattern touches all of its region, so a smaller memcg.max is an OOM certain to come.
   // (random-ops' and a trace's footprints are bounds, not needs: the run finds out.)
+  // With swap (swap.size), order-0 anonymous pages can go there (large anonymous folios are not
+  // split for swap-out: kernel_mm/vmscan.cpp).
   const std::string& memcg_origin = cfg.setting("memcg.max").origin;
-  if (kp_.memcg_max && mapped > kp_.memcg_max && wp_.name != wl::WorkloadName::random_ops &&
+  const uint64_t swappable =
+      (kp_.swap_size && wp_.backing == wl::Backing::anon && wp_.folio == wl::FolioKind::k4K) ? kp_.swap_size : 0;
+  if (kp_.memcg_max && mapped > kp_.memcg_max + swappable && wp_.name != wl::WorkloadName::random_ops &&
       wp_.name != wl::WorkloadName::trace)
-    fatal("{}: {} needs about {} that reclaim cannot free (anonymous or dirty: there is no swap), more "
+    fatal("{}: {} needs about {} that reclaim cannot free ({}), more "
           "than memcg.max = {} ({}): the cgroup would be out of memory; raise memcg.max or map less",
           origin, what, format_size((mapped + (1 << 20) - 1) & ~uint64_t((1 << 20) - 1)),
+          swappable ? fmt::format("anonymous beyond swap.size = {}", format_size(kp_.swap_size))
+                    : std::string("anonymous or dirty: there is no swap"),
           format_size(kp_.memcg_max), memcg_origin);
   if (sim_need > kp_.phys_mem)
     fatal("{}: {} needs about {} of simulated physical memory (with page tables and the kernel's "

@@ -133,7 +133,6 @@ SimTask* Scheduler::switch_to_next(int cpu, uint64_t now_ps) {
     if (runnable(prev) && !prev->preempted) {
       // Still runnable (not asked to switch): it goes back to the queue.
       update_curr(cpu, now_ps);
-      prev->preempted = true;
       runq_[size_t(cpu)].push_back(prev);
     } else if (!prev->preempted) {
       if (now_ps > prev->exec_start_ps) prev->vruntime += int64_t(now_ps - prev->exec_start_ps);
@@ -149,20 +148,21 @@ SimTask* Scheduler::switch_to_next(int cpu, uint64_t now_ps) {
         const int64_t limit = int64_t(std::max<uint64_t>(2 * slice_ps_, 4'000'000'000ull));
         prev->vlag = std::clamp(sum / n - prev->vruntime, -limit, limit);
       }
-    } else if (prev->preempted && now_ps > prev->exec_start_ps) {
-      prev->vruntime += int64_t(now_ps - prev->exec_start_ps);
-      prev->exec_start_ps = now_ps;
+    } else {
+      // Preempted by resched_check(), already queued: the time since its last update.
+      if (now_ps > prev->exec_start_ps) {
+        prev->vruntime += int64_t(now_ps - prev->exec_start_ps);
+        prev->exec_start_ps = now_ps;
+      }
+      prev->preempted = false;  // queued: a queued task is counted there
     }
+    running_[size_t(cpu)] = nullptr;  // (placement and the pick among the queued ones)
   }
   wake_due(cpu, now_ps);
   auto& q = runq_[size_t(cpu)];
   q.erase(std::remove_if(q.begin(), q.end(), [&](const SimTask* t) { return !runnable(t); }), q.end());
-  SimTask* prev = running_[size_t(cpu)];
-  running_[size_t(cpu)] = nullptr;  // (placement and the pick among the queued ones)
-  if (prev && prev->preempted) prev->preempted = false;  // it is queued: counted there
   place_pending(cpu, now_ps);
   SimTask* next = pick_eevdf(cpu);
-  (void)prev;
   if (!next) return nullptr;
   q.erase(std::find(q.begin(), q.end(), next));
   running_[size_t(cpu)] = next;

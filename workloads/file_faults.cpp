@@ -30,8 +30,6 @@ namespace mmusim::wl {
 namespace {
 
 constexpr uint64_t kPage = 4096;
-constexpr uint64_t kMapShared = 0x01, kMapPrivateAnon = 0x02 | 0x20;
-constexpr int kProtRead = 1, kProtWrite = 2;
 // What a mapper maps each round: 16 pages (one 64 KiB area, as the mmap/munmap loops of lock
 // benchmarks map a small area and touch it) [U: V10's description gives no size].
 constexpr uint64_t kMapperBytes = 64 * 1024;
@@ -52,7 +50,7 @@ class FileFaultsMain : public StepProgram {
   double progress() const override { return phase_ >= Phase::Join ? 1.0 : 0.0; }
 
  protected:
-  enum class Phase { Map, Clone, Barrier, Sleep, Join, End, Done };
+  enum class Phase { Map, Clone, Barrier, Sleep, Join, Done };
   bool step() override {
     const unsigned n = p_.threads + p_.mmap_threads;
     switch (phase_) {
@@ -83,16 +81,7 @@ class FileFaultsMain : public StepProgram {
         return true;
       case Phase::Join:
         *stop_ = true;
-        if (joined_ < tids_.size()) {
-          push(sys(Sys::Wait, uint64_t(tids_[joined_++])));
-          return true;
-        }
-        phase_ = Phase::End;
-        return step();
-      case Phase::End:
-        push(marker_uop(Mark::RegionEnd));
-        push(sys(Sys::Exit, 0));
-        phase_ = Phase::Done;
+        if (join_then_exit(kIpSyscall, tids_, joined_)) phase_ = Phase::Done;
         return true;
       case Phase::Done:
         return false;

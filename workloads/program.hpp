@@ -110,6 +110,10 @@ class StepProgram : public Program {
   // Emits the next micro-ops (push()); false when the program has finished.
   virtual bool step() = 0;
   void push(const Uop& u) { q_.push_back(u); }
+  // A main thread's end, one step at a time: a wait for each of `ids` in turn (threads joined,
+  // children reaped; `waited` counts them), then the measured region's end and exit(0), system
+  // calls at `ip`. True once the exit is pushed.
+  bool join_then_exit(uint64_t ip, const std::vector<int64_t>& ids, size_t& waited);
   int64_t last_ret_ = 0;
 
  private:
@@ -156,6 +160,16 @@ inline Uop access_uop(UopKind k, uint64_t addr, uint8_t size, uint64_t value, ui
   u.value = value;
   u.ip = ip;
   return u;
+}
+
+inline bool StepProgram::join_then_exit(uint64_t ip, const std::vector<int64_t>& ids, size_t& waited) {
+  if (waited < ids.size()) {
+    push(syscall_uop(ip, Sys::Wait, uint64_t(ids[waited++])));
+    return false;
+  }
+  push(marker_uop(Mark::RegionEnd));
+  push(syscall_uop(ip, Sys::Exit, 0));
+  return true;
 }
 
 }  // namespace mmusim::wl

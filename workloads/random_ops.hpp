@@ -39,6 +39,7 @@
 #include "base/file_contents.hpp"
 #include "base/pgformat.hpp"
 #include "workloads/rng.hpp"
+#include "workloads/uop.hpp"
 
 namespace mmusim::wl::rops {
 
@@ -49,11 +50,6 @@ using mmusim::wl::Rng;  // workloads/rng.hpp
 inline constexpr uint64_t kPage = mmusim::pg::kBasePageSize;
 inline constexpr uint64_t kCont = kPage * mmusim::pg::kArm64_4K.cont_entries;
 inline constexpr uint64_t kPmd = mmusim::pg::kBaseGeometry.level_size(1);
-// mmap/mprotect/madvise constants (include/uapi/asm-generic/mman*.h)
-inline constexpr int kProtRead = 1, kProtWrite = 2;
-inline constexpr int kMapPrivateAnon = 0x02 | 0x20;
-inline constexpr int kMadvDontneed = 4, kMadvDontfork = 10, kMadvDofork = 11, kMadvHugepage = 14,
-                     kMadvNohugepage = 15, kMadvWipeonfork = 18, kMadvKeeponfork = 19;
 
 // Verify: load and check every 64th 8 bytes of a few pages (the kernel-level harness compares
 // them whole).

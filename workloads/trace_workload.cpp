@@ -46,7 +46,6 @@ namespace mmusim::wl {
 namespace {
 
 constexpr uint64_t kPage = pg::kBasePageSize;
-constexpr uint64_t kMapShared = 0x01, kMapAnonymous = 0x20;
 constexpr uint64_t kCloneThread = 0x00010000;
 // The measured region of a recording that names no range: every user address.
 constexpr uint64_t kWholeUserSpace = uint64_t(1) << 47;

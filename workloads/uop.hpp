@@ -26,6 +26,12 @@ enum class UopKind : uint8_t {
 // program's gate (Program::gate_key()) has let `addr` ordered system calls through (a trace's
 // threads keep the recorded order of their system calls).
 // Nanosleep: sleep `addr` ns (the cycle-level platforms; a timed sleep, hrtimer_nanosleep()).
+// The mmap/mprotect/madvise arguments of those calls (include/uapi/asm-generic/mman*.h).
+inline constexpr int kProtRead = 0x1, kProtWrite = 0x2;
+inline constexpr int kMapShared = 0x01, kMapPrivate = 0x02, kMapAnonymous = 0x20;
+inline constexpr int kMapPrivateAnon = kMapPrivate | kMapAnonymous;
+inline constexpr int kMadvDontneed = 4, kMadvDontfork = 10, kMadvDofork = 11, kMadvHugepage = 14,
+                     kMadvNohugepage = 15, kMadvWipeonfork = 18, kMadvKeeponfork = 19;
 enum class Sys : uint8_t {
   None, Mmap, Munmap, Mprotect, Madvise, Fork, Exit, Wait, Yield, Clone, Barrier,
   MmapFixed, MmapFile, Gate, Nanosleep

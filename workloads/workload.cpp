@@ -12,11 +12,6 @@
 namespace mmusim::wl {
 
 namespace {
-// mmap/mprotect/madvise constants (include/uapi/asm-generic/mman*.h)
-constexpr uint64_t kProtRead = 1, kProtWrite = 2;
-constexpr uint64_t kMapShared = 0x01, kMapPrivate = 0x02;
-constexpr uint64_t kMapPrivateAnon = kMapPrivate | 0x20;
-constexpr uint64_t kMadvHugepage = 14;
 // The base page and the PMD block (base/pgformat.hpp).
 constexpr uint64_t kPage = pg::kBasePageSize;
 constexpr uint64_t kPmd = pg::kBaseGeometry.level_size(1);
@@ -467,12 +462,7 @@ class AnonCowSeqParent : public RegionProgram {
         return step();
       case Phase::Wait:
         // Every child waited for: the region ends, the parent exits.
-        if (waited_ < pids_.size()) push(syscall(Sys::Wait, uint64_t(pids_[waited_++])));
-        else {
-          push(marker(Mark::RegionEnd));
-          push(syscall(Sys::Exit, 0));
-          phase_ = Phase::Done;
-        }
+        if (join_then_exit(kIpSyscall, pids_, waited_)) phase_ = Phase::Done;
         return true;
       case Phase::Done:
         return false;

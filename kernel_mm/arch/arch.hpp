@@ -82,6 +82,27 @@ class Arch {
   pte_t pte_sw_mkyoung(pte_t pte) const { return pte; }  // only MIPS/LoongArch do something
   pte_t pte_next_pfn(pte_t pte) const { return pte_advance_pfn(pte, 1); }
   virtual pte_t pte_advance_pfn(pte_t pte, unsigned long nr) const = 0;
+
+  // ---- swap PTEs (arch pgtable headers; generic parts of include/linux/swapops.h) -------------
+  // The arch encoding of a swap entry in a non-present PTE (__swp_entry(), __swp_type(),
+  // __swp_offset()) and the software bit that remembers PG_anon_exclusive (_PAGE_SWP_EXCLUSIVE,
+  // PTE_SWP_EXCLUSIVE).
+  virtual pte_t __swp_entry_to_pte(unsigned type, uint64_t offset) const = 0;
+  virtual unsigned __swp_type(pte_t pte) const = 0;
+  virtual uint64_t __swp_offset(pte_t pte) const = 0;
+  virtual uint64_t swp_exclusive_bit() const = 0;
+  // is_swap_pte(): neither empty nor present.
+  bool is_swap_pte(pte_t pte) const { return !pte_none(pte) && !pte_present(pte); }
+  // swp_entry_to_pte() / pte_to_swp_entry() (include/linux/swapops.h; the latter clears the
+  // software bits first, pte_swp_clear_flags()).
+  pte_t swp_entry_to_pte(swp_entry_t e) const { return __swp_entry_to_pte(swp_type(e), swp_offset(e)); }
+  swp_entry_t pte_to_swp_entry(pte_t pte) const {
+    pte.val &= ~swp_exclusive_bit();
+    return swp_entry(__swp_type(pte), __swp_offset(pte));
+  }
+  bool pte_swp_exclusive(pte_t pte) const { return pte.val & swp_exclusive_bit(); }
+  pte_t pte_swp_mkexclusive(pte_t pte) const { return pte_t{pte.val | swp_exclusive_bit()}; }
+  pte_t pte_swp_clear_exclusive(pte_t pte) const { return pte_t{pte.val & ~swp_exclusive_bit()}; }
   // maybe_mkwrite() (include/linux/mm.h)
   pte_t maybe_mkwrite(pte_t pte, const vm_area_struct* vma) const {
     return (vma->vm_flags & VM_WRITE) ? pte_mkwrite(pte, vma) : pte;

@@ -29,6 +29,11 @@
 #include "workloads/random_ops.hpp"
 
 using namespace mmusim::wl::rops;
+using mmusim::wl::kProtRead;
+using mmusim::wl::kProtWrite;
+using mmusim::wl::kMapPrivateAnon;
+using mmusim::wl::kMadvDontneed;
+using mmusim::wl::kMadvHugepage;
 using kmm::ForkCopy;
 using kmm::WpReuse;
 using kmm::ThpCow;

@@ -246,6 +246,7 @@ struct FixedDisk : BlockDev {
     ++requests;
     return submit_ps + 100000000;
   }
+  uint64_t submit_write(uint64_t submit_ps, uint64_t) override { return submit_ps + 20000000; }
 };
 
 // A load by `t` at simulated time `ps` (a kernel entry starting then, its account cleared).

@@ -158,6 +158,15 @@ class Arm64Arch : public Arch {
   pte_t pte_mkold(pte_t) const override;
   pte_t pte_mkspecial(pte_t) const override;
   pte_t pte_advance_pfn(pte_t, unsigned long) const override;
+  // Swap PTEs (arch/arm64/include/asm/pgtable.h): bits 0-1 zero (not valid), bit 2
+  // PTE_SWP_EXCLUSIVE, the type in bits 6-10, bit 11 (PTE_PRESENT_INVALID) zero, the offset in
+  // bits 12-61.
+  pte_t __swp_entry_to_pte(unsigned type, uint64_t offset) const override {
+    return pte_t{(uint64_t(type & 0x1f) << 6) | ((offset & ((uint64_t(1) << 50) - 1)) << 12)};
+  }
+  unsigned __swp_type(pte_t p) const override { return unsigned((p.val >> 6) & 0x1f); }
+  uint64_t __swp_offset(pte_t p) const override { return (p.val >> 12) & ((uint64_t(1) << 50) - 1); }
+  uint64_t swp_exclusive_bit() const override { return uint64_t(1) << 2; }
   pgprot_t vm_get_page_prot(vm_flags_t) const override;
   pte_t pte_modify(pte_t, pgprot_t) const override;
   // arm64-only helpers

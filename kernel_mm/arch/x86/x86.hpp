@@ -56,6 +56,17 @@ class X86Arch : public Arch {
   pte_t pte_clear_soft_dirty(pte_t) const override;
   pte_t pte_clear_uffd_wp(pte_t) const override;
   pte_t pte_advance_pfn(pte_t, unsigned long) const override;
+  // Swap PTEs (arch/x86/include/asm/pgtable_64.h): the type in bits 59-63, the offset inverted
+  // (so that a non-present PTE's "pfn" bits point at no memory: the L1TF mitigation) from bit 9
+  // (SWP_OFFSET_FIRST_BIT = _PAGE_BIT_PROTNONE + 1); bit 3 (_PAGE_PWT) remembers
+  // PG_anon_exclusive.
+  pte_t __swp_entry_to_pte(unsigned type, uint64_t offset) const override {
+    constexpr unsigned SWP_TYPE_BITS = 5, SWP_OFFSET_SHIFT = 9 + SWP_TYPE_BITS;
+    return pte_t{(~offset << SWP_OFFSET_SHIFT >> SWP_TYPE_BITS) | (uint64_t(type) << (64 - SWP_TYPE_BITS))};
+  }
+  unsigned __swp_type(pte_t p) const override { return unsigned(p.val >> (64 - 5)); }
+  uint64_t __swp_offset(pte_t p) const override { return ~p.val << 5 >> (9 + 5); }
+  uint64_t swp_exclusive_bit() const override { return uint64_t(1) << 3; }
   pgprot_t vm_get_page_prot(vm_flags_t) const override;
   pte_t pte_modify(pte_t, pgprot_t) const override;
 
