@@ -37,6 +37,11 @@ void System::check_resources(const Config& cfg) {
     what = fmt::format("workload.size = {} of page cache (reclaimable) and its page tables, "
                        "workload.mmap_threads = {} x 64K",
                        format_size(wp_.size), wp_.mmap_threads);
+  } else if (wp_.name == wl::WorkloadName::swap_readers) {
+    // The readers' anonymous memory, the pressure thread's and the mappers' areas.
+    mapped = wp_.size + wp_.pressure_size + uint64_t(wp_.mmap_threads) * (64 << 10);
+    what = fmt::format("workload.size = {} + workload.pressure_size = {} + workload.mmap_threads = {} x 64K",
+                       format_size(wp_.size), format_size(wp_.pressure_size), wp_.mmap_threads);
   } else if (wp_.backing != wl::Backing::anon && wp_.pattern == wl::Pattern::seq_read &&
              wp_.measure == wl::WorkloadParams::Measure::populate && !wp_.file_cached) {
     // A cold file mapping that is only read: its data is clean page cache, which reclaim drops

@@ -128,6 +128,7 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
     : stats_(stats),
       trace_(trace),
       faults_region_(stats.counter("faults.region", "faults whose address lies in the measured region")),
+      rounds_(stats.counter("workload.rounds", "rounds the workload's threads finished in the measured region (swap-readers: a reader's pass over its share)")),
       ctx_switches_(stats.counter("sched.context_switches", "context switches")),
       io_sleeps_(stats.counter("sched.io_sleeps", "page faults whose task slept waiting for the disk, its CPU free for others meanwhile (cycle-level platforms)")),
       lock_sleeps_(stats.counter("sched.lock_sleeps", "page faults and system calls whose task slept waiting for mmap_lock (an rwsem) or for another CPU's fault (kernel.pte_waits), its CPU free for others meanwhile (cycle-level platforms)")),
@@ -192,16 +193,16 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
     fatal("{}: platform.smt = true is impossible with platform.name = {}: only the i7-12700kf's "
           "P-cores have two hardware threads",
           cfg.setting("platform.smt").origin, cfg.get_string("platform.name"));
-  if (wp_.name == wl::WorkloadName::file_faults && pp_.name == PlatformName::functional)
-    fatal("{}: workload.name = file-faults runs for workload.duration of simulated time (its main thread "
+  if (wl::is_timed_loop(wp_.name) && pp_.name == PlatformName::functional)
+    fatal("{}: workload.name = {} runs for workload.duration of simulated time (its main thread "
           "sleeps that long): the functional platform has no timed sleeps; use a cycle-level platform "
           "(platform.name = i7-12700kf, neoverse-n1 or xeon-e5-2699v3)",
-          cfg.setting("workload.name").origin);
-  if (wp_.name == wl::WorkloadName::file_faults && !pp_.hz)
-    fatal("{}: workload.name = file-faults with sched.hz = 0: its mapper threads never sleep, and without "
+          cfg.setting("workload.name").origin, cfg.get_string("workload.name"));
+  if (wl::is_timed_loop(wp_.name) && !pp_.hz)
+    fatal("{}: workload.name = {} with sched.hz = 0: its mapper threads never sleep, and without "
           "preemption one on the main thread's CPU would keep it from ever stopping them; use a tick "
           "(sched.hz = 100 to 1000)",
-          cfg.setting("sched.hz").origin);
+          cfg.setting("sched.hz").origin, cfg.get_string("workload.name"));
   if (pp_.cpus() > 64)
     fatal("{}: platform.cores = {} with platform.smt = true makes {} logical CPUs; at most 64",
           cfg.setting("platform.cores").origin, pp_.cores, pp_.cpus());
@@ -367,6 +368,9 @@ void System::marker(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps) {
       region_end_ps_ = now_ps;
       stats_.region_end();
       break;
+    case wl::Mark::Round:
+      if (region_open_) rounds_.inc();
+      return;  // (not traced)
     default: break;
   }
   if (trace_.on())
@@ -397,6 +401,10 @@ void System::finish(uint64_t end_ps, uint64_t uops, double host_seconds) {
   stats_.set_scalar("region.faults_per_second",
                     region_time_ns() > 0 ? double(faults_region_.value()) * 1e9 / region_time_ns() : 0,
                     "faults.region per simulated second of the measured pass (fault throughput)", "1/s");
+  stats_.set_scalar("region.rounds_per_second",
+                    region_time_ns() > 0 ? double(rounds_.value()) * 1e9 / region_time_ns() : 0,
+                    "workload.rounds per simulated second of the measured region (swap-readers: reader "
+                    "rounds per second)", "1/s");
   stats_.set_scalar("sim.simulated_ns", double(end_ps) / 1000.0, "simulated time of the whole run", "ns");
   if (pp_.host_stats) {
     stats_.set_scalar("sim.host_seconds", host_seconds, "host time of the simulation", "s");

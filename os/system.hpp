@@ -208,6 +208,7 @@ class System {
   uint64_t region_begin_ps_ = 0, region_end_ps_ = 0;
 
   Counter& faults_region_;
+  Counter& rounds_;
   Counter& ctx_switches_;
   Counter& io_sleeps_;
   Counter& lock_sleeps_;

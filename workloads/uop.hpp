@@ -36,7 +36,8 @@ enum class Sys : uint8_t {
   None, Mmap, Munmap, Mprotect, Madvise, Fork, Exit, Wait, Yield, Clone, Barrier,
   MmapFixed, MmapFile, Gate, Nanosleep
 };
-enum class Mark : uint8_t { None, RegionBegin, RegionEnd, Progress };
+// Round: a workload's unit of work is done (swap-readers: a reader's pass over its share).
+enum class Mark : uint8_t { None, RegionBegin, RegionEnd, Progress, Round };
 
 // Flags
 // A store whose bytes the program computes when it retires (Program::store_value): data from

@@ -589,7 +589,8 @@ void WorkloadParams::visit(Params& p) {
   p.enumeration("workload.name", name, WorkloadName::fork_reuse,
                 {{"fork-reuse", WorkloadName::fork_reuse}, {"fork-time", WorkloadName::fork_time},
                  {"random-ops", WorkloadName::random_ops}, {"trace", WorkloadName::trace},
-                 {"anon-cow-seq", WorkloadName::anon_cow_seq}, {"file-faults", WorkloadName::file_faults}},
+                 {"anon-cow-seq", WorkloadName::anon_cow_seq}, {"file-faults", WorkloadName::file_faults},
+                 {"swap-readers", WorkloadName::swap_readers}},
                 "fork-reuse: populate, fork, the child exits, the parent waits, then the measured "
                 "pass; fork-time: populate, then the measured region is the fork() itself (V11); "
                 "random-ops: random mmap/munmap/mprotect/madvise/fork/exit/stores/loads over "
@@ -602,7 +603,11 @@ void WorkloadParams::visit(Params& p) {
                 "of random pages of a shared file mapping of workload.size (uncached; under a "
                 "memcg.max below it the page cache keeps being evicted) while "
                 "workload.mmap_threads threads mmap, touch and munmap 64 KiB in a loop, for "
-                "workload.duration");
+                "workload.duration; swap-readers: V10(b): workload.threads readers read their "
+                "shares of workload.size of anonymous memory (written before, swapped out under "
+                "memcg.max with swap.size) a byte per page, round after round, while a pressure "
+                "thread maps, writes and unmaps workload.pressure_size and workload.mmap_threads "
+                "threads mmap and munmap 64 KiB, for workload.duration (region.rounds_per_second)");
   p.string("workload.trace", trace, "",
            "trace: the directory `mmusim record --out DIR` wrote (relative to the working "
            "directory); docs/trace-format.md");
@@ -654,14 +659,19 @@ void WorkloadParams::visit(Params& p) {
             "threads of the parent sharing the measured pass: thread i is pinned to CPU i mod "
             "platform.cores and takes the i-th share of the pass (of the random order for "
             "random-byte); they start together behind a barrier after the child has exited. "
-            "file-faults: the reader threads");
+            "file-faults, swap-readers: the reader threads");
   p.integer("workload.mmap_threads", mmap_threads, 0, 0, 64,
-            "file-faults: threads that map 64 KiB of anonymous memory, write a byte per page and "
-            "unmap it, in a loop (mmap_lock taken for writing twice a round)");
+            "file-faults, swap-readers: threads that map 64 KiB of anonymous memory, write a byte "
+            "per page and unmap it, in a loop (mmap_lock taken for writing twice a round)");
   p.duration("workload.duration", duration, "10ms",
-             "file-faults: simulated time the threads loop for: the main thread sleeps this long "
-             "after the start barrier, then stops them (they finish the iteration they are in); "
-             "rates are per simulated second (region.faults_per_second)");
+             "file-faults, swap-readers: simulated time the threads loop for: the main thread "
+             "sleeps this long after the start barrier, then stops them (they finish the "
+             "iteration they are in); rates are per simulated second (region.faults_per_second, "
+             "region.rounds_per_second)");
+  p.size("workload.pressure_size", pressure_size, "0", 0, 64ull << 30,
+         "swap-readers: bytes of anonymous memory the pressure thread maps, writes a byte per "
+         "page of and unmaps, over and over (its charges make the memory cgroup reclaim); 0: no "
+         "pressure thread", kPage);
   p.enumeration("workload.thread_split", thread_split, ThreadSplit::block,
                 {{"block", ThreadSplit::block}, {"interleave", ThreadSplit::interleave}},
                 "how the threads share the pass: thread i takes the i-th block of it, or every "
@@ -737,20 +747,27 @@ SyscallClass syscall_class(uint64_t nr) {
 std::unique_ptr<Workload> make_workload(const WorkloadParams& p, Stats* stats) {
   if (p.pattern == Pattern::stride && (p.stride == 0 || p.stride > p.size))
     fatal("workload.stride = {} must be in [1, workload.size]", p.stride);
-  if (p.name == WorkloadName::file_faults) {
+  if (is_timed_loop(p.name)) {
+    const char* n = p.name == WorkloadName::file_faults ? "file-faults" : "swap-readers";
     if (!p.duration.is_time || p.duration.value <= 0)
-      fatal("workload.duration must be a time (e.g. 10ms) above 0 for workload.name = file-faults");
-    if (p.threads + p.mmap_threads > 256)
-      fatal("workload.threads + workload.mmap_threads = {}: file-faults runs at most 256 threads",
-            p.threads + p.mmap_threads);
+      fatal("workload.duration must be a time (e.g. 10ms) above 0 for workload.name = {}", n);
+    if (p.threads + p.mmap_threads + 1 > 256)
+      fatal("workload.threads + workload.mmap_threads = {}: {} runs at most 255 threads besides the main one",
+            p.threads + p.mmap_threads, n);
   } else if (p.mmap_threads) {
-    fatal("workload.mmap_threads = {}: only workload.name = file-faults has mapper threads", p.mmap_threads);
+    fatal("workload.mmap_threads = {}: only workload.name = file-faults and swap-readers have mapper threads",
+          p.mmap_threads);
   }
+  if (p.name == WorkloadName::swap_readers && p.folio != FolioKind::k4K)
+    fatal("workload.folio must be 4K for workload.name = swap-readers: large anonymous folios are not "
+          "split for swap-out in this port (reclaim keeps them), so its memory would never reach swap");
+  if (p.pressure_size && p.name != WorkloadName::swap_readers)
+    fatal("workload.pressure_size = {}: only workload.name = swap-readers has a pressure thread", p.pressure_size);
   if (p.threads > 1 && p.name == WorkloadName::anon_cow_seq)
     fatal("workload.threads = {}: anon-cow-seq runs one thread per process (its children are "
           "workload.processes); use 1",
           p.threads);
-  if (p.threads > 1 && p.name != WorkloadName::file_faults &&
+  if (p.threads > 1 && !is_timed_loop(p.name) &&
       (p.name == WorkloadName::fork_time || p.measure == WorkloadParams::Measure::populate))
     fatal("workload.threads = {}: the threads share the measured pass of fork-reuse; with "
           "workload.name = fork-time or workload.measure = populate use 1",
@@ -772,7 +789,8 @@ std::unique_ptr<Workload> make_workload(const WorkloadParams& p, Stats* stats) {
     case WorkloadName::random_ops: return make_random_ops_workload(p, stats);
     case WorkloadName::trace: return make_trace_workload(p, stats);
     case WorkloadName::anon_cow_seq: return std::make_unique<AnonCowSeqWorkload>(p);
-    case WorkloadName::file_faults: return make_file_faults_workload(p);
+    case WorkloadName::file_faults:
+    case WorkloadName::swap_readers: return make_file_faults_workload(p);
   }
   panic("unknown workload");
 }

@@ -24,7 +24,7 @@ enum class Pattern : uint8_t {
 // What the measured region is: private anonymous memory, or a file of the simulated filesystem
 // mapped private or shared (kernel_mm/filemap.cpp).
 enum class Backing : uint8_t { anon, file, file_shared };
-enum class WorkloadName : uint8_t { fork_reuse, fork_time, random_ops, trace, anon_cow_seq, file_faults };
+enum class WorkloadName : uint8_t { fork_reuse, fork_time, random_ops, trace, anon_cow_seq, file_faults, swap_readers };
 // The classes of the system calls a recording makes that the kernel port does not model.
 enum class SyscallClass : uint8_t { io, net, wait, file, other };
 inline constexpr const char* kSyscallClassNames[] = {"io", "net", "wait", "file", "other"};
@@ -58,8 +58,9 @@ struct WorkloadParams {
   unsigned processes = 0;          // random-ops: live processes at most
   uint64_t max_mapped = 0;         // random-ops: bytes mapped per process at most
   unsigned files = 0;              // random-ops: files some mmaps map privately
-  unsigned mmap_threads = 0;       // file-faults: threads that mmap/munmap in a loop
-  Duration duration;               // file-faults: simulated time of the measured loop
+  unsigned mmap_threads = 0;       // file-faults, swap-readers: threads that mmap/munmap in a loop
+  Duration duration;               // file-faults, swap-readers: simulated time of the measured loop
+  uint64_t pressure_size = 0;      // swap-readers: what the pressure thread maps and writes a round
   enum class ThpFrom : uint8_t { folio, config } thp_from = ThpFrom::folio;
   enum class Measure : uint8_t { pass, populate } measure = Measure::pass;
   Backing backing = Backing::anon;
@@ -121,8 +122,10 @@ class Workload {
 // `stats` (optional): where a workload registers its own counters (random-ops: check.*).
 std::unique_ptr<Workload> make_workload(const WorkloadParams& p, Stats* stats = nullptr);
 std::unique_ptr<Workload> make_random_ops_workload(const WorkloadParams& p, Stats* stats);
-// workloads/file_faults.cpp
+// workloads/file_faults.cpp (file-faults and swap-readers)
 std::unique_ptr<Workload> make_file_faults_workload(const WorkloadParams& p);
+// Workloads that loop for workload.duration with reader and mapper threads.
+inline bool is_timed_loop(WorkloadName n) { return n == WorkloadName::file_faults || n == WorkloadName::swap_readers; }
 // workloads/trace_workload.cpp
 std::unique_ptr<Workload> make_trace_workload(const WorkloadParams& p, Stats* stats);
 
