@@ -15,7 +15,9 @@ class EntryHistory {
  public:
   virtual ~EntryHistory() = default;
   // The value of the entry at host address `entry` at simulated time `t_ps`, given its value in
-  // memory now (`current`): the old value of the earliest logged store after t_ps, else current.
+  // memory now (`current`): the value the last logged store stamped at or before t_ps left (the
+  // old value of the store logged after it), else current. (Stores are logged in the order they
+  // were made; their stamps need not rise in that order: os/lock_timing.cpp, value_at().)
   virtual uint64_t value_at(const uint64_t* entry, uint64_t current, uint64_t t_ps) const = 0;
 };
 

@@ -26,12 +26,14 @@ void LockTiming::wait_for_ptes(double entry_cycles) {
     auto it = pte_log_.find(e);
     if (it == pte_log_.end()) continue;
     const uint64_t end = start_ps_ + ps(entry_cycles + delay_);
-    // The entry's value at `end` is the old value of the earliest write after it.
-    const PteWrite* first = nullptr;
-    for (const PteWrite& w : it->second)
-      if (w.t_ps > end && (!first || w.t_ps < first->t_ps)) first = &w;
-    if (!first || first->old) continue;
-    const double wait = double(first->t_ps - end + 1) * ghz_ / 1000.0;
+    // The entry's value at `end` (value_at()), and when it changes: the earliest of the writes
+    // after it.
+    const std::vector<PteWrite>& w = it->second;
+    const size_t i = writes_after(w, end);
+    if (i == w.size() || w[i].old) continue;
+    uint64_t filled = w[i].t_ps;
+    for (size_t j = i; j < w.size(); ++j) filled = std::min(filled, w[j].t_ps);
+    const double wait = double(filled - end + 1) * ghz_ / 1000.0;
     delay_ += wait;
     slept_ += wait;
     pte_waits_->inc();
@@ -128,10 +130,7 @@ void LockTiming::pte_write(const uint64_t* entry, unsigned n, double cycles) {
       ++f;
     }
     std::vector<PteWrite>& w = it->second;
-    const size_t before = w.size();  // forget what no entry can see any more
-    const uint64_t h = horizon();
-    w.erase(std::remove_if(w.begin(), w.end(), [&](const PteWrite& x) { return x.t_ps <= h; }), w.end());
-    pte_log_n_ -= before - w.size();
+    pte_log_n_ -= forget(w, horizon());  // what no entry can see any more
     w.push_back({t, entry[i]});
     ++pte_log_n_;
   }
@@ -160,20 +159,48 @@ uint64_t LockTiming::value_at(const uint64_t* entry, uint64_t value, uint64_t t)
   if (!filter_[bucket(entry)]) return value;
   auto it = pte_log_.find(entry);
   if (it == pte_log_.end()) return value;
-  // The value at time t: the old value of the earliest write after t.
-  const PteWrite* first = nullptr;
-  for (const PteWrite& w : it->second)
-    if (w.t_ps > t && (!first || w.t_ps < first->t_ps)) first = &w;
-  return first ? first->old : value;
+  // The value at time t: the one the last write at or before t left (the old value of the write
+  // that followed it in the log), else the current one.
+  const std::vector<PteWrite>& w = it->second;
+  const size_t i = writes_after(w, t);
+  return i < w.size() ? w[i].old : value;
+}
+
+// The log is in the order the port made the writes, each one's old value the value the one before
+// left: the PTE lock orders them so on the real machine too (a write reads the entry under it, as
+// ptep_get_and_clear() and ptep_test_and_clear_young() do). Their stamps need not rise in that
+// order: a long entry (memcg reclaim, a millisecond of page_referenced() and try_to_unmap())
+// stamps its writes later than those of entries that start after it but end sooner (a munmap()
+// and the next fault at the same address), and the lock replay does not reorder two holds that do
+// not overlap. A write seen at time t was made after every write before it in the log (it read
+// their result), so the entry's value at t is the one the last write stamped at or before t left;
+// the writes after that one in the log, all stamped after t, are not there yet. (Taking the
+// earliest write stamped after t, wherever it is in the log, brings back a value that writes seen
+// at t had replaced: the PTE as it was before reclaim unmapped it, although the page was since
+// unmapped, its frame freed and reused; a walk then caches that frame, after the TLB shootdowns of
+// the unmap.)
+size_t LockTiming::writes_after(const std::vector<PteWrite>& w, uint64_t t) {
+  size_t i = w.size();
+  while (i > 0 && w[i - 1].t_ps > t) --i;
+  return i;
+}
+
+// The writes no reader at a time after `h` can see: those up to the last one stamped at or
+// before h (value_at() starts after it). Returns how many were forgotten.
+size_t LockTiming::forget(std::vector<PteWrite>& w, uint64_t h) {
+  size_t last = w.size();
+  for (size_t i = 0; i < w.size(); ++i)
+    if (w[i].t_ps <= h) last = i;
+  if (last == w.size()) return 0;
+  w.erase(w.begin(), w.begin() + ptrdiff_t(last + 1));
+  return last + 1;
 }
 
 void LockTiming::prune() {
   const uint64_t h = horizon();
   for (auto it = pte_log_.begin(); it != pte_log_.end();) {
     std::vector<PteWrite>& w = it->second;
-    const size_t before = w.size();
-    w.erase(std::remove_if(w.begin(), w.end(), [&](const PteWrite& x) { return x.t_ps <= h; }), w.end());
-    pte_log_n_ -= before - w.size();
+    pte_log_n_ -= forget(w, h);
     if (w.empty()) {
       --filter_[bucket(it->first)];
       it = pte_log_.erase(it);

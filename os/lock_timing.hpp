@@ -17,7 +17,8 @@
 // Lockless reads (several cores): the kernel reads a PTE without the PTE lock at the start of a
 // fault (handle_pte_fault's ptep_get_lockless). This class logs every PTE write with its time in
 // simulated time (the entry's start + its time so far + its waits so far); a lockless read sees
-// the value the PTE had at the reader's time, the old value of the first write after it. Another
+// the value the PTE had at the reader's time, the one the last write stamped by then left (the
+// writes are logged in the order they were made, their stamps need not rise: value_at()). Another
 // CPU's fault that upgraded the PTE later in simulated time (but ran earlier in the port) is then
 // invisible to the read, and pte_same() under the lock fails: the kernel's race path.
 //
@@ -101,6 +102,11 @@ class LockTiming : public kmm::LockObserver, public EntryHistory {
     uint64_t old;   // the value before
   };
   void event(const void* lock, kmm::LockClass cls, bool write, bool acquire, double cycles, uint64_t line_pa);
+  // An entry's logged writes (in the port's order), from the first that a reader at time `t` does
+  // not see yet: those after the last one stamped at or before t (see value_at()).
+  static size_t writes_after(const std::vector<PteWrite>& w, uint64_t t);
+  // Drops the writes no reader after `h` sees; returns how many.
+  static size_t forget(std::vector<PteWrite>& w, uint64_t h);
   // A PTE the entry read locklessly that is still none at the entry's end in simulated time, but
   // which another CPU's fault, overlapping this one, fills later (its entry ran first in the port:
   // entries run whole, in the order they start, and a fault that sleeps on the disk spans the

@@ -287,6 +287,32 @@ TEST_CASE("lockless PTE reads see the value at their own simulated time", "[mult
   CHECK(lt.pte_log_size() == 1);
 }
 
+TEST_CASE("a PTE's value at a time is the one its last write stamped by then left, in the log's order", "[multicore]") {
+  // Memcg reclaim on CPU A, an entry of a millisecond, starts at 100 ns and clears the PTE's
+  // Accessed bit late in it (stamped 1000 ns). CPU B's munmap() starts after it, at 200 ns, and
+  // zaps the PTE at 300 ns; the port ran A's entry first, so B's write comes after A's in the log
+  // although it is stamped earlier. From 300 ns on the PTE is none: B's write, which A's preceded,
+  // is there. (The earliest write after the time, A's, would bring the mapping back: a walk would
+  // cache the frame the munmap freed.)
+  Stats stats;
+  LockTiming lt(stats, 1.0);  // 1 GHz: a cycle is 1000 ps
+  uint64_t pte = 0x1000 | 0x67;
+  lt.begin(0, 100000);
+  lt.pte_write(&pte, 1, 900);  // at 1000 ns
+  pte = 0x1000 | 0x47;
+  lt.end(0);
+  lt.begin(1, 200000);
+  lt.pte_write(&pte, 1, 100);  // at 300 ns
+  pte = 0;
+  lt.end(0);
+  CHECK(lt.value_at(&pte, pte, 250000) == (0x1000 | 0x67));  // before both
+  CHECK(lt.value_at(&pte, pte, 500000) == 0);
+  CHECK(lt.value_at(&pte, pte, 1100000) == 0);
+  lt.begin(2, 400000);
+  CHECK(lt.lockless_read(&pte, pte, 0) == 0);
+  lt.end(0);
+}
+
 TEST_CASE("8 cores: the same config and seed give identical statistics and traces", "[multicore][determinism]") {
   std::vector<std::string> sets = {"platform.name=i7-12700kf", "platform.cores=8", "workload.threads=8",
                                    "workload.size=16M", "workload.pattern=random-byte",
