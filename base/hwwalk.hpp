@@ -37,6 +37,10 @@ struct Walk {
   bool dirty = false;       // x86 D / arm64 writable-dirty
   bool dbm = false;         // arm64 writable-clean: HD may make it writable
   bool contiguous = false;  // arm64 contiguous hint on the leaf
+  // Several cores (WalkOptions::history): the highest level whose entry the walk read as it was
+  // at its time, memory holding a later value (another CPU's write stamped after the walk, which
+  // the kernel port has made already); -1: every entry read is memory's.
+  int past_level = -1;
   unsigned nsteps = 0;
   WalkStep steps[4];
 
@@ -72,6 +76,7 @@ inline Walk walk_isa(PhysMem& mem, uint64_t root_pa, uint64_t va, const WalkOpti
             reinterpret_cast<const uint64_t*>(frame + (epa & (PAGE_SIZE - 1))), e, opt.at_ps);
         stale = then != e;
         e = then;
+        if (stale && w.past_level < 0) w.past_level = lvl;
       }
     }
     HwEntry h = decode(isa, e, unsigned(lvl));

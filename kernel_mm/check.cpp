@@ -1073,7 +1073,7 @@ class Checker {
     uint64_t accounted = accounted_pages_ + tables_.size();
     if (priv_.huge_zero && priv_.huge_zero->refcount > 0) accounted += uint64_t(folio_nr_pages(priv_.huge_zero));
     // pfn 0 and the zero page are reserved, never in the allocator.
-    const uint64_t allocated = k_.nr_frames() - 2 - k_.nr_free_pages();
+    const uint64_t allocated = k_.nr_frames() - 2 - k_.nr_free_pages() - k_.nr_pending_free_pages();
     if (accounted == allocated) return;
     // Find examples (slow path, only on failure): allocated heads nothing accounted for.
     std::vector<pfn_t> known(tables_);

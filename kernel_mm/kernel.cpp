@@ -337,7 +337,7 @@ void Kernel::init_memmap() {
     unsigned order = MAX_PAGE_ORDER;
     const pfn_t node_end = pfn_to_nid(pfn) + 1 == int(nodes) ? nr_frames_ : (pfn_t(pfn_to_nid(pfn)) + 1) * node_span_;
     while (order > 0 && ((pfn & ((1ull << order) - 1)) != 0 || pfn + (1ull << order) > node_end)) --order;
-    buddy_free(pfn, order);
+    __free_one_page(pfn, order, false);  // (never used: nothing to give back)
     pfn += 1ull << order;
   }
 }
@@ -346,7 +346,45 @@ void Kernel::init_memmap() {
 // Buddy allocator (mm/page_alloc.c: __free_one_page, __rmqueue_smallest, expand). Lowest address
 // first, so runs are reproducible.
 
+// free_one_page(): with several cores (a lock observer), the block becomes allocatable only from
+// this entry's present simulated time on, and keeps its contents until then. The port runs one
+// entry at a time: an entry of another CPU that runs after this one in the port may be earlier in
+// simulated time, and that CPU's accesses and walks, which read the page tables as they were at
+// their time (base/entry_history.hpp), may still reach the frame through its old mapping: a frame
+// freed "in their future" must neither be reused nor lose what it held before then.
 void Kernel::buddy_free(pfn_t pfn, unsigned order) {
+  if (lock_obs_) {
+    pending_free_.push_back(PendingFree{time_now_ps(), pfn, order});
+    nr_pending_free_ += 1ull << order;
+    return;
+  }
+  __free_one_page(pfn, order);
+}
+
+// The frames freed by now (all: every one, for an allocation that finds nothing else) go to the
+// buddy allocator, in the order they were freed. "Now" is the time every core has reached (the
+// platform's horizon; else this entry's time): a core behind in simulated time may still reach a
+// frame through the mapping its walks see as it was then.
+void Kernel::release_pending_frees(bool all) {
+  if (pending_free_.empty()) return;
+  const uint64_t now = horizon_ps_ ? horizon_ps_() : time_now_ps();
+  size_t kept = 0;
+  for (const PendingFree& f : pending_free_) {
+    if (all || f.at_ps <= now) {
+      nr_pending_free_ -= 1ull << f.order;
+      __free_one_page(f.pfn, f.order);
+    } else {
+      pending_free_[kept++] = f;
+    }
+  }
+  pending_free_.resize(kept);
+}
+
+// __free_one_page() (mm/page_alloc.c): merge with the free buddies, onto the free list; the
+// frames' host memory back (the contents of free pages are irrelevant).
+void Kernel::__free_one_page(pfn_t pfn, unsigned order, bool give_back) {
+  if (give_back)
+    for (pfn_t i = 0; i < (pfn_t(1) << order); ++i) phys_.zero_frame(pfn + i);
   nr_free_ += 1ull << order;
   FreeArea& free_area = free_area_[size_t(pfn_to_nid(pfn))];
   while (order < MAX_PAGE_ORDER) {
@@ -369,6 +407,16 @@ void Kernel::buddy_free(pfn_t pfn, unsigned order) {
 // then the others in turn (with two nodes, the other; the SLIT distances of the machines modelled
 // are equal between any two different nodes). Counts what zone_statistics() counts.
 pfn_t Kernel::buddy_alloc(unsigned order, int nid) {
+  release_pending_frees(false);
+  if (pfn_t pfn = buddy_alloc_now(order, nid)) return pfn;
+  // Nothing free by now: the frames freed later in simulated time (the allocation would have
+  // waited for them; there are no watermarks to keep a reserve here).
+  if (pending_free_.empty()) return 0;
+  release_pending_frees(true);
+  return buddy_alloc_now(order, nid);
+}
+
+pfn_t Kernel::buddy_alloc_now(unsigned order, int nid) {
   const int nodes = int(free_area_.size());
   for (int i = 0; i < nodes; ++i) {
     const int n = (nid + i) % nodes;
@@ -475,7 +523,6 @@ void Kernel::free_folio(folio* f) {
     page* p = f + i;
     MMUSIM_CHECK(p->mapcount == 0, "bad page state: freeing pfn {:#x} with mapcount {}",
                  page_to_pfn(p), p->mapcount);
-    phys_.zero_frame(page_to_pfn(p));  // host memory back; contents of free pages are irrelevant
   }
   MMUSIM_CHECK(f->large_mapcount == 0 && f->entire_mapcount == 0,
                "bad page state: freeing folio pfn {:#x} with large_mapcount {} entire_mapcount {}",

@@ -459,6 +459,11 @@ class Kernel {
   uint64_t page_to_phys(const page* p) const { return page_to_pfn(p) << PAGE_SHIFT; }
   uint64_t nr_frames() const { return nr_frames_; }
   uint64_t nr_free_pages() const { return nr_free_; }
+  // Several cores: pages freed by an entry whose simulated time other CPUs have not reached.
+  uint64_t nr_pending_free_pages() const { return nr_pending_free_; }
+  // Several cores: the simulated time every core has reached (the platform's global time; cores
+  // only run ahead of it): a frame freed later than that is not reused yet (buddy_free()).
+  void set_horizon(std::function<uint64_t()> fn) { horizon_ps_ = std::move(fn); }
   // NUMA (KernelParams::nr_nodes): the node of a frame (pfn_to_nid()) and of the running CPU
   // (numa_node_id()).
   unsigned nr_nodes() const { return unsigned(free_area_.size()); }
@@ -903,6 +908,8 @@ class Kernel {
   int add_to_swap_cache(folio* f, swp_entry_t e);
   void __delete_from_swap_cache(folio* f, swp_entry_t e);
   void remove_swap_cache_entry(folio* f, swp_entry_t e);
+  bool folio_zero_filled(const folio* f);  // is_folio_zero_filled() (mm/page_io.c)
+  void swap_slot_store(folio* f);
   folio* __read_swap_cache_async(swp_entry_t e, vm_area_struct* vma, uint64_t addr, bool* new_page_allocated);
   uint64_t swap_read_folio(folio* f, std::vector<folio*>* plug);
   void swap_read_unplug(std::vector<folio*>& plug);
@@ -941,7 +948,19 @@ class Kernel {
   void init_memmap();
   mm_struct* mm_alloc();
   void buddy_free(pfn_t pfn, unsigned order);
+  void __free_one_page(pfn_t pfn, unsigned order, bool give_back = true);
+  void release_pending_frees(bool all);
   pfn_t buddy_alloc(unsigned order, int nid);
+  pfn_t buddy_alloc_now(unsigned order, int nid);
+  // Several cores: blocks freed, allocatable from their free's simulated time on (buddy_free()).
+  struct PendingFree {
+    uint64_t at_ps;
+    pfn_t pfn;
+    unsigned order;
+  };
+  std::vector<PendingFree> pending_free_;
+  uint64_t nr_pending_free_ = 0;
+  std::function<uint64_t()> horizon_ps_;
   pfn_t rmqueue_node(unsigned order, int nid);
 
   KernelParams params_;

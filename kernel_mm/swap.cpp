@@ -229,6 +229,10 @@ bool Kernel::folio_free_swap(folio* f) {
 bool Kernel::add_to_swap(folio* f) {
   const uint64_t off = folio_alloc_swap(f);
   if (!off) return false;
+  // An anonymous folio is uptodate from its allocation (__folio_mark_uptodate() in
+  // do_anonymous_page(), wp_page_copy(), ...), which the port records only from here: a swap-cache
+  // hit maps it.
+  f->flags |= PG_uptodate;
   add_to_swap_cache(f, swp_entry(0, off));
   folio_mark_dirty(f);
   return true;
@@ -352,17 +356,14 @@ bool Kernel::swap_writepage(folio* f) {
     return false;
   }
   const uint64_t off = swp_offset(swp_entry_t{f->swap});
-  const uint8_t* data = phys_.frame_data(folio_pfn(f));
   charge(Cost::folio_op);  // is_folio_zero_filled(): a scan of the page (mostly one line, for a page that is not zero)
-  if (std::all_of(data, data + PAGE_SIZE, [](uint8_t b) { return b == 0; })) {
+  if (folio_zero_filled(f)) {
     si_->zeromap[off] = true;  // swap_zeromap_folio_set()
-    si_->data.erase(off);
     ctr_.swap_zeromap.inc();
     folio_unlock(f);
     return false;
   }
   si_->zeromap[off] = false;
-  si_->data[off].assign(data, data + PAGE_SIZE);
   f->flags |= PG_writeback;  // folio_start_writeback()
   charge(Cost::io_request);
   ctr_.io_requests.inc();
@@ -375,6 +376,28 @@ bool Kernel::swap_writepage(folio* f) {
   writeback_.emplace_back(done, f);
   folio_unlock(f);
   return true;
+}
+
+bool Kernel::folio_zero_filled(const folio* f) {
+  const uint8_t* data = phys_.frame_data(folio_pfn(f));
+  return std::all_of(data, data + PAGE_SIZE, [](uint8_t b) { return b == 0; });
+}
+
+// What the slot holds when reclaim frees its folio (__remove_mapping()): the folio's contents. The
+// write (or the zeromap bit) was decided at pageout(); the port takes the bytes now, when the
+// folio leaves memory: a store of a core that is behind in simulated time, made before the unmap
+// in simulated time but after the pageout in the port's order, is in them (a swap-cache folio
+// that is unmapped and clean is not written after its pageout otherwise).
+void Kernel::swap_slot_store(folio* f) {
+  const uint64_t off = swp_offset(swp_entry_t{f->swap});
+  if (folio_zero_filled(f)) {
+    si_->zeromap[off] = true;
+    si_->data.erase(off);
+    return;
+  }
+  si_->zeromap[off] = false;
+  const uint8_t* data = phys_.frame_data(folio_pfn(f));
+  si_->data[off].assign(data, data + PAGE_SIZE);
 }
 
 // folio_end_writeback() (mm/filemap.c) when the write completes (end_swap_bio_write()): a folio

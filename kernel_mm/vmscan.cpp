@@ -226,6 +226,7 @@ bool Kernel::__remove_mapping(address_space* mapping, folio* f) {
     // __delete_from_swap_cache() and put_swap_folio(): the swap entry stays in the PTEs (no
     // shadow entries for anonymous memory here).
     const swp_entry_t swap{f->swap};
+    swap_slot_store(f);
     remove_swap_cache_entry(f, swap);
     struct_page_touch(f, 1, true);
     return true;

@@ -202,6 +202,9 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
     for (auto& c : cores_) c->walker().set_entry_history(sys_.entry_history(), pp.clock_ghz);
     // Kernel entries in simulated-time order.
     sys_.set_sync([this](int cpu, uint64_t ps) { cores_.at(size_t(cpu))->sync_to(ps); });
+    // Every core's local time is at or ahead of SystemC's: frames freed later are kept (Kernel::buddy_free).
+    sys_.kernel().set_horizon(
+        [] { return uint64_t(sc_core::sc_time_stamp() / sc_core::sc_time(1, sc_core::SC_PS) + 0.5); });
   }
   // Idle cores wake when a task becomes runnable; a busy one looks whether it preempts.
   sys_.set_wake([this](int cpu) { cores_.at(size_t(cpu))->wake(); });

@@ -752,7 +752,8 @@ std::unique_ptr<Workload> make_workload(const WorkloadParams& p, Stats* stats) {
     if (!p.duration.is_time || p.duration.value <= 0)
       fatal("workload.duration must be a time (e.g. 10ms) above 0 for workload.name = {}", n);
     if (p.threads + p.mmap_threads + 1 > 256)
-      fatal("workload.threads + workload.mmap_threads = {}: {} runs at most 255 threads besides the main one",
+      fatal("workload.threads + workload.mmap_threads = {}: {} runs at most 256 threads, the main one and "
+            "the pressure thread included",
             p.threads + p.mmap_threads, n);
   } else if (p.mmap_threads) {
     fatal("workload.mmap_threads = {}: only workload.name = file-faults and swap-readers have mapper threads",

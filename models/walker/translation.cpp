@@ -103,7 +103,7 @@ inline __attribute__((always_inline)) TranslateResult TranslationPath::translate
     walked_.ready = when;  // the TLBs have it when the walk is done
     const bool permits = kFetch ? walked_.exec : !write || walked_.writable;
     const bool fill = (!spec || when < limit || rules_.walk_squash == WalkSquash::complete) &&
-                      (permits || cache_faulting);
+                      (permits || cache_faulting) && wo.cacheable();
     if (fill) {
       if (l2_) {
         const TlbEntry* f = l2_->fill(va, walked_);

@@ -104,8 +104,10 @@ WalkOutcome PageWalker::walk(uint64_t va, uint16_t asid, uint64_t root_pa, uint6
     if (st.level >= 1 && psc_.holds_level(st.level)) {
       pg::HwEntry h = pg::decode(isa_, st.entry, st.level);
       // (The lookup missed at every level read from memory, unless it skipped an entry on its
-      // way; the entry is there from the cycle this read completes.)
-      if (h.valid && h.table) psc_.fill(st.level, va, asid, h.pa, !skipped, out.start + cycles);
+      // way; the entry is there from the cycle this read completes.) Not an entry read from the
+      // past, or one below it (WalkOutcome::cacheable).
+      if (h.valid && h.table && int(st.level) > out.walk.past_level)
+        psc_.fill(st.level, va, asid, h.pa, !skipped, out.start + cycles);
     }
   }
 

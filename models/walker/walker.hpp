@@ -49,6 +49,18 @@ struct WalkOutcome {
   unsigned mem_reads = 0;  // entries read through the memory hierarchy
   int psc_level = -1;      // level of the PSC entry the walk started from; -1: from the root
   bool speculative = false;
+
+  // Whether the TLBs may keep the walk's translation. Not if it read an entry as it was at its
+  // time with memory holding a later value (pg::Walk::past_level, base/entry_history.hpp): a core
+  // behind the kernel in simulated time walks after, in host order, another CPU's entry that
+  // rewrote the entry later in simulated time, and did the TLB maintenance that goes with it
+  // then (an unmap's shootdown: flush_tlb_mm_range(), arch_tlbbatch_flush()). On the machine that
+  // invalidation reaches this core after the walk and removes what the walk cached; here it has
+  // been done already, so a translation cached now would outlive the write (a freed frame still
+  // mapped: the invariant checker's item 8). The walk's translation serves its own access only;
+  // the next access walks again, and from the write's time on finds what it left. The paging-
+  // structure caches keep the entries above the first such level (PageWalker::walk).
+  bool cacheable() const { return walk.past_level < 0; }
 };
 
 class PageWalker {

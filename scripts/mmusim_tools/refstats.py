@@ -80,14 +80,22 @@ def run_name(config, sets):
     return re.sub(r"[^A-Za-z0-9._=+-]+", "_", "--".join(parts))
 
 
+# A swap-readers config (V10(b)) at 8M: its memory cgroup and pressure thread scaled with it (the
+# config's 128M / 64M / 32M divided by 16), so that its readers still fault from swap; 2 ms.
+SWAP_READERS_SCALED = ["memcg.max=4M", "workload.pressure_size=2M", "workload.duration=2ms"]
+
+
 def own_size(config):
     """A file-faults config (V10) runs at its own workload.size (the file): its memory cgroup must
     be smaller than the file for the experiment to mean anything, and with the file cached whole
-    its readers would run on cached pages for the whole workload.duration, minutes of host time.
-    Returns the --set that restores it (after COMMON_SETS), or nothing."""
+    its readers would run on cached pages for the whole workload.duration, minutes of host time. A
+    swap-readers config (V10(b)) runs at the small size with its memory cgroup and pressure thread
+    scaled alike (SWAP_READERS_SCALED). Returns the --set that follow COMMON_SETS, or nothing."""
     path = config if os.path.isabs(config) else os.path.join(SOURCE_DIR, config)
     with open(path) as f:
         text = f.read()
+    if re.search(r"^\s*name\s*=\s*swap-readers\b", text, re.M):
+        return list(SWAP_READERS_SCALED)
     if not re.search(r"^\s*name\s*=\s*file-faults\b", text, re.M):
         return []
     m = re.search(r"^\s*size\s*=\s*(\S+)", text, re.M)

@@ -10,10 +10,13 @@ import os
 import re
 import subprocess
 import tempfile
+import sys
 import unittest
 
 SOURCE = os.environ.get("MMUSIM_SOURCE_DIR") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(SOURCE, "scripts"))
+from mmusim_tools.refstats import SWAP_READERS_SCALED  # noqa: E402
 MMUSIM = os.environ.get("MMUSIM_BINARY", "")
 CONFIGS = sorted(glob.glob(os.path.join(SOURCE, "configs", "experiments", "*.cfg")))
 # Stops by design: the patch on arm64 with 6.12's empty spurious-fault hook livelocks.
@@ -52,7 +55,7 @@ def settings(path):
 class ExperimentConfigsTest(unittest.TestCase):
     def test_there_is_a_config_per_experiment(self):
         names = {os.path.basename(c).split("-")[0] for c in CONFIGS}
-        for e in ["c1", "c2", "c3", "c4", "c5", "c6", "v3", "v4", "v5", "v6", "v7", "v8", "v10a", "v11"]:
+        for e in ["c1", "c2", "c3", "c4", "c5", "c6", "v3", "v4", "v5", "v6", "v7", "v8", "v10a", "v10b", "v11"]:
             self.assertIn(e, names)
 
     def recording(self, tmp):
@@ -88,6 +91,11 @@ class ExperimentConfigsTest(unittest.TestCase):
                 # V10(a)'s file must be larger than its memory cgroup: it runs at its own size
                 own = settings(cfg).get("workload.name") == "file-faults"
                 size = [] if own else ["--set", "workload.size=8M"]
+                # V10(b)'s memory cgroup and pressure thread scale with its mapping (refstats.py)
+                scaled = SWAP_READERS_SCALED if settings(cfg).get("workload.name") == "swap-readers" else []
+                for s in scaled:
+                    size += ["--set", s]
+                overridden = {s.split("=", 1)[0] for s in scaled}
                 with self.subTest(config=name):
                     js = os.path.join(tmp, name + ".json")
                     p = subprocess.run([MMUSIM, "run", cfg, "--quiet", "--stats", js] + size + extra,
@@ -106,7 +114,8 @@ class ExperimentConfigsTest(unittest.TestCase):
                     if not own:
                         self.assertEqual(config["workload.size"], 8 << 20)
                     for key, value in settings(cfg).items():
-                        if (key == "workload.size" and not own) or (replay and key == "workload.trace"):
+                        if ((key == "workload.size" and not own) or (replay and key == "workload.trace")
+                                or key in overridden):
                             continue
                         self.assertIn(key, config)
                         got = config[key]

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// Swap on the platforms: C1's parent in a memory cgroup smaller than its region, swapped out and
+// in on one core of the i7-12700kf and on the functional platform; bad input for swap and for
+// V10(b)'s workload (swap-readers). (swap-readers on several cores is not tested here yet: see
+// README, V10(b).)
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "run_mmusim.hpp"
+
+using mmusim_test::Result;
+using mmusim_test::slurp;
+using mmusim_test::TempDir;
+static constexpr auto mmusim = mmusim_test::run_mmusim;
+static constexpr auto stat = mmusim_test::json_number;
+
+// C1's 256 MiB parent with order-0 pages in a 64 MiB memory cgroup with 512 MiB of swap: most of
+// it is swapped out while the parent populates it, and read back (and written) in its pass after
+// the fork; the invariant checker runs every 200th kernel entry.
+TEST_CASE("swap: a region four times the memory cgroup goes out to swap and comes back", "[swap][memcg]") {
+  TempDir t;
+  for (const char* plat : {"i7-12700kf", "functional"}) {
+    INFO(plat);
+    Result r = mmusim(std::string("run " MMUSIM_SOURCE_DIR "/configs/default.cfg --set platform.name=") + plat +
+                      " --set workload.folio=4K --set memcg.max=64M --set swap.size=512M"
+                      " --set kernel.check_invariants=true --set kernel.check_every=200"
+                      " --set output.host_stats=false --quiet --stats " + t.path("s.json"));
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    const std::string js = slurp(t.path("s.json"));
+    CHECK(stat(js, "total.kernel.pswpout") > 60000);  // of 65,536 pages, 16,384 fit
+    CHECK(stat(js, "kernel.pswpin") > 60000);
+    CHECK(stat(js, "kernel.swap_ra") > stat(js, "kernel.pgmajfault"));  // read ahead: most faults are minor
+    CHECK(stat(js, "kernel.swap_ra_hit") > 0);
+    CHECK(stat(js, "total.kernel.swap_write_requests") == stat(js, "total.kernel.pswpout"));
+  }
+}
+
+TEST_CASE("swap: bad input is refused naming the key", "[swap][cli]") {
+  const std::string run = "run " MMUSIM_SOURCE_DIR "/configs/default.cfg --quiet ";
+  const std::string sr = "--set workload.name=swap-readers --set workload.folio=4K ";
+  struct Bad {
+    std::string sets, names;
+  };
+  for (const Bad& b : {Bad{"--set workload.name=swap-readers --set workload.folio=64K", "workload.folio"},
+                       Bad{"--set workload.pressure_size=2M", "workload.pressure_size"},
+                       Bad{sr + "--set platform.name=functional", "functional"},
+                       Bad{sr + "--set workload.size=16M --set memcg.max=4M", "swap"},
+                       Bad{sr + "--set workload.size=16M --set memcg.max=4M --set swap.size=4M", "swap.size = 4M"},
+                       Bad{"--set swap.size=1000", "swap.size"},
+                       Bad{"--set swap.page_cluster=6", "swap.page_cluster"},
+                       Bad{"--set swap.swappiness=201", "swap.swappiness"},
+                       Bad{"--set disk.write_bandwidth=0", "disk.write_bandwidth"}}) {
+    INFO(b.sets);
+    Result r = mmusim(run + b.sets);
+    INFO(r.out);
+    CHECK(r.status != 0);
+    CHECK(r.out.find(b.names) != std::string::npos);
+  }
+}
