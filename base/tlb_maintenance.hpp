@@ -53,6 +53,13 @@ class MmuHw {
   // The kernel zeroed, copied, read or wrote `bytes` at `pa` (caches see it). Page-table entries
   // the kernel reads and writes come here too when wants_kernel_memory().
   virtual void kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool write) {}
+  // The kernel's copy (copy_user_highpage(): REP MOVSB on x86) reads `bytes` at `pa`: returns the
+  // cycles the copy waits for the source lines that are not in the CPU's L1D, beyond its price
+  // (cost.copy_page, the copy from the L1D); 0 where the hardware has no caches.
+  virtual double kernel_copy_source(int cpu, uint64_t pa, uint64_t bytes) {
+    kernel_memory(cpu, pa, bytes, false);
+    return 0;
+  }
   virtual bool wants_kernel_memory() const { return false; }
 };
 

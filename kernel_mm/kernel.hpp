@@ -510,8 +510,9 @@ class Kernel {
   void mem_cgroup_uncharge(folio* f);
   // try_to_free_mem_cgroup_pages() (mm/vmscan.c:6596): reclaim from the memcg's lruvecs.
   uint64_t try_to_free_mem_cgroup_pages(mem_cgroup* memcg, uint64_t nr_pages);
-  void lruvec_add_folio(lruvec& lv, folio* f);       // at the head of its list, PG_lru
-  void lruvec_add_folio_tail(lruvec& lv, folio* f);  // at the tail (reclaimed next)
+  void lruvec_add_folio(lruvec& lv, folio* f) { lruvec_add_folio_at(lv, f, false); }  // at the head, PG_lru
+  void lruvec_add_folio_tail(lruvec& lv, folio* f) { lruvec_add_folio_at(lv, f, true); }  // at the tail (reclaimed next)
+  void lruvec_add_folio_at(lruvec& lv, folio* f, bool tail);
   void lruvec_del_folio(lruvec& lv, folio* f);       // off its list, PG_lru cleared
   // try_to_free_pages() (mm/vmscan.c:6511): direct reclaim on node `nid` for an allocation that
   // failed: at least SWAP_CLUSTER_MAX pages, priority 12 down to 0. Returns the pages freed.

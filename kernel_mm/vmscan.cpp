@@ -42,30 +42,21 @@ uint64_t int_sqrt(uint64_t x) {
 // ------------------------------------------------------------------------------------------------
 // The lists (include/linux/mm_inline.h)
 
-// lruvec_add_folio(): list_add() at the head of folio_lru_list().
-void Kernel::lruvec_add_folio(lruvec& lv, folio* f) {
-  MMUSIM_CHECK(!folio_test_lru(f), "lruvec_add_folio: pfn {:#x} is on an LRU list", page_to_pfn(f));
+// lruvec_add_folio() and lruvec_add_folio_tail(): list_add() / list_add_tail() on
+// folio_lru_list(); the two differ only in the end of the list.
+void Kernel::lruvec_add_folio_at(lruvec& lv, folio* f, bool tail) {
+  MMUSIM_CHECK(!folio_test_lru(f), "{}: pfn {:#x} is on an LRU list",
+               tail ? "lruvec_add_folio_tail" : "lruvec_add_folio", page_to_pfn(f));
   lruvec::list& l = lv.lists[folio_lru_list(f)];
   const pfn_t pfn = page_to_pfn(f);
-  f->lru_prev = 0;
-  f->lru_next = uint32_t(l.head);
-  if (l.head) mem_map_[l.head].lru_prev = uint32_t(pfn);
-  else l.tail = pfn;
-  l.head = pfn;
-  l.nr_pages += uint64_t(folio_nr_pages(f));
-  f->flags |= PG_lru;
-}
-
-// lruvec_add_folio_tail(): list_add_tail() (lru_move_tail()).
-void Kernel::lruvec_add_folio_tail(lruvec& lv, folio* f) {
-  MMUSIM_CHECK(!folio_test_lru(f), "lruvec_add_folio_tail: pfn {:#x} is on an LRU list", page_to_pfn(f));
-  lruvec::list& l = lv.lists[folio_lru_list(f)];
-  const pfn_t pfn = page_to_pfn(f);
-  f->lru_next = 0;
-  f->lru_prev = uint32_t(l.tail);
-  if (l.tail) mem_map_[l.tail].lru_next = uint32_t(pfn);
-  else l.head = pfn;
-  l.tail = pfn;
+  // The new neighbour's link field and the list end it replaces, by the side it goes on.
+  pfn_t& end = tail ? l.tail : l.head;
+  pfn_t& other_end = tail ? l.head : l.tail;
+  (tail ? f->lru_next : f->lru_prev) = 0;
+  (tail ? f->lru_prev : f->lru_next) = uint32_t(end);
+  if (end) (tail ? mem_map_[end].lru_next : mem_map_[end].lru_prev) = uint32_t(pfn);
+  else other_end = pfn;
+  end = pfn;
   l.nr_pages += uint64_t(folio_nr_pages(f));
   f->flags |= PG_lru;
 }

@@ -57,6 +57,25 @@ void PlatformMmuHw::kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool wri
     if (kernel_lines[l]) kernel_lines[l]->inc(t.lines[l]);
 }
 
+// copy_user_highpage()'s source: REP MOVSB streams it through the L1D, each line not there a miss
+// that holds a fill buffer until it arrives, `copy_mlp` of them at once. The copy waits for the
+// sum of their latencies over that overlap; its own work (the copy from the L1D) is its price.
+// The lines from DRAM take their transfers on the path to memory from the entry's time on, as the
+// cores' fills do, `copy_mlp` at a time: copies on many cores at once are held to
+// memory.read_bandwidth (and the socket link's); the copy waits for the later of the two bounds.
+// (The destination's write-backs stay untimed: memory.writebacks_untimed.)
+double PlatformMmuHw::kernel_copy_source(int cpu, uint64_t pa, uint64_t bytes) {
+  if (cores.empty()) return 0;
+  hw::MemoryHierarchy& mh = cores.at(size_t(cpu))->caches();
+  const uint64_t now = kernel ? uint64_t(double(kernel->time_now_ps()) * ghz / 1000.0) : 0;
+  const hw::MemoryHierarchy::Touch t = mh.touch(pa, bytes, false, now, unsigned(copy_mlp));
+  for (size_t l = 0; l < 4; ++l)
+    if (kernel_lines[l]) kernel_lines[l]->inc(t.lines[l]);
+  const double wait = std::max(double(t.latency_cycles) / copy_mlp, double(t.dram_done_cycles));
+  if (copy_wait) copy_wait->inc(uint64_t(wait + 0.5));
+  return wait;
+}
+
 hw::CoreMmuParams platform_preset(PlatformName name) {
   switch (name) {
     case PlatformName::neoverse_n1: return hw::CoreMmuParams::neoverse_n1_structure();
@@ -147,6 +166,13 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
                                                       "updates found in ") + (l == 3 ? "no cache (memory)" : levels[l]) +
                                               " (installed in every level; their time is the kernel's price list)",
                                           "lines");
+  // Fill buffers: the core's (halved under SMT above); a copy's reads take half of them [U/derived:
+  // REP MOVSB's full-line stores take fill buffers too (docs/x86-memory-path.md)].
+  mmu_.copy_mlp = std::max(1.0, double(p.core.fill_buffers) / 2);
+  mmu_.ghz = pp.clock_ghz;
+  mmu_.copy_wait = &stats.counter("cache.kernel.copy_wait_cycles",
+                                  "cycles the kernel's page copies (copy_user_highpage) waited for source lines "
+                                  "beyond the L1D: their latencies over half the fill buffers", "cycles");
   mmu_.ipi_handler_cycles = pp.ipi_handler.cycles(pp.clock_ghz);
   mmu_.ipi_latency_cycles = pp.ipi_latency.cycles(pp.clock_ghz);
   mmu_.ack_cycles = pp.line_transfer.cycles(pp.clock_ghz);

@@ -30,6 +30,7 @@ class PlatformMmuHw : public kmm::MmuHw {
   double x86_ipi(int from, int to, double sent_at, double work) override;
   void arm64_dsb(int cpu, bool ish) override {}
   void kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool write) override;
+  double kernel_copy_source(int cpu, uint64_t pa, uint64_t bytes) override;
   bool wants_kernel_memory() const override { return true; }
   std::vector<hw::CoreModule*> cores;
   // Multi-core: what an IPI costs its receiver (platform.ipi_handler), the interconnect's
@@ -42,6 +43,11 @@ class PlatformMmuHw : public kmm::MmuHw {
   Counter* ipis = nullptr;
   // cache.kernel.<level>: where the kernel's bulk traffic found its lines (MemoryHierarchy::touch).
   std::array<Counter*, 4> kernel_lines{};
+  // A page copy's source misses in flight at once (half the core's fill buffers: the copy's
+  // destination lines take the other half), and the cycles copies waited for them.
+  double copy_mlp = 1;
+  double ghz = 1;  // platform.clock_ghz: the kernel's time in the cores' cycles
+  Counter* copy_wait = nullptr;
 };
 
 // The hardware of a platform: its structure (declared once per platform variant; the values are

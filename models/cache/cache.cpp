@@ -223,14 +223,20 @@ MemoryHierarchy::MemoryHierarchy(const HierarchyParams& p, double core_ghz, Stat
                                          "lines");
 }
 
-MemoryHierarchy::Touch MemoryHierarchy::touch(uint64_t pa, uint64_t bytes, bool write) {
+MemoryHierarchy::Touch MemoryHierarchy::touch(uint64_t pa, uint64_t bytes, bool write, uint64_t fill_at,
+                                               unsigned fill_mlp) {
   Touch t;
   if (bytes == 0) return t;
   uint64_t first = pa >> kLineShift;
   uint64_t last = (pa + bytes - 1) >> kLineShift;
+  // (snoop_cycles_ belongs to the core's last timed access: kept across the kernel's touch.)
+  const uint32_t core_snoop = snoop_cycles_;
+  uint64_t round_at = fill_at, round_end = fill_at;  // the DRAM requests' current round
+  unsigned in_round = 0;
   for (uint64_t line = first; line <= last; ++line) {
     uint64_t a = line << kLineShift;
     Level l = DRAM;
+    snoop_cycles_ = 0;
     if (l1d_.install(a, write)) {
       l = L1D;
       if (peers_ && write && l1d_.last_hit_shared()) upgrade(a, false);
@@ -251,7 +257,20 @@ MemoryHierarchy::Touch MemoryHierarchy::touch(uint64_t pa, uint64_t bytes, bool 
       }
     }
     ++t.lines[l];
+    if (l != L1D) t.latency_cycles += latency_[l] + snoop_cycles();
+    if (l == DRAM && fill_at != kUntimed) {
+      if (in_round == std::max(1u, fill_mlp)) {
+        round_at = round_end;
+        in_round = 0;
+      }
+      ++in_round;
+      uint64_t w = fill_path_->read(round_at);
+      if (link_) w = std::max(w, link_->read(round_at));
+      round_end = std::max(round_end, round_at + w + latency_[DRAM] + snoop_cycles());
+      t.dram_done_cycles = round_end - fill_at;
+    }
   }
+  snoop_cycles_ = core_snoop;
   return t;
 }
 

@@ -337,12 +337,19 @@ class MemoryHierarchy {
   void set_llc_sharers(const std::vector<MemoryHierarchy*>* sharers) { llc_sharers_ = sharers; }
 
   // The kernel's bulk zeroing/copying/reading of [pa, pa + bytes): installs every line in every
-  // level (without counting hits/misses). Returns how many lines each level served, so the caller
-  // can cost the traffic if it wants to.
+  // level (without counting hits/misses). Returns how many lines each level served, and the sum of
+  // their load-to-use latencies beyond the L1D (each line's level latency, plus a snoop's or the
+  // remote node's extra), so the caller can cost the traffic if it wants to.
   struct Touch {
     uint64_t lines[4] = {0, 0, 0, 0};  // indexed by Level
+    uint64_t latency_cycles = 0;       // the lines not in the L1D: sum of their latencies
+    uint64_t dram_done_cycles = 0;     // timed: when the last line from DRAM arrived, after fill_at
   };
-  Touch touch(uint64_t pa, uint64_t bytes, bool write);
+  // `fill_at` (a cycle): the lines from DRAM take their transfers on the fills' path (and the
+  // socket link), as a core's fills do: `fill_mlp` of them at a time, each round of requests
+  // made when the one before has arrived (memory.latency plus its wait for the path);
+  // kUntimed: they take none.
+  Touch touch(uint64_t pa, uint64_t bytes, bool write, uint64_t fill_at = kUntimed, unsigned fill_mlp = 1);
 
   void invalidate_all();  // this core's L1D and L2, and the LLC
 
