@@ -673,3 +673,33 @@ TEST_CASE("two sockets: impossible combinations are refused, naming the keys", "
   CHECK(r.status == 2);
   CHECK(r.out.find("memory.remote_latency = 50ns is below memory.latency") != std::string::npos);
 }
+
+TEST_CASE("page copies: a COW copy waits for its source lines where they are (LLC or DRAM)", "[copy]") {
+  // C2's copy fault (64K folios, no reuse: every store copies its 4K): at 8 MiB the parent's
+  // pages are still in the 25 MB LLC when the pass copies them, at 64 MiB they are not.
+  auto at = [](const char* size) {
+    return run({std::string("workload.size=") + size, "kernel.wp_reuse=off", "kernel.large_folio_reuse=false",
+                "output.host_stats=false"});
+  };
+  const std::string hot = at("8M"), cold = at("64M");
+  const uint64_t hot_copies = stat(hot, "kernel.pages_copied"), cold_copies = stat(cold, "kernel.pages_copied");
+  CHECK(hot_copies == 2048);
+  CHECK(cold_copies == 16384);
+  // 64 lines at the LLC's 60 cycles, 8 at a time (half of the 16 fill buffers): 480 cycles each.
+  CHECK(stat(hot, "cache.kernel.copy_wait_cycles") == 480 * hot_copies);
+  // From DRAM: 8 rounds of memory.latency (441 cycles) at least, plus their transfers.
+  const uint64_t cold_wait = stat(cold, "cache.kernel.copy_wait_cycles");
+  CHECK(cold_wait >= 8 * 441 * cold_copies);
+  CHECK(cold_wait <= 8 * (441 + 8 * 5) * cold_copies);
+  // The fault's latency moves by the difference, and nothing else (4.9 GHz).
+  auto median = [](const std::string& j) {
+    return mmusim_test::stats_json(j)["fault.latency_ns.copy.median"].get<double>();
+  };
+  const double moved = median(cold) - median(hot);
+  CHECK(moved > (3528 - 480) / 4.9 - 5);
+  CHECK(moved < (8 * (441 + 8 * 5) - 480) / 4.9 + 5);
+  // The functional platform has no caches: the copy is its price alone.
+  const std::string f = run({"platform.name=functional", "workload.size=8M", "kernel.wp_reuse=off",
+                             "kernel.large_folio_reuse=false", "output.host_stats=false"});
+  CHECK_FALSE(mmusim_test::stats_json(f).contains("cache.kernel.copy_wait_cycles"));
+}
