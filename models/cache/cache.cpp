@@ -217,10 +217,20 @@ MemoryHierarchy::MemoryHierarchy(const HierarchyParams& p, double core_ghz, Stat
   latency_[LLC] = llc_->latency();
   latency_[DRAM] = uint32_t(std::llround(p.memory_latency.cycles(core_ghz)));
   inclusive_ = p.llc_inclusive;
-  if (inclusive_)
+  kernel_evictions_ = &stats.counter("cache.llc.kernel_evictions",
+                                     "LLC lines evicted by the kernel's bulk traffic (page copies, zeroing, struct "
+                                     "pages): what other work had there, pushed out",
+                                     "lines");
+  if (inclusive_) {
     back_invalidations_ = &stats.counter("cache.llc.back_invalidations",
                                          "lines the inclusive LLC's evictions removed from a core's L1D or L2",
                                          "lines");
+    kernel_back_invalidations_other_ = &stats.counter(
+        "cache.llc.kernel_back_invalidations_other",
+        "lines the inclusive LLC's evictions for one core's kernel bulk traffic (another child's page copy) "
+        "removed from other cores' L1D or L2",
+        "lines");
+  }
 }
 
 MemoryHierarchy::Touch MemoryHierarchy::touch(uint64_t pa, uint64_t bytes, bool write, uint64_t fill_at,
@@ -252,7 +262,7 @@ MemoryHierarchy::Touch MemoryHierarchy::touch(uint64_t pa, uint64_t bytes, bool 
           l = numa_beyond_l2(a, write, kUntimed, false);
         } else {
           if (llc_->install(a)) l = LLC;
-          llc_victim(kUntimed);
+          llc_victim(kUntimed, true);
         }
       }
     }
@@ -286,7 +296,7 @@ MemoryHierarchy::Level MemoryHierarchy::access_beyond_l1(uint64_t pa, uint64_t t
   if (peers_) snoop_miss(pa, write);
   if (numa_) return numa_beyond_l2(pa, write, t, true);
   const bool hit = llc_->access(pa);
-  llc_victim(t);
+  llc_victim(t, false);
   return hit ? LLC : DRAM;
 }
 
@@ -304,7 +314,7 @@ MemoryHierarchy::Level MemoryHierarchy::numa_beyond_l2(uint64_t pa, bool write, 
     else o->set_shared(pa, true, true);
   }
   const bool hit = timed ? llc_->access(pa) : llc_->install(pa);
-  llc_victim(timed ? t : kUntimed);
+  llc_victim(timed ? t : kUntimed, !timed);
   if (there && !write) {
     llc_->set_shared(pa, true, false);
     l1d_.set_shared(pa, true, false);
@@ -398,7 +408,7 @@ void MemoryHierarchy::snoop_miss(uint64_t pa, bool write, bool timed) {
   if (modified || !in_llc) {
     if (modified && !llc_->write_back_into(pa)) llc_->install(pa, true);
     else if (!in_llc) llc_->install(pa, false);
-    llc_victim(kUntimed);
+    llc_victim(kUntimed, !timed);
     const uint32_t transfer = remote && numa_ ? numa_->remote_transfer : peers_->transfer_cycles;
     snoop_cycles_ = transfer > latency_[LLC] ? transfer - latency_[LLC] : 0;
     if (timed && modified && peers_->transfers) peers_->transfers->inc();
@@ -416,12 +426,14 @@ void MemoryHierarchy::write_back(uint64_t pa, int level, uint64_t t) {
 // caches too. The LLC's core-valid bits name the cores to snoop (Intel optimization manual,
 // Nehalem/Sandy Bridge "inclusive LLC"; docs/research-haswell-ep.md §3); here every sharer's tags
 // are probed. A modified copy is written to DRAM (its data was newer than the LLC's).
-void MemoryHierarchy::back_invalidate(uint64_t pa, uint64_t t) {
+void MemoryHierarchy::back_invalidate(uint64_t pa, uint64_t t, bool kernel) {
   auto drop = [&](MemoryHierarchy* h) {
     const bool a = h->l1d_.probe(pa), b = h->l2_.probe(pa);
     if (!a && !b) return;
     const bool dirty = h->l1d_.invalidate(pa) | h->l2_.invalidate(pa);
     if (back_invalidations_) back_invalidations_->inc(uint64_t(a) + uint64_t(b));
+    if (kernel && h != this && kernel_back_invalidations_other_)
+      kernel_back_invalidations_other_->inc(uint64_t(a) + uint64_t(b));
     if (!dirty) return;
     if (t == kUntimed) dram_wb_.write_back_untimed();
     else victim_wait_ = std::max(victim_wait_, dram_wb_.write_back(t));

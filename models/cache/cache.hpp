@@ -395,14 +395,20 @@ class MemoryHierarchy {
   bool inclusive_ = false;
   const std::vector<MemoryHierarchy*>* llc_sharers_ = nullptr;
   Counter* back_invalidations_ = nullptr;
+  // The kernel's bulk traffic (kUntimed): the LLC lines it evicted, and the lines its
+  // back-invalidations (an inclusive LLC) took from other cores' L1D or L2.
+  Counter* kernel_evictions_ = nullptr;
+  Counter* kernel_back_invalidations_other_ = nullptr;
   // After an access or install of the LLC at cycle `t` (kUntimed: bulk traffic): its dirty victim
   // written back, and with an inclusive LLC its victim dropped from every sharer's L1D and L2 (a
   // modified copy there goes to DRAM).
-  void llc_victim(uint64_t t) {
+  // `kernel`: the install was the kernel's bulk traffic (MemoryHierarchy::touch).
+  void llc_victim(uint64_t t, bool kernel) {
+    if (kernel && llc_->evicted() != Cache::kNoLine) kernel_evictions_->inc();
     if (llc_->evicted_dirty() != Cache::kNoLine) write_back(llc_->evicted_dirty(), 3, t);
-    if (inclusive_ && llc_->evicted() != Cache::kNoLine) back_invalidate(llc_->evicted(), t);
+    if (inclusive_ && llc_->evicted() != Cache::kNoLine) back_invalidate(llc_->evicted(), t, kernel);
   }
-  void back_invalidate(uint64_t pa, uint64_t t);
+  void back_invalidate(uint64_t pa, uint64_t t, bool kernel);
   std::vector<uint16_t> mine_;  // this core's part of Peers::all
   bool others_may_hold(uint64_t pa) const {
     const size_t g = size_t(((pa >> kLineShift) * 0xC2B2AE3D27D4EB4Full >> 24) &

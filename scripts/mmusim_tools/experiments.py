@@ -445,17 +445,24 @@ def v9():
     l2 = Metric("l2", "L2 misses", "", extensive=False)
     hot = Metric("hot", "faulting stores served by the L1D", "", extensive=False)
     remote = Metric("remote", "kernel lines across the socket link", "", extensive=False)
-    metrics = [tput, ipc, copies, hot, l2, remote]
+    evicted = Metric("evicted", "LLC lines the kernel's copies evicted", "", extensive=False)
+    taken = Metric("taken", "of them, taken from other cores' L1D/L2", "", extensive=False)
+    metrics = [tput, ipc, copies, hot, l2, remote, evicted, taken]
     cases = []
     for order in ["sequential", "target-last"]:
         cases.append(Case("the config (2 sockets, 36 children, scaled)", order, cfg,
                           [("kernel.huge_copy_order", order)],
                           {"tput": "processes x workload.size / region.time_ns", "ipc": "core.uops / user cycles",
                            "copies": "kernel.huge_pmd_copy", "hot": "core.fault_resume_store.l1d",
-                           "l2": "cache.l2.misses", "remote": "memory.remote_lines_kernel"}))
+                           "l2": "cache.l2.misses", "remote": "memory.remote_lines_kernel",
+                           "evicted": "cache.llc.kernel_evictions",
+                           "taken": "cache.llc.kernel_back_invalidations_other"}))
     note = ("throughput = processes x area / region.time_ns (first fork to the last exit); user micro-ops per "
             "cycle = core.uops / (core.cycles - core.idle_cycles - kcost.cycles); kernel lines across the "
             "socket link = memory.remote_lines_kernel (the copies' lines from the other node or socket); "
+            "LLC lines the kernel's copies evicted = cache.llc.kernel_evictions (copies, zeroing and struct "
+            "pages), of them taken from other cores' L1D/L2 = cache.llc.kernel_back_invalidations_other (the "
+            "inclusive LLC's back-invalidations); "
             "scaled: 16 MiB per child (configs/experiments/v9-anon-cow-seq.cfg)")
     return Experiment("V9", "Huge page copy order: anon-cow-seq (2-socket Xeon E5-2699 v3)", "validation",
                       0, metrics, cases, note=note, case_header="run", variant_header="huge_copy_order")

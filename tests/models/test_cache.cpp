@@ -166,6 +166,43 @@ TEST_CASE("cache: a copy's source lines report their latencies, and from DRAM ta
   CHECK(b.dram_done_cycles >= a.dram_done_cycles + 64 * 4);
 }
 
+TEST_CASE("cache: a 2M copy leaves its last-copied lines in the L1D and L2 and its first ones evicted",
+          "[cache]") {
+  // copy_user_large_folio(): 512 sub-pages, each source read then destination written, through
+  // a 48K L1D and a 1.25 MB L2 (4 MiB of traffic in all). The order decides which are left.
+  const uint64_t src = 0x4000'0000, dst = 0x8000'0000, sub = 4096;
+  auto copy = [&](MemoryHierarchy& h, bool descending) {
+    for (uint64_t k = 0; k < 512; ++k) {
+      const uint64_t i = descending ? 511 - k : k;
+      h.touch(src + i * sub, sub, false);
+      h.touch(dst + i * sub, sub, true);
+    }
+  };
+  auto lines_in = [](Cache& c, uint64_t page) {
+    unsigned n = 0;
+    for (uint64_t off = 0; off < 4096; off += 64) n += c.probe(page + off);
+    return n;
+  };
+  Stats s;
+  SECTION("sequential: the last sub-page is hot, the first one (the faulting store's) is gone") {
+    MemoryHierarchy h(presets::i7().caches, kGhz, s);
+    copy(h, false);
+    CHECK(lines_in(h.l1d(), dst + 511 * sub) == 64);
+    CHECK(lines_in(h.l2(), dst + 511 * sub) == 64);
+    CHECK(lines_in(h.l1d(), dst) == 0);
+    CHECK(lines_in(h.l2(), dst) == 0);
+    CHECK(lines_in(h.llc(), dst) == 64);  // (the 25 MB LLC still has it)
+  }
+  SECTION("target-last for sub-page 0 (process_huge_page(): from the end down to it)") {
+    MemoryHierarchy h(presets::i7().caches, kGhz, s);
+    copy(h, true);
+    CHECK(lines_in(h.l1d(), dst) == 64);
+    CHECK(lines_in(h.l2(), dst) == 64);
+    CHECK(lines_in(h.l1d(), dst + 511 * sub) == 0);
+    CHECK(lines_in(h.l2(), dst + 511 * sub) == 0);
+  }
+}
+
 TEST_CASE("cache: touch installs lines without counting, and reports where they came from",
           "[cache]") {
   Stats s;
