@@ -354,11 +354,29 @@ void Kernel::init_memmap() {
 // freed "in their future" must neither be reused nor lose what it held before then.
 void Kernel::buddy_free(pfn_t pfn, unsigned order) {
   if (lock_obs_) {
-    pending_free_.push_back(PendingFree{time_now_ps(), pfn, order});
+    uint64_t at = time_now_ps();
+    // Unmapped by an entry that ends later in simulated time than this one is now (it ran
+    // earlier in the port): the frames stay until then, when its unmaps and flushes are done.
+    if (auto u = unmapped_until_ps_.find(pfn); u != unmapped_until_ps_.end()) {
+      at = std::max(at, u->second);
+      unmapped_until_ps_.erase(u);
+    }
+    pending_free_.push_back(PendingFree{at, pfn, order});
     nr_pending_free_ += 1ull << order;
     return;
   }
   __free_one_page(pfn, order);
+}
+
+void Kernel::entry_end(uint64_t end_ps) {
+  for (pfn_t pfn : unmapped_this_entry_) {
+    // (A folio this entry freed itself was freed after its unmaps and flushes, in the entry's own
+    // order: only a folio still held waits for a later free.)
+    if (folio_ref_count(&mem_map_[pfn]) <= 0 || (mem_map_[pfn].flags & PG_buddy)) continue;
+    uint64_t& u = unmapped_until_ps_[pfn];
+    u = std::max(u, end_ps);
+  }
+  unmapped_this_entry_.clear();
 }
 
 // The frames freed by now (all: every one, for an allocation that finds nothing else) go to the

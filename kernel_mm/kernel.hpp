@@ -222,6 +222,9 @@ class LockObserver {
   // The entry reads (or, `write`, writes or updates atomically) the kernel data in the cache line
   // of physical address `pa`, at this point of the entry.
   virtual void line_access(uint64_t pa, LineClass cls, bool write, double cycles_so_far) {}
+  // The cycles the current entry has waited for locks so far (held by other CPUs' entries that
+  // overlap it in simulated time): part of its time, beyond its own cycles.
+  virtual double wait_cycles() const { return 0; }
 };
 
 // The disk the page cache reads from, as the kernel sees a block device: a request submitted at a
@@ -354,9 +357,12 @@ class Kernel {
   // and one item's price in cycles (0 without prices).
   double cycles_now() const { return cycles_so_far_ + cost_.extra_cycles + cost_.io_wait_cycles; }
   double price_cycles(Cost c) const { return prices_ ? prices_->price(c, ghz_) : 0; }
-  // The simulated time now, inside the current entry: its start plus its cycles so far (without
-  // prices, the entry's start).
-  uint64_t time_now_ps() const { return now_ps_ + uint64_t(cycles_now() * 1000.0 / ghz_ + 0.5); }
+  // The simulated time now, inside the current entry: its start plus its cycles so far and its
+  // waits for other CPUs' locks (without prices, the entry's start).
+  uint64_t time_now_ps() const {
+    const double waited = lock_obs_ ? lock_obs_->wait_cycles() : 0;
+    return now_ps_ + uint64_t((cycles_now() + waited) * 1000.0 / ghz_ + 0.5);
+  }
   // A platform gives the kernel its price list, so that lock events and disk requests carry the
   // entry's time so far, and (several cores) an observer of the locks.
   void set_lock_timing(const CostModel* prices, double ghz, LockObserver* obs) {
@@ -464,6 +470,13 @@ class Kernel {
   // Several cores: the simulated time every core has reached (the platform's global time; cores
   // only run ahead of it): a frame freed later than that is not reused yet (buddy_free()).
   void set_horizon(std::function<uint64_t()> fn) { horizon_ps_ = std::move(fn); }
+  // Several cores: the current entry ended at `end_ps` (the platform's leave_kernel()): the folios
+  // it unmapped are unmapped, with their TLBs flushed, from then on (buddy_free()).
+  void entry_end(uint64_t end_ps);
+  // The rmap removal of a mapping of folio `f` (several cores: noted for entry_end()).
+  void note_unmap(const folio* f) {
+    if (lock_obs_) unmapped_this_entry_.push_back(page_to_pfn(f));
+  }
   // NUMA (KernelParams::nr_nodes): the node of a frame (pfn_to_nid()) and of the running CPU
   // (numa_node_id()).
   unsigned nr_nodes() const { return unsigned(free_area_.size()); }
@@ -961,6 +974,12 @@ class Kernel {
   };
   std::vector<PendingFree> pending_free_;
   uint64_t nr_pending_free_ = 0;
+  // Several cores: the folios this entry unmapped (their head pfns), and for each folio an earlier
+  // entry unmapped, that entry's end in simulated time. Its unmaps and their TLB flushes are done
+  // by then; a later-run entry of another CPU that frees the folio may be earlier in simulated
+  // time, and the folio's frames must stay what they were until the unmaps' time (buddy_free()).
+  std::vector<pfn_t> unmapped_this_entry_;
+  std::unordered_map<pfn_t, uint64_t> unmapped_until_ps_;
   std::function<uint64_t()> horizon_ps_;
   pfn_t rmqueue_node(unsigned order, int nid);
 

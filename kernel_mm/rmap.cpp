@@ -367,6 +367,7 @@ static void __folio_remove_rmap(Kernel& k, folio* f, page* pg, int nr_pages, vm_
 
   MMUSIM_CHECK(page_folio(pg) == f && pg + nr_pages <= f + folio_nr_pages(f),
                "rmap range pfn {:#x}+{} outside its folio", k.page_to_pfn(pg), nr_pages);
+  k.note_unmap(f);
   if (!pmd_level) {  // RMAP_LEVEL_PTE
     if (!folio_test_large(f)) {
       MMUSIM_CHECK(f->mapcount > 0, "removing a mapping of unmapped pfn {:#x}", k.folio_pfn(f));

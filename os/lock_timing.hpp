@@ -42,6 +42,7 @@ namespace mmusim {
 
 class LockTiming : public kmm::LockObserver, public EntryHistory {
  public:
+  double wait_cycles() const override { return delay_; }
   // A hold of the lock, in simulated time: it was asked for at `arrival`, taken at `acq`,
   // released at `rel`.
   struct Hold {

@@ -273,7 +273,11 @@ void System::enter_kernel(int cpu, uint64_t now_ps) {
 double System::leave_kernel() {
   double c = account(kernel_->cost());
   kernel_->clear_cost();
-  if (locks_) c += locks_->end(c);
+  if (locks_) {
+    c += locks_->end(c);
+    // The entry's end in simulated time: what it unmapped is unmapped and flushed by then.
+    kernel_->entry_end(kernel_->now_ps() + uint64_t(c * 1000.0 / pp_.clock_ghz + 0.5));
+  }
   return c;
 }
 

@@ -470,32 +470,39 @@ def v9():
 
 def v10():
     """V10(a): file-backed faults under memcg pressure with mmap/munmap in parallel, 40/60/80
-    threads (4 of them mappers), fallback vs retry-once. V10(b) (configs/experiments/
-    v10b-swap-readers.cfg) is not run yet: on several cores its readers see pages the pressure
-    thread's reclaim unmapped as still mapped (README, V10(b))."""
+    threads (4 of them mappers), fallback vs retry-once. V10(b): 12 readers faulting a 128 MiB
+    anonymous mapping back in from swap under a pressure thread, 0/4/8 mmap writers."""
     cfg = exp_config("v10a-file-faults.cfg")
+    cfg_b = exp_config("v10b-swap-readers.cfg")
     tput = Metric("tput", "fault throughput", "faults/s", extensive=False, digits=0)
+    rounds = Metric("rounds", "reader rounds per second", "", extensive=False, digits=0)
     cont = Metric("cont", "mmap_lock contended", "", extensive=False)
     fb = Metric("fallback", "faults on mmap_lock", "", extensive=False)
     retry = Metric("retry", "VMA-lock retries", "", extensive=False)
     faults = Metric("faults", "faults", "", extensive=False)
+    swapins = Metric("swapins", "swap-ins", "", extensive=False)
+    common = {"tput": "region.faults_per_second", "cont": "kernel.lock.mmap_lock.contended",
+              "fallback": "kernel.mmap_lock_fallback", "retry": "kernel.vma_lock.retry", "faults": "faults.region"}
     cases = []
     for n in [40, 60, 80]:
         for variant in ["fallback", "retry-once"]:
             cases.append(Case(f"(a) {n} threads", variant, cfg,
-                              [("workload.threads", str(n - 4)), ("kernel.fault_retry", variant)],
-                              {"tput": "region.faults_per_second", "cont": "kernel.lock.mmap_lock.contended",
-                               "fallback": "kernel.mmap_lock_fallback", "retry": "kernel.vma_lock.retry",
-                               "faults": "faults.region"}))
+                              [("workload.threads", str(n - 4)), ("kernel.fault_retry", variant)], dict(common)))
+    for writers in [0, 4, 8]:
+        for variant in ["fallback", "retry-once"]:
+            cases.append(Case(f"(b) {writers} writers", variant, cfg_b,
+                              [("workload.mmap_threads", str(writers)), ("kernel.fault_retry", variant)],
+                              dict(common, rounds="region.rounds_per_second", swapins="kernel.pswpin")))
     note = ("(a): workload.threads readers (n - 4) and 4 mapper threads on 16 logical CPUs (the 8 P-cores "
             "with SMT; the 4 E-cores are not modelled), 20 ms of simulated time "
             "(configs/experiments/v10a-file-faults.cfg); fault throughput = region.faults_per_second, "
             "mmap_lock contended = kernel.lock.mmap_lock.contended (acquisitions that waited, the mappers' "
-            "included). (b), 12 readers faulting a 128 MiB mapping back in from swap, has its workload and config "
-            "(configs/experiments/v10b-swap-readers.cfg) but is not run: on several cores the readers see pages "
-            "the pressure thread's reclaim unmapped as still mapped for too long (README, V10(b))")
+            "included). (b): 12 readers over their shares of a 128 MiB anonymous mapping in a 64 MiB memory "
+            "cgroup with swap, a pressure thread and workload.mmap_threads writers, 20 ms "
+            "(configs/experiments/v10b-swap-readers.cfg); reader rounds per second = region.rounds_per_second "
+            "(a round: one reader's pass over its share), swap-ins = kernel.pswpin")
     return Experiment("V10", "Per-VMA lock retry: file faults under memcg pressure with munmap()",
-                      "validation", 0, [tput, cont, fb, retry, faults], cases, note=note,
+                      "validation", 0, [tput, rounds, cont, fb, retry, faults, swapins], cases, note=note,
                       case_header="run", variant_header="fault_retry")
 
 

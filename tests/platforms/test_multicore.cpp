@@ -287,6 +287,31 @@ TEST_CASE("lockless PTE reads see the value at their own simulated time", "[mult
   CHECK(lt.pte_log_size() == 1);
 }
 
+TEST_CASE("a fault that read a PTE another CPU fills later in simulated time waits for it", "[multicore]") {
+  Stats stats;
+  LockTiming lt(stats, 1.0);  // 1 GHz: a cycle is 1000 ps
+  uint64_t pte = 0;
+  // CPU 1's fault slept on the disk: it runs first in the port and fills the PTE at 600 ns.
+  lt.begin(1, 100000);
+  lt.pte_write(&pte, 1, 500);
+  pte = 0x1000 | 0x67;
+  lt.end(600);
+  // CPU 0's fault at the same address starts at 200 ns and reads the PTE locklessly at 210 ns:
+  // none then. Its entry would end at 300 ns, and return to an access that faults again; it waits
+  // until the PTE is there instead (as on the folio lock), and sleeps meanwhile.
+  lt.begin(0, 200000);
+  CHECK(lt.lockless_read(&pte, pte, 10) == 0);
+  const double waited = lt.end(100);
+  CHECK(waited == Approx(300.001));
+  CHECK(lt.slept() == Approx(waited));
+  CHECK(stats.find_counter("kernel.pte_waits")->value() == 1);
+  // An entry that ends after the fill does not wait.
+  lt.begin(0, 200000);
+  CHECK(lt.lockless_read(&pte, pte, 10) == 0);
+  CHECK(lt.end(500) == Approx(0.0));
+  CHECK(stats.find_counter("kernel.pte_waits")->value() == 1);
+}
+
 TEST_CASE("a PTE's value at a time is the one its last write stamped by then left, in the log's order", "[multicore]") {
   // Memcg reclaim on CPU A, an entry of a millisecond, starts at 100 ns and clears the PTE's
   // Accessed bit late in it (stamped 1000 ns). CPU B's munmap() starts after it, at 200 ns, and

@@ -78,8 +78,10 @@ TEST_CASE("file-faults: short idle periods take the shallow idle state", "[sched
 
 // The experiment's config at its full size: 36 readers and 4 mappers on 16 logical CPUs. Faults
 // overlap long sleeps on the disk here: a fault whose PTE another CPU's overlapping fault fills
-// later in simulated time waits for it (kernel.pte_waits) instead of returning to an access that
-// would fault again (which the core's watchdog stopped as a livelock).
+// later in simulated time waits for it (kernel.pte_waits; its unit test is in test_multicore.cpp)
+// instead of returning to an access that would fault again (which the core's watchdog stopped as a
+// livelock). (Since an entry's time includes its lock waits, this config no longer makes such an
+// overlap: kernel.pte_waits went from 5 to 0; the run completing is the check.)
 TEST_CASE("V10(a)'s config runs in both variants", "[sched][filemap][memcg][experiment]") {
   TempDir t;
   for (const char* v : {"fallback", "retry-once"}) {
@@ -90,7 +92,6 @@ TEST_CASE("V10(a)'s config runs in both variants", "[sched][filemap][memcg][expe
     REQUIRE(r.status == 0);
     const std::string js = slurp(t.path("v.json"));
     CHECK(stat(js, "faults.region") > 500);
-    CHECK(stat(js, "kernel.pte_waits") > 0);
     CHECK(stat(js, "sched.lock_sleeps") > 0);  // the mappers behind each other's mmap_lock
   }
 }
