@@ -115,76 +115,71 @@ TEST_CASE("swap: fork shares the swap entries, each process reads them back, exi
 
 namespace {
 // Several cores, as the platform runs them: a lock observer (whose waits are part of an entry's
-// time) and the time every core has reached (the horizon).
+// time) and the time every core has reached (the horizon); a process with one page written.
 struct ManyCores : LockObserver {
   double waited = 0;
   uint64_t horizon = 0;
+  Env e;
+  task_struct* t = nullptr;
+  uint64_t va = 0;
+  ManyCores() {
+    e.k.set_lock_timing(nullptr, 1.0, this);  // 1 GHz: a cycle is 1,000 ps
+    e.k.set_horizon([this] { return horizon; });
+    t = e.proc("p");
+    va = e.mmap(t, PAGE_SIZE);
+    REQUIRE(e.store(t, va, 1));
+  }
   void acquire(const void*, LockClass, bool, double, uint64_t) override {}
   void release(const void*, LockClass, bool, double, uint64_t) override {}
   double wait_cycles() const override { return waited; }
-  void attach(Kernel& k) {
-    k.set_lock_timing(nullptr, 1.0, this);  // 1 GHz: a cycle is 1,000 ps
-    k.set_horizon([this] { return horizon; });
+  // `pending` frames stay out of the allocator while every core is short of `at_ps` (a core there
+  // may still read them: two new pages come from elsewhere), and go back to it at `at_ps`.
+  void check_reused_from(uint64_t at_ps, uint64_t pending, pfn_t old) {
+    horizon = at_ps - 1;
+    const uint64_t va2 = e.mmap(t, 2 * PAGE_SIZE);
+    REQUIRE(e.store(t, va2, 2));
+    CHECK(e.pfn_at(t, va2) != old);
+    CHECK(e.k.nr_pending_free_pages() == pending);
+    horizon = at_ps;
+    REQUIRE(e.store(t, va2 + PAGE_SIZE, 3));
+    CHECK(e.k.nr_pending_free_pages() == 0);
   }
 };
 }  // namespace
 
 TEST_CASE("several cores: a frame is reused only after its free, the entry's lock waits included", "[swap][multicore]") {
-  Env e;
   ManyCores m;
-  m.attach(e.k);
-  task_struct* t = e.proc("p");
-  const uint64_t va = e.mmap(t, PAGE_SIZE);
-  REQUIRE(e.store(t, va, 1));
-  const pfn_t pfn = e.pfn_at(t, va);
+  Env& e = m.e;
+  const pfn_t pfn = e.pfn_at(m.t, m.va);
   // An entry at 1 us that has waited 500 cycles for a lock another CPU held: it is at 1.5 us.
-  e.k.enter(t, 0, 1'000'000);
+  e.k.enter(m.t, 0, 1'000'000);
   m.waited = 500;
   CHECK(e.k.time_now_ps() == 1'500'000);
-  REQUIRE(e.k.sys_munmap(t, va, PAGE_SIZE) == 0);
+  REQUIRE(e.k.sys_munmap(m.t, m.va, PAGE_SIZE) == 0);
   e.k.lru_add_drain();
   m.waited = 0;
   // The page and its page tables, freed at 1.5 us.
   const uint64_t freed = e.k.nr_pending_free_pages();
   CHECK(freed >= 1);
-  // Every core just short of 1.5 us: the frames stay (a core there may still read them).
-  m.horizon = 1'499'999;
-  const uint64_t va2 = e.mmap(t, 2 * PAGE_SIZE);
-  REQUIRE(e.store(t, va2, 2));
-  CHECK(e.pfn_at(t, va2) != pfn);
-  CHECK(e.k.nr_pending_free_pages() == freed);
-  // At 1.5 us it goes back to the allocator.
-  m.horizon = 1'500'000;
-  REQUIRE(e.store(t, va2 + PAGE_SIZE, 3));
-  CHECK(e.k.nr_pending_free_pages() == 0);
+  m.check_reused_from(1'500'000, freed, pfn);
 }
 
 TEST_CASE("several cores: a folio another entry unmapped is reused only after that entry's end", "[swap][multicore]") {
-  Env e;
   ManyCores m;
-  m.attach(e.k);
-  task_struct* t = e.proc("p");
-  const uint64_t va = e.mmap(t, PAGE_SIZE);
-  REQUIRE(e.store(t, va, 1));
-  task_struct* c = e.k.sys_fork(t);
+  Env& e = m.e;
+  const pfn_t pfn = e.pfn_at(m.t, m.va);
+  task_struct* c = e.k.sys_fork(m.t);
   REQUIRE(c);
   // The child's munmap runs first in the port, at 10 us, and ends at 12 us: its unmap (and the
   // TLB flush after it) are done by then. The parent still maps the page.
   e.k.enter(c, 1, 10'000'000);
-  REQUIRE(e.k.sys_munmap(c, va, PAGE_SIZE) == 0);
+  REQUIRE(e.k.sys_munmap(c, m.va, PAGE_SIZE) == 0);
   e.k.entry_end(12'000'000);
   // The parent's munmap, run after it but at 5 us on its CPU, frees the page: not before 12 us.
-  e.k.enter(t, 0, 5'000'000);
-  REQUIRE(e.k.sys_munmap(t, va, PAGE_SIZE) == 0);
+  // (The page tables both munmaps freed, at 10 and 5 us, are back before that.)
+  e.k.enter(m.t, 0, 5'000'000);
+  REQUIRE(e.k.sys_munmap(m.t, m.va, PAGE_SIZE) == 0);
   e.k.lru_add_drain();
   e.k.entry_end(5'100'000);
-  // Just short of 12 us: the page tables both munmaps freed are back (at 10 and 5 us), the page
-  // is not.
-  m.horizon = 11'999'999;
-  const uint64_t va2 = e.mmap(t, 2 * PAGE_SIZE);
-  REQUIRE(e.store(t, va2, 2));
-  CHECK(e.k.nr_pending_free_pages() == 1);
-  m.horizon = 12'000'000;
-  REQUIRE(e.store(t, va2 + PAGE_SIZE, 3));
-  CHECK(e.k.nr_pending_free_pages() == 0);
+  m.check_reused_from(12'000'000, 1, pfn);
 }
