@@ -143,15 +143,26 @@ class RecordReplay(unittest.TestCase):
                 self.assertIn(msg, r.stderr)
 
     def test_functional_faults_equal_the_builtin_pattern(self):
+        # The program's own pages are not the pattern's: a write in the region to its stack (the
+        # client request's arguments) can meet a page still copy-on-write since fork(), depending
+        # on where the stack frame falls in its page under the recorder (CI saw one, at the
+        # stack's lowest page, a reuse). Such faults outside the region's range are taken out of
+        # the do_wp_page counts, by their result; the buffer's must be the pattern's exactly.
         for reuse in ("off", "pagetable"):
             with self.subTest(wp_reuse=reuse):
                 common = ("platform.name=functional", "kernel.wp_reuse=" + reuse)
                 t, b = self.trace(*common), self.builtin(*common)
+                outside = self.faults_outside_range(*common)
+                results = [l.split("result=")[1].split()[0] for l in outside.splitlines() if "result=" in l]
+                self.assertLessEqual(len(results), 2, "the program's own faults in the region:\n" + outside)
+                own = {"kernel.wp_reuse": results.count("reuse"), "kernel.wp_copy": results.count("copy")}
+                own["kernel.do_wp_page"] = own["kernel.wp_reuse"] + own["kernel.wp_copy"]
                 for key in ("faults.region", "faults.spurious", "kernel.do_wp_page", "kernel.wp_reuse",
                             "kernel.wp_copy"):
-                    if t[key] != b[key]:
-                        self.fail(f"{key}: trace {t[key]}, built-in {b[key]}; the replay's faults in the "
-                                  f"region outside its range:\n" + self.faults_outside_range(*common))
+                    if t[key] - own.get(key, 0) != b[key]:
+                        self.fail(f"{key}: trace {t[key]} ({own.get(key, 0)} of them outside the buffer), "
+                                  f"built-in {b[key]}; the replay's faults in the region outside its "
+                                  f"range:\n" + outside)
                 self.assertEqual(t["faults.region"], PAGES)
                 self.assertEqual(t["trace.syscalls_refused"], 0)
 
