@@ -52,7 +52,10 @@ double PlatformMmuHw::x86_ipi(int from, int to, double sent_at, double work) {
 void PlatformMmuHw::kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool write) {
   // (The kernel's boot, before the cores are attached, has no caches to warm.)
   if (cores.empty()) return;
-  const hw::MemoryHierarchy::Touch t = cores.at(size_t(cpu))->caches().touch(pa, bytes, write);
+  count_kernel_lines(cores.at(size_t(cpu))->caches().touch(pa, bytes, write));
+}
+
+void PlatformMmuHw::count_kernel_lines(const hw::MemoryHierarchy::Touch& t) {
   for (size_t l = 0; l < 4; ++l)
     if (kernel_lines[l]) kernel_lines[l]->inc(t.lines[l]);
 }
@@ -69,8 +72,7 @@ double PlatformMmuHw::kernel_copy_source(int cpu, uint64_t pa, uint64_t bytes) {
   hw::MemoryHierarchy& mh = cores.at(size_t(cpu))->caches();
   const uint64_t now = kernel ? uint64_t(double(kernel->time_now_ps()) * ghz / 1000.0) : 0;
   const hw::MemoryHierarchy::Touch t = mh.touch(pa, bytes, false, now, unsigned(copy_mlp));
-  for (size_t l = 0; l < 4; ++l)
-    if (kernel_lines[l]) kernel_lines[l]->inc(t.lines[l]);
+  count_kernel_lines(t);
   const double wait = std::max(double(t.latency_cycles) / copy_mlp, double(t.dram_done_cycles));
   if (copy_wait) copy_wait->inc(uint64_t(wait + 0.5));
   return wait;

@@ -43,6 +43,7 @@ class PlatformMmuHw : public kmm::MmuHw {
   Counter* ipis = nullptr;
   // cache.kernel.<level>: where the kernel's bulk traffic found its lines (MemoryHierarchy::touch).
   std::array<Counter*, 4> kernel_lines{};
+  void count_kernel_lines(const hw::MemoryHierarchy::Touch& t);
   // A page copy's source misses in flight at once (half the core's fill buffers: the copy's
   // destination lines take the other half), and the cycles copies waited for them.
   double copy_mlp = 1;
