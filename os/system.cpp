@@ -375,6 +375,12 @@ void System::marker(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps) {
     case wl::Mark::Round:
       if (region_open_) rounds_.inc();
       return;  // (not traced)
+    case wl::Mark::ProcessDone:
+      // The process's rate over its time from the region's start (usemem's start_time is taken
+      // before the forks; the children are released together).
+      if (region_open_ && now_ps > region_begin_ps_)
+        process_rates_ += double(u.value) * 1e12 / double(now_ps - region_begin_ps_);
+      return;  // (not traced)
     default: break;
   }
   if (trace_.on())
@@ -409,6 +415,11 @@ void System::finish(uint64_t end_ps, uint64_t uops, double host_seconds) {
                     region_time_ns() > 0 ? double(rounds_.value()) * 1e9 / region_time_ns() : 0,
                     "workload.rounds per simulated second of the measured region (swap-readers: reader "
                     "rounds per second)", "1/s");
+  stats_.set_scalar("region.process_bytes_per_second", process_rates_,
+                    "the sum over the region's processes of the bytes each reported over its time from the "
+                    "region's start to its end (anon-cow-seq: vm-scalability's throughput, which lkp-tests "
+                    "sums from usemem's per-process KB/s); 0: no process reported",
+                    "B/s");
   stats_.set_scalar("sim.simulated_ns", double(end_ps) / 1000.0, "simulated time of the whole run", "ns");
   if (pp_.host_stats) {
     stats_.set_scalar("sim.host_seconds", host_seconds, "host time of the simulation", "s");

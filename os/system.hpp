@@ -209,6 +209,7 @@ class System {
 
   Counter& faults_region_;
   Counter& rounds_;
+  double process_rates_ = 0;  // region.process_bytes_per_second: Mark::ProcessDone's rates, summed
   Counter& ctx_switches_;
   Counter& io_sleeps_;
   Counter& lock_sleeps_;

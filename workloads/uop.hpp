@@ -37,7 +37,9 @@ enum class Sys : uint8_t {
   MmapFixed, MmapFile, Gate, Nanosleep
 };
 // Round: a workload's unit of work is done (swap-readers: a reader's pass over its share).
-enum class Mark : uint8_t { None, RegionBegin, RegionEnd, Progress, Round };
+// ProcessDone: a process of the measured region reports its work (`value`: bytes) as it ends
+// (region.process_bytes_per_second).
+enum class Mark : uint8_t { None, RegionBegin, RegionEnd, Progress, Round, ProcessDone };
 
 // Flags
 // A store whose bytes the program computes when it retires (Program::store_value): data from

@@ -427,7 +427,10 @@ class ForkReuseWorkload : public Workload {
 // child writes the whole area from start to end, one 8-byte word at a time (do_rw_once():
 // p[i] = i), so its first store into each huge page is at the page's first byte and takes the
 // COW fault there. The measured region runs from before the first fork to the last child's exit
-// (usemem times each child from before the forks); bytes written: processes x SIZE.
+// (usemem times each child from before the forks); bytes written: processes x SIZE. Each child
+// reports, as it ends, what usemem prints: SIZE + SIZE / 8 bytes (--prealloc adds an eighth,
+// docs/research-haswell-ep.md §8) over its time, and vm-scalability's throughput is their sum
+// (lkp-tests stats/vm-scalability adds the processes' KB/s): region.process_bytes_per_second.
 class AnonCowSeqParent : public RegionProgram {
  public:
   explicit AnonCowSeqParent(const WorkloadParams& p) : p_(p) {}
@@ -495,6 +498,7 @@ class AnonCowSeqChild : public StepProgram {
     }
     if (exited_) return false;
     exited_ = true;
+    push(marker(Mark::ProcessDone, 0, p_.size + p_.size / 8));
     push(syscall(Sys::Exit, 0));
     return true;
   }

@@ -7,11 +7,13 @@
 
 namespace mmusim::hw {
 
-DramChannel::DramChannel(double line_cycles, Stats& stats)
+DramChannel::DramChannel(double line_cycles, Stats& stats, size_t reach_slots)
     : line_cycles_(line_cycles),
       slot_cycles_(line_cycles * kLinesPerSlot),
       inv_slot_cycles_(1.0 / slot_cycles_),
-      slots_(kSlots) {
+      slots_(reach_slots),
+      reach_(reach_slots) {
+  MMUSIM_CHECK(reach_slots > 0 && (reach_slots & (reach_slots - 1)) == 0, "DRAM calendar of {} slots", reach_slots);
   MMUSIM_CHECK(line_cycles > 0, "DRAM transfer of {} cycles", line_cycles);
   StatGroup g(stats, "memory");
   reads_ = &g.counter("reads", "Lines filled from DRAM (loads, stores' read-for-ownership, walks)", "lines");
@@ -27,9 +29,9 @@ DramChannel::DramChannel(double line_cycles, Stats& stats)
 uint64_t DramChannel::take(uint64_t t) {
   uint64_t k = uint64_t(double(t) * inv_slot_cycles_);
   // Older than the calendar reaches: nothing known to be in its way.
-  if (newest_ >= kSlots && k <= newest_ - kSlots) return 0;
+  if (newest_ >= reach_ && k <= newest_ - reach_) return 0;
   for (;; ++k) {
-    Slot& s = slots_[k & (kSlots - 1)];
+    Slot& s = slots_[k & (reach_ - 1)];
     if (s.index != k) {  // (an older slot's entry: within reach, never a newer one's)
       s.index = k;
       s.n = 0;

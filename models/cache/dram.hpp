@@ -17,8 +17,11 @@
 // at or after t that holds fewer than kLinesPerSlot transfers of requests that came at or before
 // t. (Those that came later but were simulated first do not hold it back: a walk's read at t
 // queues behind the store stream's fills issued before t, not behind those the stream issues
-// after t.) A request older than the calendar's reach (kSlots slots behind the newest) finds the
-// path free.
+// after t.) A request older than the calendar's reach (`reach_slots` slots behind the newest)
+// finds the path free. A path that several cores share needs a long reach (HwPlatform gives its
+// shared paths about 2 ms): a kernel entry that copies a 2M page takes its source lines at its
+// own times, up to about 1 ms ahead of the other cores' requests, and with a short reach (2^14
+// slots, 72 us on the E5-2699 v3) those requests found the path free.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +34,10 @@ namespace mmusim::hw {
 class DramChannel {
  public:
   // `line_cycles`: core cycles one 64-byte transfer occupies the path (64 B / bandwidth).
-  DramChannel(double line_cycles, Stats& stats);
+  // `reach_slots` (a power of two): how far back from the newest request the calendar remembers,
+  // in slots of kLinesPerSlot transfers.
+  DramChannel(double line_cycles, Stats& stats, size_t reach_slots = kDefaultReach);
+  static constexpr size_t kDefaultReach = size_t(1) << 14;
 
   // A line fill requested at cycle `t`: the cycles it waits before its transfer starts.
   uint64_t read(uint64_t t) {
@@ -53,7 +59,6 @@ class DramChannel {
 
  private:
   static constexpr unsigned kLinesPerSlot = 4;
-  static constexpr size_t kSlots = size_t(1) << 14;  // a power of two
   static constexpr unsigned kKept = 2 * kLinesPerSlot;  // arrivals remembered per slot
   struct Slot {
     uint64_t index = ~uint64_t(0);  // which slot of time this entry holds
@@ -66,6 +71,7 @@ class DramChannel {
   double slot_cycles_;
   double inv_slot_cycles_;
   std::vector<Slot> slots_;
+  size_t reach_;  // slots_.size(), a power of two
   uint64_t newest_ = 0;
   Counter* reads_;
   Counter* writebacks_;

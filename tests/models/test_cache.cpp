@@ -322,6 +322,28 @@ TEST_CASE("dram: a stream of fills at the bandwidth's rate never waits, twice as
   CHECK(last <= 4000);
 }
 
+// The calendar's reach: a request older than reach_slots slots behind the newest one finds the
+// path free. A kernel entry on one core takes its copy's source lines at its own times, up to
+// about 1 ms ahead of the other cores' requests (HwPlatform: kSharedReach); within the reach they
+// still queue behind each other.
+TEST_CASE("dram: requests within the calendar's reach queue, older ones find the path free", "[cache][dram]") {
+  Stats s;
+  const size_t reach = 64;  // slots of 4 lines: 64 x 4 x 10 = 2,560 cycles
+  DramChannel shortc(10.0, s, reach), longc(10.0, s, 1024);
+  for (DramChannel* d : {&shortc, &longc}) {
+    // Eight fills at cycle 1,000: the eighth waits 70 cycles.
+    uint64_t w = 0;
+    for (int i = 0; i < 8; ++i) w = d->read(1'000);
+    CHECK(w == 70);
+    // One core's kernel entry takes a line 5,000 cycles later (simulated first).
+    CHECK(d->read(6'000) == 0);
+  }
+  // Another core's fill at 1,000, simulated after it: 5,000 cycles back is beyond 64 slots
+  // (2,560 cycles) but within 1,024 (40,960): only the long calendar still sees the eight.
+  CHECK(shortc.read(1'000) == 0);
+  CHECK(longc.read(1'000) == 80);
+}
+
 TEST_CASE("cache: a store dirties its line, dirty lines are written back level by level to DRAM",
           "[cache][dram]") {
   Stats s;
