@@ -78,6 +78,11 @@ struct CostAccount {
   // Cycles the entry's task slept waiting for the disk (a folio under read): part of the entry's
   // time, not of the CPU's work (kernel.io_wait_ns, not kcost.cycles).
   double io_wait_cycles = 0;
+  // Cycles the task slept on its way back to user mode, throttled for its memory cgroup's
+  // memory.high (mem_cgroup_handle_over_high()): as io_wait_cycles, time but not work.
+  double throttle_cycles = 0;
+  // What of the entry's time the task slept (the disk, memory.high).
+  double sleep_cycles() const { return io_wait_cycles + throttle_cycles; }
   void charge(Cost c, uint64_t k = 1) {
     n[static_cast<size_t>(c)] += k;
     used |= uint32_t(1) << static_cast<unsigned>(c);
@@ -96,12 +101,14 @@ struct CostAccount {
     used = 0;
     extra_cycles = 0;
     io_wait_cycles = 0;
+    throttle_cycles = 0;
   }
   void add(const CostAccount& o) {
     o.for_each_charged([&](size_t i, uint64_t k) { n[i] += k; });
     used |= o.used;
     extra_cycles += o.extra_cycles;
     io_wait_cycles += o.io_wait_cycles;
+    throttle_cycles += o.throttle_cycles;
   }
 };
 
@@ -120,7 +127,7 @@ struct CostModel {
   // `each(item, count)` is called for every charged item on the way (one pass).
   template <typename F>
   double cycles(const CostAccount& a, double ghz, F&& each) const {
-    double c = a.extra_cycles + a.io_wait_cycles;
+    double c = a.extra_cycles + a.sleep_cycles();
     a.for_each_charged([&](size_t i, uint64_t k) {
       each(i, k);
       c += double(k) * d[i].cycles(ghz);

@@ -101,6 +101,13 @@ void KernelParams::visit(mmusim::Params& p) {
          "its LRU lists (clean page cache, and anonymous folios swapped out with swap.size), and a charge that still cannot be met "
          "stops the run (the memcg's OOM). 0: no cgroup, the root's unlimited memory",
          PAGE_SIZE);
+  p.size("memcg.high", memcg_high, "0", 0, 1ull << 40,
+         "The workload's memory cgroup's memory.high (cgroup v2): a batch charge (64 pages per CPU, "
+         "the charge stock's) that leaves the cgroup over it makes the task reclaim the excess on "
+         "its way back to user mode, and sleep up to 2 s if reclaim cannot keep up, longer the "
+         "further over it is (mem_cgroup_handle_over_high()); the cgroup exists with memcg.high "
+         "alone (memory.max then unlimited). At or above memcg.max it never acts. 0: max, none",
+         PAGE_SIZE);
   p.size("swap.size", swap_size, "0", 0, 1ull << 40,
          "Swap space on the disk (a swap partition on the platform's NVMe SSD: non-rotational, "
          "not SWP_SYNCHRONOUS_IO, so swap-ins go through the swap cache with VMA readahead): "
@@ -264,6 +271,9 @@ KernelCounters::KernelCounters(mmusim::Stats& s)
       memcg_pgscan(s.counter("memcg.pgscan", "folios memory-cgroup reclaim scanned on the inactive lists (memory.stat: pgscan)")),
       memcg_pgsteal(s.counter("memcg.pgsteal", "pages memory-cgroup reclaim freed (memory.stat: pgsteal)", "pages")),
       memcg_charge_failed(s.counter("memcg.charge_failed", "charges that failed at memory.max without retrying (readahead, THP): the caller read less or fell back to a smaller folio")),
+      memcg_high_events(s.counter("memcg.high_events", "returns to user mode that found the memory cgroup over memory.high and reclaimed from it (memory.events: high)")),
+      memcg_high_throttles(s.counter("memcg.high_throttles", "returns to user mode that slept because reclaim could not bring the memory cgroup under memory.high (schedule_timeout_killable() in mem_cgroup_handle_over_high())")),
+      memcg_high_throttle_ns(s.counter("memcg.high_throttle_ns", "time tasks slept for memory.high (part of their faults' or system calls' time, not of the CPU's kernel work)", "ns")),
       workingset_refault_file(s.counter("kernel.workingset_refault_file", "page-cache folios read again after reclaim evicted them (a shadow entry was found: WORKINGSET_REFAULT_FILE)", "pages")),
       workingset_activate_file(s.counter("kernel.workingset_activate_file", "refaults whose refault distance fit in the active list: the folio starts on it (WORKINGSET_ACTIVATE_FILE)", "pages")),
       workingset_restore_file(s.counter("kernel.workingset_restore_file", "activated refaults of folios that had been active before their eviction (WORKINGSET_RESTORE_FILE)", "pages")),
@@ -319,7 +329,9 @@ void Kernel::init_memmap() {
   mem_map_[1].refcount = 1;
   lru_batch_.resize(kMaxCpus);
   mem_cgroup_create("", 0);  // the root
-  if (params_.memcg_max) workload_memcg_ = mem_cgroup_create("workload", params_.memcg_max);
+  if (params_.memcg_max || params_.memcg_high)
+    workload_memcg_ = mem_cgroup_create("workload", params_.memcg_max, params_.memcg_high);
+  memcg_stock_.assign(kMaxCpus, 0);
   if (params_.swap_size) swapon(params_.swap_size);
   // NUMA: node n holds the frames [n * node_span_, (n + 1) * node_span_), the last node also the
   // rest; a span is a whole number of MAX_PAGE_ORDER blocks, so no buddy pair crosses two nodes.

@@ -83,6 +83,10 @@ struct KernelParams {
   bool thp_use_zero_page = true;
   unsigned lru_batch = 31;        // PAGEVEC_SIZE: small folios waiting in the per-CPU LRU-add batch
   uint64_t memcg_max = 0;         // memcg.max: the workload's memory cgroup's memory.max (0: none)
+  uint64_t memcg_high = 0;        // memcg.high: its memory.high (0: none, "max")
+  // CONFIG_HZ, for what the kernel counts in jiffies (memory.high's throttling): the platform's
+  // sched.hz, or Kconfig's default 250 where sched.hz = 0 turns the tick off.
+  unsigned hz = 250;
   uint64_t swap_size = 0;         // swap.size: bytes of swap on the disk (0: no swap)
   unsigned page_cluster = 3;      // swap.page_cluster: vm.page_cluster (swap readahead <= 2^n pages)
   unsigned swappiness = 60;       // swap.swappiness: vm.swappiness (memory.swappiness)
@@ -120,6 +124,9 @@ struct KernelCounters {
   // Memory cgroups (memcontrol.cpp): memory.events' max, memory.stat's pgscan/pgsteal of memcg
   // reclaim, and charges that failed (the caller fell back or gave up).
   mmusim::Counter &memcg_max_events, &memcg_pgscan, &memcg_pgsteal, &memcg_charge_failed;
+  // memory.high: memory.events' high, and the throttling sleeps of tasks reclaim could not bring
+  // under it (mem_cgroup_handle_over_high()).
+  mmusim::Counter &memcg_high_events, &memcg_high_throttles, &memcg_high_throttle_ns;
   // Refaults of evicted page cache (mm/workingset.c): /proc/vmstat's workingset_refault_file,
   // workingset_activate_file, workingset_restore_file.
   mmusim::Counter &workingset_refault_file, &workingset_activate_file, &workingset_restore_file;
@@ -266,9 +273,30 @@ struct mem_cgroup {
   std::string name;
   uint64_t usage = 0;           // page_counter_read(&memcg->memory): pages charged
   uint64_t max = UINT64_MAX;    // memory.max, pages
+  uint64_t high = UINT64_MAX;   // memory.high, pages
   uint64_t peak = 0;            // memory.peak, pages
   std::vector<lruvec> nodeinfo;  // per node
 };
+
+// memory.high's throttling arithmetic (mm/memcontrol.c:1984-2068), in the kernel's fixed point.
+inline constexpr unsigned MEMCG_CHARGE_BATCH = 64;  // include/linux/memcontrol.h
+inline constexpr unsigned MEMCG_DELAY_PRECISION_SHIFT = 20;
+inline constexpr unsigned MEMCG_DELAY_SCALING_SHIFT = 14;
+// calculate_overage(): how far usage is over high, as a fraction of high << 20.
+inline uint64_t calculate_overage(uint64_t usage, uint64_t high) {
+  if (usage <= high) return 0;
+  high = std::max<uint64_t>(high, 1);  // as if it were a threshold of 1 page
+  return ((usage - high) << MEMCG_DELAY_PRECISION_SHIFT) / high;
+}
+// calculate_high_delay(): the jiffies to sleep for an overage, grown with its square and scaled
+// by the task's own share of the charges (nr_pages against a nominal batch of 64).
+inline uint64_t calculate_high_delay(uint64_t nr_pages, uint64_t max_overage, unsigned hz) {
+  if (!max_overage) return 0;
+  uint64_t penalty_jiffies = max_overage * max_overage * hz;
+  penalty_jiffies >>= MEMCG_DELAY_PRECISION_SHIFT;
+  penalty_jiffies >>= MEMCG_DELAY_SCALING_SHIFT;
+  return penalty_jiffies * nr_pages / MEMCG_CHARGE_BATCH;
+}
 
 // folio_lru_list() (include/linux/mm_inline.h), without the unevictable list.
 inline lru_list folio_lru_list(const folio* f) {
@@ -355,7 +383,7 @@ class Kernel {
   }
   // This entry's cycles so far (multi-core platforms, which give the kernel its prices; else 0),
   // and one item's price in cycles (0 without prices).
-  double cycles_now() const { return cycles_so_far_ + cost_.extra_cycles + cost_.io_wait_cycles; }
+  double cycles_now() const { return cycles_so_far_ + cost_.extra_cycles + cost_.sleep_cycles(); }
   double price_cycles(Cost c) const { return prices_ ? prices_->price(c, ghz_) : 0; }
   // The simulated time now, inside the current entry: its start plus its cycles so far and its
   // waits for other CPUs' locks (without prices, the entry's start).
@@ -512,7 +540,7 @@ class Kernel {
   // workload's, which every process the kernel creates joins (as a benchmark started in a cgroup
   // with memory.max set: its children inherit it).
   const std::vector<std::unique_ptr<mem_cgroup>>& memcgs() const { return memcgs_; }
-  mem_cgroup* mem_cgroup_create(const std::string& name, uint64_t max_bytes);
+  mem_cgroup* mem_cgroup_create(const std::string& name, uint64_t max_bytes, uint64_t high_bytes = 0);
   // mem_cgroup_charge() (include/linux/memcontrol.h -> __mem_cgroup_charge(), mm/memcontrol.c:4536):
   // charge a new folio to mm's memcg (null mm: the current task's). Over the limit it reclaims
   // from the memcg (try_charge_memcg()); `may_retry` false is __GFP_NORETRY (readahead: one
@@ -521,6 +549,14 @@ class Kernel {
   // still fails is the memcg's OOM (mem_cgroup_oom()): the run stops with an error.
   int mem_cgroup_charge(folio* f, mm_struct* mm, bool may_retry = true, bool may_reclaim = true);
   void mem_cgroup_uncharge(folio* f);
+  // resume_user_mode_work() (include/linux/resume_user_mode.h): what a task does on its way back
+  // to user mode after an entry that set TIF_NOTIFY_RESUME; here mem_cgroup_handle_over_high(),
+  // the only such work the port has. The platform calls it before the exception return or the
+  // system call's return; a throttling sleep is CostAccount::throttle_cycles of the entry.
+  void resume_user_mode_work();
+  // mem_cgroup_handle_over_high() (mm/memcontrol.c:2076): reclaim what the current task charged
+  // over memory.high, and sleep (schedule_timeout_killable()) if reclaim cannot keep up.
+  void mem_cgroup_handle_over_high();
   // try_to_free_mem_cgroup_pages() (mm/vmscan.c:6596): reclaim from the memcg's lruvecs.
   uint64_t try_to_free_mem_cgroup_pages(mem_cgroup* memcg, uint64_t nr_pages);
   void lruvec_add_folio(lruvec& lv, folio* f) { lruvec_add_folio_at(lv, f, false); }  // at the head, PG_lru
@@ -1037,6 +1073,14 @@ class Kernel {
   uint64_t shrink_lruvec(lruvec& lv, int priority, uint64_t nr_to_reclaim, bool cgroup);
   void lru_note_cost(lruvec& lv, bool file, uint64_t nr_io, uint64_t nr_rotated);
   int try_charge_memcg(mem_cgroup* memcg, uint64_t nr_pages, bool may_retry, bool may_reclaim);
+  // reclaim_high() (mm/memcontrol.c:1899): reclaim `nr_pages` from a memcg over memory.high.
+  uint64_t reclaim_high(mem_cgroup* memcg, uint64_t nr_pages);
+  // The per-CPU charge stock's fill (memcg_stock_pcp.nr_pages): how many pages of the last batch
+  // charge (MEMCG_CHARGE_BATCH) the CPU still holds. The port charges the counter page by page
+  // (usage is exact); the stock's fill only decides, as in the kernel, which charges are batch
+  // charges, the ones that check memory.high, and with how many pages (stock_batch_charge()).
+  std::vector<uint32_t> memcg_stock_;
+  uint64_t stock_batch_charge(uint64_t nr_pages);
   bool __remove_mapping(address_space* mapping, folio* f);
   // mm/workingset.c: the shadow of an evicted folio, its refault's activation decision.
   void workingset_age_nonresident(lruvec& lv, uint64_t nr_pages);

@@ -7,8 +7,11 @@
 // What is here: one level under the root (the workload's cgroup, memcg.max); charges of anonymous
 // folios (alloc_anon_folio(), folio_prealloc(), the THP fault) and of page-cache folios
 // (filemap_add_folio()); the uncharge when a folio is freed; per memcg and node LRU lists.
-// Not here: the per-CPU charge stock (consume_stock(): every charge goes to the counter),
-// memory.high and its throttling, memory.min/low protection, kernel memory (page tables and slab
+// memory.high: a batch charge that leaves the cgroup over it makes the task reclaim on its way
+// back to user mode, and sleep if reclaim cannot keep up (mem_cgroup_handle_over_high()).
+// Not here: the per-CPU charge stock's precharge (consume_stock(): every charge goes to the
+// counter; the stock's fill only decides which charges are batch charges: stock_batch_charge()),
+// memory.min/low protection, swap.high, kernel memory (page tables and slab
 // are __GFP_ACCOUNT in the kernel, not charged here), swap accounting, the OOM killer (a memcg
 // OOM stops the run), moving tasks between cgroups, nested cgroups.
 #include "base/error.hpp"
@@ -17,11 +20,12 @@
 
 namespace kmm {
 
-mem_cgroup* Kernel::mem_cgroup_create(const std::string& name, uint64_t max_bytes) {
+mem_cgroup* Kernel::mem_cgroup_create(const std::string& name, uint64_t max_bytes, uint64_t high_bytes) {
   auto m = std::make_unique<mem_cgroup>();
   m->id = uint16_t(memcgs_.size());
   m->name = name;
   m->max = max_bytes ? max_bytes >> PAGE_SHIFT : UINT64_MAX;
+  m->high = high_bytes ? high_bytes >> PAGE_SHIFT : UINT64_MAX;
   m->nodeinfo.resize(std::max(1u, params_.nr_nodes));
   for (size_t n = 0; n < m->nodeinfo.size(); ++n) {
     m->nodeinfo[n].nid = int(n);
@@ -44,6 +48,16 @@ int Kernel::try_charge_memcg(mem_cgroup* memcg, uint64_t nr_pages, bool may_retr
     if (memcg->usage + nr_pages <= memcg->max) {  // page_counter_try_charge()
       memcg->usage += nr_pages;
       memcg->peak = std::max(memcg->peak, memcg->usage);
+      // done_restock: a batch charge over memory.high schedules reclaim on the return to user
+      // mode (set_notify_resume()); a charge the CPU's stock covered checks nothing. (One level
+      // under the root: the loop over the parents is this memcg.)
+      const uint64_t batch = stock_batch_charge(nr_pages);
+      if (batch && current_ && memcg->usage > memcg->high) {
+        current_->memcg_nr_pages_over_high += unsigned(batch);
+        // Reclaim is set up above to be called from the userland return path. But also attempt
+        // synchronous reclaim to avoid excessive overrun while the task is still inside the kernel.
+        if (current_->memcg_nr_pages_over_high > MEMCG_CHARGE_BATCH && may_reclaim) mem_cgroup_handle_over_high();
+      }
       return 0;
     }
     if (!may_reclaim) break;  // if (!gfpflags_allow_blocking(gfp_mask)) goto nomem;
@@ -58,14 +72,80 @@ int Kernel::try_charge_memcg(mem_cgroup* memcg, uint64_t nr_pages, bool may_retr
     if (nr_pages > COSTLY_PAGES) break;  // mem_cgroup_oom(): OOM_SKIPPED above the costly order
     // mem_cgroup_oom() -> out_of_memory() in the memcg: the kernel would kill one of its tasks.
     mmusim::fatal("the memory cgroup '{}' is out of memory: memcg.max = {} is charged {} and reclaim "
-                  "found nothing more to free (clean page cache is all it can take: there is no swap); "
-                  "the kernel would OOM-kill a task of the cgroup, the simulator stops: raise memcg.max",
+                  "found nothing more to free ({}); the kernel would OOM-kill a task of the cgroup, the "
+                  "simulator stops: raise memcg.max",
                   memcg->name, mmusim::format_size(memcg->max << PAGE_SHIFT),
-                  mmusim::format_size(memcg->usage << PAGE_SHIFT));
+                  mmusim::format_size(memcg->usage << PAGE_SHIFT),
+                  params_.swap_size ? "clean page cache and order-0 anonymous folios swap has room for is all it can take"
+                                    : "clean page cache is all it can take: there is no swap");
   }
   ctr_.memcg_charge_failed.inc();
   return -ENOMEM;
 }
+
+// consume_stock() / refill_stock() (mm/memcontrol.c:1736, 1811) for one memcg, by their fill only:
+// a charge the CPU's stock holds enough pages for takes them (0: not a batch charge); otherwise
+// the counter is charged a batch of max(MEMCG_CHARGE_BATCH, nr_pages), the rest goes to the stock,
+// which is drained when it would hold more than a batch. Returns the batch (0: from the stock).
+uint64_t Kernel::stock_batch_charge(uint64_t nr_pages) {
+  uint32_t& stock = memcg_stock_[size_t(cpu_) % memcg_stock_.size()];
+  if (nr_pages <= MEMCG_CHARGE_BATCH && stock >= nr_pages) {
+    stock -= uint32_t(nr_pages);
+    return 0;
+  }
+  const uint64_t batch = std::max<uint64_t>(MEMCG_CHARGE_BATCH, nr_pages);
+  const uint64_t kept = stock + batch - nr_pages;
+  stock = kept > MEMCG_CHARGE_BATCH ? 0 : uint32_t(kept);  // refill_stock(): drain_stock() past a batch
+  return batch;
+}
+
+// reclaim_high() (mm/memcontrol.c:1899), one level under the root.
+uint64_t Kernel::reclaim_high(mem_cgroup* memcg, uint64_t nr_pages) {
+  if (memcg->usage <= memcg->high) return 0;
+  ctr_.memcg_high_events.inc();  // memcg_memory_event(memcg, MEMCG_HIGH)
+  return try_to_free_mem_cgroup_pages(memcg, nr_pages);  // MEMCG_RECLAIM_MAY_SWAP
+}
+
+void Kernel::mem_cgroup_handle_over_high() {
+  constexpr int MAX_RECLAIM_RETRIES = 16;
+  constexpr uint64_t SWAP_CLUSTER_MAX = 32;
+  task_struct* t = current_;
+  if (!t || !t->memcg_nr_pages_over_high) return;
+  const uint64_t nr_pages = t->memcg_nr_pages_over_high;
+  mem_cgroup* memcg = t->mm ? t->mm->memcg : nullptr;  // get_mem_cgroup_from_mm()
+  t->memcg_nr_pages_over_high = 0;
+  if (!memcg) return;
+  int nr_retries = MAX_RECLAIM_RETRIES;
+  bool in_retry = false;
+  uint64_t penalty_jiffies = 0;
+  for (;;) {  // retry_reclaim: (task_is_dying(): no signals here)
+    // The allocating task reclaims at least its batch; retries only what prevents breaching.
+    const uint64_t nr_reclaimed = reclaim_high(memcg, in_retry ? SWAP_CLUSTER_MAX : nr_pages);
+    // memory.high is breached and reclaim is unable to keep up: throttle the allocator. (No
+    // swap.high: swap_find_max_overage() adds nothing.)
+    penalty_jiffies = calculate_high_delay(nr_pages, calculate_overage(memcg->usage, memcg->high), params_.hz);
+    // Clamp the delay per return to user mode (MEMCG_MAX_HIGH_DELAY_JIFFIES, 2 s).
+    penalty_jiffies = std::min<uint64_t>(penalty_jiffies, 2ull * params_.hz);
+    // Not worth a sleep: a small overage that reclaim may yet catch up with.
+    if (penalty_jiffies <= params_.hz / 100) return;
+    // Reclaim is making progress but the cgroup is still over memory.high: more reclaim first.
+    if (nr_reclaimed || nr_retries--) {
+      in_retry = true;
+      continue;
+    }
+    break;
+  }
+  // schedule_timeout_killable(penalty_jiffies): the task sleeps that many ticks.
+  const uint64_t sleep_ns = penalty_jiffies * (1'000'000'000ull / params_.hz);
+  cost_.throttle_cycles += double(sleep_ns) * ghz_;
+  ctr_.memcg_high_throttles.inc();
+  ctr_.memcg_high_throttle_ns.inc(sleep_ns);
+  trace_event("memcg_high_throttle", {mmusim::TraceField::dec("pages", nr_pages),
+                                      mmusim::TraceField::dec("usage", memcg->usage),
+                                      mmusim::TraceField::dec("jiffies", penalty_jiffies)});
+}
+
+void Kernel::resume_user_mode_work() { mem_cgroup_handle_over_high(); }
 
 int Kernel::mem_cgroup_charge(folio* f, mm_struct* mm, bool may_retry, bool may_reclaim) {
   MMUSIM_CHECK(f->memcg_id == 0, "mem_cgroup_charge: pfn {:#x} is charged already", page_to_pfn(f));

@@ -148,6 +148,9 @@ struct task_struct {
   TaskState state = TaskState::Runnable;
   int exit_code = 0;
   task_struct* parent = nullptr;
+  // Pages charged over the memcg's memory.high since the task last returned to user mode
+  // (current->memcg_nr_pages_over_high; set_notify_resume() makes that return reclaim them).
+  unsigned memcg_nr_pages_over_high = 0;
 };
 
 // linear_page_index() (include/linux/pagemap.h): the page offset of `address` in what the VMA

@@ -18,11 +18,13 @@ FaultOutcome System::page_fault(int cpu, SimTask& t, uint64_t va, uint64_t syndr
   k.enter(t.t, cpu, now_ps);
   k.charge(kmm::Cost::exc_entry);
   out.ret = k.handle_user_fault(t.t, va, syndrome, ip);
+  k.resume_user_mode_work();  // (irqentry_exit_to_user_mode(): memory.high's reclaim and throttling)
   k.charge(kmm::Cost::exc_exit);
   if (const kmm::CostAccount* b = k.cost_before_store_barrier()) out.store_barrier_at = cost_.cycles(*b, pp_.clock_ghz);
   out.exit_drains_stores = k.arch().exception_return_drains_stores();
   out.record = k.last_fault();
   const double io_wait = k.cost().io_wait_cycles;
+  const double throttle = k.cost().throttle_cycles;
   out.cycles = leave_kernel();
   // Asleep on mmap_lock or on another CPU's fault (LockTiming::slept()).
   const double lock_wait = locks_ ? locks_->slept() : 0.0;
@@ -31,12 +33,13 @@ FaultOutcome System::page_fault(int cpu, SimTask& t, uint64_t va, uint64_t syndr
   // locks' timing does not include the wait.)
   out.store_wait = store_drain_wait(stores_drain, out.store_barrier_at, out.exit_drains_stores, out.cycles);
   out.cycles += out.store_wait;
-  // It waited for the disk (folio_wait_bit_common(), TASK_UNINTERRUPTIBLE) or for mmap_lock: it
-  // slept and its CPU was free meanwhile. The entry ran whole, its work before and after the wait
-  // done at once: the CPU is busy for the work, the task wakes when the whole fault is over
-  // (io_schedule(), schedule(): the sleep's place in the entry is not kept).
-  if (io_sleep_ && io_wait + lock_wait > 0) {
-    out.sleep_cycles = std::min(io_wait + lock_wait, out.cycles);
+  // It waited for the disk (folio_wait_bit_common(), TASK_UNINTERRUPTIBLE) or for mmap_lock, or
+  // was throttled for memory.high: it slept and its CPU was free meanwhile. The entry ran whole,
+  // its work before and after the wait done at once: the CPU is busy for the work, the task wakes
+  // when the whole fault is over (io_schedule(), schedule(): the sleep's place in the entry is
+  // not kept).
+  if (io_sleep_ && io_wait + lock_wait + throttle > 0) {
+    out.sleep_cycles = std::min(io_wait + lock_wait + throttle, out.cycles);
     sched_.sleep_until(cpu, now_ps + cycles_to_ps(out.cycles));
     if (io_wait > 0) io_sleeps_.inc();
     if (lock_wait > 0) lock_sleeps_.inc();

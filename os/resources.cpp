@@ -2,6 +2,7 @@
 #include "os/system.hpp"
 
 #include "base/error.hpp"
+#include "base/log.hpp"
 
 // The resource check before a run (System::check_resources).
 namespace mmusim {
@@ -82,6 +83,21 @@ void System::check_resources(const Config& cfg) {
           swappable ? fmt::format("anonymous beyond swap.size = {}", format_size(kp_.swap_size))
                     : std::string("anonymous or dirty: there is no swap"),
           format_size(kp_.memcg_max), memcg_origin);
+  // memory.high is not a wall: over it the tasks reclaim and, where nothing more can be freed,
+  // sleep up to 2 s per return to user mode. A pattern that must hold more than it crawls.
+  if (kp_.memcg_high && mapped > kp_.memcg_high + swappable && wp_.name != wl::WorkloadName::random_ops &&
+      wp_.name != wl::WorkloadName::trace && (!kp_.memcg_max || kp_.memcg_high < kp_.memcg_max))
+    log::get("system")->warn(
+        "{}: {} needs about {} that reclaim cannot free, more than memcg.high = {} ({}): past it "
+        "its tasks will be throttled on their way back to user mode, every 64 pages charged (up to "
+        "2 s of simulated sleep each, memcg.high_throttles)",
+        origin, what, format_size((mapped + (1 << 20) - 1) & ~uint64_t((1 << 20) - 1)),
+        format_size(kp_.memcg_high), cfg.setting("memcg.high").origin);
+  if (kp_.memcg_high && kp_.memcg_max && kp_.memcg_high >= kp_.memcg_max)
+    log::get("system")->warn("{}: memcg.high = {} is at or above memcg.max = {}: memory.max is met "
+                             "first, memory.high never acts",
+                             cfg.setting("memcg.high").origin, format_size(kp_.memcg_high),
+                             format_size(kp_.memcg_max));
   if (sim_need > kp_.phys_mem)
     fatal("{}: {} needs about {} of simulated physical memory (with page tables and the kernel's "
           "own pages), more than memory.size = {}; raise memory.size or map less",

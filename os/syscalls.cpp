@@ -162,13 +162,18 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
       sched_.make_runnable(w);
     }
   }
+  // The return to user mode: memory.high's reclaim and throttling (exit_to_user_mode_loop()); a
+  // task that blocks returns later, and does it after its next entry.
+  if (!out.exited && !out.blocked) k.resume_user_mode_work();
+  const double throttle = k.cost().throttle_cycles;
   out.cycles = leave_kernel() + extra_cycles;
-  // It slept waiting for mmap_lock (an mmap() or munmap() behind another writer): its CPU was
-  // free meanwhile (the sleep's place in the call is not kept).
-  if (io_sleep_ && locks_ && locks_->slept() > 0 && !out.blocked && !out.exited) {
-    out.sleep_cycles = std::min(locks_->slept(), out.cycles);
+  // It slept waiting for mmap_lock (an mmap() or munmap() behind another writer) or was throttled
+  // for memory.high: its CPU was free meanwhile (the sleep's place in the call is not kept).
+  const double lock_slept = locks_ ? locks_->slept() : 0.0;
+  if (io_sleep_ && lock_slept + throttle > 0 && !out.blocked && !out.exited) {
+    out.sleep_cycles = std::min(lock_slept + throttle, out.cycles);
     sched_.sleep_until(cpu, now_ps + cycles_to_ps(out.cycles));
-    lock_sleeps_.inc();
+    if (lock_slept > 0) lock_sleeps_.inc();
   }
   if (forked) forked->not_before_ps = now_ps + cycles_to_ps(out.cycles);
   if (sleep_ns) {

@@ -148,6 +148,7 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
           "the same number of cores", cfg.setting("platform.sockets").origin, pp_.sockets, pp_.cores,
           cfg.setting("platform.cores").origin);
   kp_.nr_nodes = pp_.sockets;
+  kp_.hz = pp_.hz ? pp_.hz : 250;  // CONFIG_HZ: sched.hz, or Kconfig's default without the tick
   kp_.cpus_per_node = pp_.cpus_per_socket();
 
   if (pp_.name != PlatformName::functional && !cfg.is_default("platform.isa") &&
@@ -283,7 +284,7 @@ double System::leave_kernel() {
 
 double System::account(const kmm::CostAccount& a) {
   double c = cost_.cycles(a, pp_.clock_ghz, [&](size_t i, uint64_t k) { cost_counters_[i]->inc(k); });
-  kernel_cycles_frac_ += c - a.io_wait_cycles;  // (the task slept: not the kernel's work)
+  kernel_cycles_frac_ += c - a.sleep_cycles();  // (the task slept: not the kernel's work)
   uint64_t whole = uint64_t(kernel_cycles_frac_);
   kernel_cycles_->inc(whole);
   kernel_cycles_frac_ -= double(whole);
