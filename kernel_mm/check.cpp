@@ -1039,6 +1039,23 @@ class Checker {
     }
     if (inuse != si->inuse_pages)
       fail(INV_SWAP, "swap: {} slots in use but inuse_pages {}", inuse, si->inuse_pages);
+    // A memcg's swap counter is the slots recorded for it (swap_cgroup), within memory.swap.max;
+    // a free slot belongs to no memcg.
+    std::vector<uint64_t> swapped(k_.memcgs().size(), 0);
+    for (uint64_t off = 1; off < si->max; ++off) {
+      const uint16_t id = si->swap_cgroup[off];
+      if (id >= swapped.size()) fail(INV_SWAP, "swap slot {}: recorded for memcg {}, which does not exist", off, id);
+      else if (id && !si->swap_map[off]) fail(INV_SWAP, "swap slot {}: free but recorded for memcg {}", off, id);
+      else ++swapped[id];
+    }
+    for (const auto& memcg : k_.memcgs()) {
+      if (memcg->id && memcg->swap_usage != swapped[memcg->id])
+        fail(INV_SWAP, "memcg {} ('{}'): swap usage {} but {} slots recorded for it", memcg->id, memcg->name,
+             memcg->swap_usage, swapped[memcg->id]);
+      if (memcg->swap_usage > memcg->swap_max)
+        fail(INV_SWAP, "memcg {} ('{}'): swap usage {} over memory.swap.max {}", memcg->id, memcg->name,
+             memcg->swap_usage, memcg->swap_max);
+    }
     for (const auto& [val, f] : priv_.swap_cache) {
       if (!folio_test_swapcache(f) || f->swap != val || f->refcount < int(folio_nr_pages(f)))
         fail(INV_SWAP, "swap cache entry {:#x}: {} (PG_swapcache, folio->swap and the cache's references)", val,

@@ -108,6 +108,13 @@ void KernelParams::visit(mmusim::Params& p) {
          "further over it is (mem_cgroup_handle_over_high()); the cgroup exists with memcg.high "
          "alone (memory.max then unlimited). At or above memcg.max it never acts. 0: max, none",
          PAGE_SIZE);
+  p.size("memcg.swap_max", memcg_swap_max, "1T", 0, kMemcgSwapUnlimited,
+         "The workload's memory cgroup's memory.swap.max (cgroup v2): the swap its anonymous "
+         "folios may take. A swap-out beyond it fails (memory.swap.events max and fail) and "
+         "reclaim stops scanning the cgroup's anonymous lists once it is reached "
+         "(mem_cgroup_get_nr_swap_pages()). 0: no swap for the cgroup; 1T (the default, more "
+         "than swap.size can be): max. Below 1T it makes the cgroup by itself",
+         PAGE_SIZE);
   p.size("swap.size", swap_size, "0", 0, 1ull << 40,
          "Swap space on the disk (a swap partition on the platform's NVMe SSD: non-rotational, "
          "not SWP_SYNCHRONOUS_IO, so swap-ins go through the swap cache with VMA readahead): "
@@ -274,6 +281,8 @@ KernelCounters::KernelCounters(mmusim::Stats& s)
       memcg_high_events(s.counter("memcg.high_events", "returns to user mode that found the memory cgroup over memory.high and reclaimed from it (memory.events: high)")),
       memcg_high_throttles(s.counter("memcg.high_throttles", "returns to user mode that slept because reclaim could not bring the memory cgroup under memory.high (schedule_timeout_killable() in mem_cgroup_handle_over_high())")),
       memcg_high_throttle_ns(s.counter("memcg.high_throttle_ns", "time tasks slept for memory.high (part of their faults' or system calls' time, not of the CPU's kernel work)", "ns")),
+      memcg_swap_max_events(s.counter("memcg.swap_max_events", "swap-outs that found the memory cgroup at memory.swap.max (memory.swap.events: max)")),
+      memcg_swap_fail(s.counter("memcg.swap_fail", "swap-outs that failed for memory.swap.max: the folio stayed in memory (memory.swap.events: fail)")),
       workingset_refault_file(s.counter("kernel.workingset_refault_file", "page-cache folios read again after reclaim evicted them (a shadow entry was found: WORKINGSET_REFAULT_FILE)", "pages")),
       workingset_activate_file(s.counter("kernel.workingset_activate_file", "refaults whose refault distance fit in the active list: the folio starts on it (WORKINGSET_ACTIVATE_FILE)", "pages")),
       workingset_restore_file(s.counter("kernel.workingset_restore_file", "activated refaults of folios that had been active before their eviction (WORKINGSET_RESTORE_FILE)", "pages")),
@@ -329,8 +338,8 @@ void Kernel::init_memmap() {
   mem_map_[1].refcount = 1;
   lru_batch_.resize(kMaxCpus);
   mem_cgroup_create("", 0);  // the root
-  if (params_.memcg_max || params_.memcg_high)
-    workload_memcg_ = mem_cgroup_create("workload", params_.memcg_max, params_.memcg_high);
+  if (params_.memcg_max || params_.memcg_high || params_.memcg_swap_max < KernelParams::kMemcgSwapUnlimited)
+    workload_memcg_ = mem_cgroup_create("workload", params_.memcg_max, params_.memcg_high, params_.memcg_swap_max);
   memcg_stock_.assign(kMaxCpus, 0);
   if (params_.swap_size) swapon(params_.swap_size);
   // NUMA: node n holds the frames [n * node_span_, (n + 1) * node_span_), the last node also the

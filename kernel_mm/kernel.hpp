@@ -84,6 +84,8 @@ struct KernelParams {
   unsigned lru_batch = 31;        // PAGEVEC_SIZE: small folios waiting in the per-CPU LRU-add batch
   uint64_t memcg_max = 0;         // memcg.max: the workload's memory cgroup's memory.max (0: none)
   uint64_t memcg_high = 0;        // memcg.high: its memory.high (0: none, "max")
+  uint64_t memcg_swap_max = kMemcgSwapUnlimited;  // memcg.swap_max: its memory.swap.max
+  static constexpr uint64_t kMemcgSwapUnlimited = 1ull << 40;  // 1T: more than swap.size can be ("max")
   // CONFIG_HZ, for what the kernel counts in jiffies (memory.high's throttling): the platform's
   // sched.hz, or Kconfig's default 250 where sched.hz = 0 turns the tick off.
   unsigned hz = 250;
@@ -127,6 +129,8 @@ struct KernelCounters {
   // memory.high: memory.events' high, and the throttling sleeps of tasks reclaim could not bring
   // under it (mem_cgroup_handle_over_high()).
   mmusim::Counter &memcg_high_events, &memcg_high_throttles, &memcg_high_throttle_ns;
+  // memory.swap.max: memory.swap.events' max and fail (swap-outs refused a slot by the limit).
+  mmusim::Counter &memcg_swap_max_events, &memcg_swap_fail;
   // Refaults of evicted page cache (mm/workingset.c): /proc/vmstat's workingset_refault_file,
   // workingset_activate_file, workingset_restore_file.
   mmusim::Counter &workingset_refault_file, &workingset_activate_file, &workingset_restore_file;
@@ -274,6 +278,8 @@ struct mem_cgroup {
   uint64_t usage = 0;           // page_counter_read(&memcg->memory): pages charged
   uint64_t max = UINT64_MAX;    // memory.max, pages
   uint64_t high = UINT64_MAX;   // memory.high, pages
+  uint64_t swap_usage = 0;      // page_counter_read(&memcg->swap): swap slots charged (memory.swap.current)
+  uint64_t swap_max = UINT64_MAX;  // memory.swap.max, slots
   uint64_t peak = 0;            // memory.peak, pages
   std::vector<lruvec> nodeinfo;  // per node
 };
@@ -540,7 +546,8 @@ class Kernel {
   // workload's, which every process the kernel creates joins (as a benchmark started in a cgroup
   // with memory.max set: its children inherit it).
   const std::vector<std::unique_ptr<mem_cgroup>>& memcgs() const { return memcgs_; }
-  mem_cgroup* mem_cgroup_create(const std::string& name, uint64_t max_bytes, uint64_t high_bytes = 0);
+  mem_cgroup* mem_cgroup_create(const std::string& name, uint64_t max_bytes, uint64_t high_bytes = 0,
+                                uint64_t swap_max_bytes = KernelParams::kMemcgSwapUnlimited);
   // mem_cgroup_charge() (include/linux/memcontrol.h -> __mem_cgroup_charge(), mm/memcontrol.c:4536):
   // charge a new folio to mm's memcg (null mm: the current task's). Over the limit it reclaims
   // from the memcg (try_charge_memcg()); `may_retry` false is __GFP_NORETRY (readahead: one
@@ -934,6 +941,7 @@ class Kernel {
     std::array<uint64_t, 64> percpu_next{};  // a CPU's next slot, 0: it has no cluster
     uint64_t next_cluster = 0;      // where the search for a free cluster starts
     std::unordered_map<uint64_t, std::vector<uint8_t>> data;  // the slots' contents on the disk
+    std::vector<uint16_t> swap_cgroup;  // the memcg charged for each slot (swap_cgroup_record())
   };
   void swapon(uint64_t bytes);  // sys_swapon() of a swap partition of `bytes`
   bool swap_enabled() const { return bool(si_); }
@@ -944,10 +952,26 @@ class Kernel {
   void swap_free_nr(swp_entry_t e, int nr);
   int free_swap_and_cache(swp_entry_t e);
   folio* swap_cache_get_folio(swp_entry_t e, vm_area_struct* vma, uint64_t addr);
+  // The swap cache's folio for `e`, if any, without a reference or readahead statistics (for
+  // checkers: filemap_get_entry() on the swap address space).
+  folio* swap_cache_peek(swp_entry_t e) const {
+    auto it = swap_cache_.find(e.val);
+    return it == swap_cache_.end() ? nullptr : it->second;
+  }
   bool folio_free_swap(folio* f);
   bool add_to_swap(folio* f);
   void delete_from_swap_cache(folio* f);
   bool vm_swap_full() const;
+  // mem_cgroup_swap_full() (mm/memcontrol.c): vm_swap_full(), or the folio's memcg has used half
+  // its memory.swap.max.
+  bool mem_cgroup_swap_full(const folio* f) const;
+  // mem_cgroup_get_nr_swap_pages() (mm/memcontrol.c): the free slots the memcg may still take.
+  uint64_t mem_cgroup_get_nr_swap_pages(const mem_cgroup* memcg) const;
+  // __mem_cgroup_try_charge_swap() / __mem_cgroup_uncharge_swap() (mm/memcontrol.c), cgroup v2:
+  // a slot charged to the folio's memcg against memory.swap.max (-ENOMEM over it), and the
+  // charge dropped when the slot is freed.
+  int mem_cgroup_try_charge_swap(const folio* f, uint64_t offset);
+  void mem_cgroup_uncharge_swap(uint64_t offset);
   vm_fault_t do_swap_page(vm_fault* vmf);
   // Writes in flight whose time has come end (folio_end_writeback()); reclaim looks first.
   void writeback_end_due();

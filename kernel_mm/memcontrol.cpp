@@ -9,10 +9,11 @@
 // (filemap_add_folio()); the uncharge when a folio is freed; per memcg and node LRU lists.
 // memory.high: a batch charge that leaves the cgroup over it makes the task reclaim on its way
 // back to user mode, and sleep if reclaim cannot keep up (mem_cgroup_handle_over_high()).
+// memory.swap.max: swap slots charged to the swapped folio's memcg, uncharged when freed.
 // Not here: the per-CPU charge stock's precharge (consume_stock(): every charge goes to the
 // counter; the stock's fill only decides which charges are batch charges: stock_batch_charge()),
 // memory.min/low protection, swap.high, kernel memory (page tables and slab
-// are __GFP_ACCOUNT in the kernel, not charged here), swap accounting, the OOM killer (a memcg
+// are __GFP_ACCOUNT in the kernel, not charged here), cgroup v1's memsw, the OOM killer (a memcg
 // OOM stops the run), moving tasks between cgroups, nested cgroups.
 #include "base/error.hpp"
 #include "base/params.hpp"
@@ -20,12 +21,14 @@
 
 namespace kmm {
 
-mem_cgroup* Kernel::mem_cgroup_create(const std::string& name, uint64_t max_bytes, uint64_t high_bytes) {
+mem_cgroup* Kernel::mem_cgroup_create(const std::string& name, uint64_t max_bytes, uint64_t high_bytes,
+                                      uint64_t swap_max_bytes) {
   auto m = std::make_unique<mem_cgroup>();
   m->id = uint16_t(memcgs_.size());
   m->name = name;
   m->max = max_bytes ? max_bytes >> PAGE_SHIFT : UINT64_MAX;
   m->high = high_bytes ? high_bytes >> PAGE_SHIFT : UINT64_MAX;
+  m->swap_max = swap_max_bytes >= KernelParams::kMemcgSwapUnlimited ? UINT64_MAX : swap_max_bytes >> PAGE_SHIFT;
   m->nodeinfo.resize(std::max(1u, params_.nr_nodes));
   for (size_t n = 0; n < m->nodeinfo.size(); ++n) {
     m->nodeinfo[n].nid = int(n);
@@ -146,6 +149,50 @@ void Kernel::mem_cgroup_handle_over_high() {
 }
 
 void Kernel::resume_user_mode_work() { mem_cgroup_handle_over_high(); }
+
+// __mem_cgroup_try_charge_swap() (mm/memcontrol.c:5091), cgroup v2 (no memsw): the slot is charged
+// to the folio's memcg (the root's is not counted); over memory.swap.max, MEMCG_SWAP_MAX and
+// MEMCG_SWAP_FAIL events and -ENOMEM. swap_cgroup_record(): which memcg the slot belongs to.
+int Kernel::mem_cgroup_try_charge_swap(const folio* f, uint64_t offset) {
+  mem_cgroup* memcg = memcgs_[f->memcg_id].get();
+  if (f->memcg_id != 0) {
+    if (memcg->swap_usage + 1 > memcg->swap_max) {  // page_counter_try_charge(&memcg->swap)
+      ctr_.memcg_swap_max_events.inc();
+      ctr_.memcg_swap_fail.inc();
+      return -ENOMEM;
+    }
+    ++memcg->swap_usage;
+  }
+  si_->swap_cgroup[offset] = f->memcg_id;
+  return 0;
+}
+
+// __mem_cgroup_uncharge_swap() (mm/memcontrol.c:5135): the freed slot's charge dropped.
+void Kernel::mem_cgroup_uncharge_swap(uint64_t offset) {
+  const uint16_t id = si_->swap_cgroup[offset];
+  si_->swap_cgroup[offset] = 0;
+  if (id == 0) return;
+  mem_cgroup* memcg = memcgs_[id].get();
+  MMUSIM_CHECK(memcg->swap_usage > 0, "memcg {}: a swap slot uncharged with none charged", memcg->name);
+  --memcg->swap_usage;
+}
+
+// mem_cgroup_get_nr_swap_pages() (mm/memcontrol.c:5154), one level under the root.
+uint64_t Kernel::mem_cgroup_get_nr_swap_pages(const mem_cgroup* memcg) const {
+  uint64_t nr_swap_pages = get_nr_swap_pages();
+  if (memcg && memcg->id != 0)
+    nr_swap_pages = std::min(nr_swap_pages, memcg->swap_max > memcg->swap_usage ? memcg->swap_max - memcg->swap_usage : 0);
+  return nr_swap_pages;
+}
+
+// mem_cgroup_swap_full() (mm/memcontrol.c:5171): vm_swap_full(), or the memcg's swap usage at half
+// its memory.swap.max (or swap.high: not here).
+bool Kernel::mem_cgroup_swap_full(const folio* f) const {
+  if (vm_swap_full()) return true;
+  if (f->memcg_id == 0) return false;
+  const mem_cgroup* memcg = memcgs_[f->memcg_id].get();
+  return memcg->swap_max != UINT64_MAX && memcg->swap_usage * 2 >= memcg->swap_max;
+}
 
 int Kernel::mem_cgroup_charge(folio* f, mm_struct* mm, bool may_retry, bool may_reclaim) {
   MMUSIM_CHECK(f->memcg_id == 0, "mem_cgroup_charge: pfn {:#x} is charged already", page_to_pfn(f));

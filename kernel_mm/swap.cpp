@@ -67,6 +67,7 @@ void Kernel::swapon(uint64_t bytes) {
   MMUSIM_CHECK(si_->max >= 2, "swapon: {} bytes of swap hold no slot", bytes);
   si_->swap_map.assign(si_->max, 0);
   si_->zeromap.assign(si_->max, false);
+  si_->swap_cgroup.assign(si_->max, 0);
   si_->cluster_count.assign((si_->max + SWAPFILE_CLUSTER - 1) / SWAPFILE_CLUSTER, 0);
   si_->swap_map[0] = SWAP_MAP_MAX;  // the header
   si_->cluster_count[0] = 1;
@@ -75,10 +76,16 @@ void Kernel::swapon(uint64_t bytes) {
 // folio_alloc_swap() -> get_swap_pages() -> scan_swap_map_slots() (mm/swapfile.c) for an SSD:
 // the CPU's current cluster gives the next slot in order; when it is used up, the CPU takes a free
 // cluster, else any slot left (the kernel's fragmented clusters). The slot leaves with
-// SWAP_HAS_CACHE (the folio is about to enter the swap cache). Returns the offset, 0: swap full.
+// SWAP_HAS_CACHE (the folio is about to enter the swap cache); then mem_cgroup_try_charge_swap()
+// (mm/swap_slots.c: folio_alloc_swap()), which frees the slot again over memory.swap.max. Returns
+// the offset, 0: swap full or the memcg's swap limit reached.
 uint64_t Kernel::folio_alloc_swap(folio* f) {
   MMUSIM_CHECK(!folio_test_large(f), "folio_alloc_swap: large folios are not swapped here");
-  if (!si_ || get_nr_swap_pages() == 0) return 0;
+  if (!si_) return 0;
+  if (get_nr_swap_pages() == 0) {
+    if (f->memcg_id != 0) ctr_.memcg_swap_fail.inc();  // mem_cgroup_try_charge_swap(): no entry
+    return 0;
+  }
   swap_info_struct& si = *si_;
   auto free_in_cluster = [&](uint64_t from) -> uint64_t {
     const uint64_t end = std::min((from / SWAPFILE_CLUSTER + 1) * SWAPFILE_CLUSTER, si.max);
@@ -102,12 +109,18 @@ uint64_t Kernel::folio_alloc_swap(folio* f) {
   ++si.cluster_count[off / SWAPFILE_CLUSTER];
   ++si.inuse_pages;
   charge(Cost::folio_op);
+  if (mem_cgroup_try_charge_swap(f, off)) {
+    // put_swap_folio(): the slot, never used, is free again.
+    swap_entry_free(off);
+    return 0;
+  }
   return off;
 }
 
 // swap_entry_range_free() (mm/swapfile.c): the slot free again, its contents gone.
 void Kernel::swap_entry_free(uint64_t offset) {
   swap_info_struct& si = *si_;
+  mem_cgroup_uncharge_swap(offset);
   si.swap_map[offset] = 0;
   si.zeromap[offset] = false;  // swap_zeromap clear
   si.data.erase(offset);
@@ -148,8 +161,7 @@ static void put_swap_cache_ref(Kernel::swap_info_struct& si, uint64_t off, bool*
   *now_free = si.swap_map[off] == 0;
 }
 
-// mem_cgroup_swap_full() -> vm_swap_full() (include/linux/swap.h): more than half the swap used
-// (no memory.swap.max here).
+// vm_swap_full() (include/linux/swap.h): more than half the swap used.
 bool Kernel::vm_swap_full() const { return si_ && get_nr_swap_pages() * 2 < si_->max - 1; }
 
 // free_swap_and_cache_nr() (mm/swapfile.c): a zapped swap PTE's reference dropped; if only the
@@ -166,7 +178,7 @@ int Kernel::free_swap_and_cache(swp_entry_t e) {
       folio* f = it->second;
       if (!folio_io_pending(f) && folio_trylock(f)) {
         folio_get(f);
-        if (!folio_mapped(f) || vm_swap_full()) folio_free_swap(f);
+        if (!folio_mapped(f) || mem_cgroup_swap_full(f)) folio_free_swap(f);
         folio_unlock(f);
         folio_put(f);
       }
@@ -518,7 +530,7 @@ vm_fault_t Kernel::folio_lock_or_retry(folio* f, vm_fault* vmf) {
 // user.
 static bool should_try_to_free_swap(const Kernel& k, const folio* f, const vm_area_struct* vma, uint32_t fault_flags) {
   if (!folio_test_swapcache(f)) return false;
-  if (k.vm_swap_full() || (vma->vm_flags & VM_LOCKED)) return true;
+  if (k.mem_cgroup_swap_full(f) || (vma->vm_flags & VM_LOCKED)) return true;
   // If we want to map a page that's in the swapcache writable, we have to detect via the
   // refcount if we're really the exclusive user.
   return (fault_flags & FAULT_FLAG_WRITE) && folio_ref_count(f) == 1 + int(folio_nr_pages(f));

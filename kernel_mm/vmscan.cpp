@@ -338,7 +338,7 @@ unsigned Kernel::shrink_folio_list(std::vector<folio*>& folio_list, uint64_t* nr
     }
     if (activate) {
       // activate_locked: Not a candidate for swapping, so reclaim swap space.
-      if (folio_test_swapcache(f) && vm_swap_full()) folio_free_swap(f);
+      if (folio_test_swapcache(f) && mem_cgroup_swap_full(f)) folio_free_swap(f);
       f->flags |= PG_active;
       ctr_.pgactivate.inc(uint64_t(folio_nr_pages(f)));
       if (!folio_is_file_lru(f)) ctr_.pgactivate_anon.inc(uint64_t(folio_nr_pages(f)));
@@ -511,8 +511,8 @@ uint64_t Kernel::shrink_lruvec(lruvec& lv, int priority, uint64_t nr_to_reclaim,
   const bool may_deactivate_anon = inactive_is_low(lv, LRU_INACTIVE_ANON);
   const unsigned swappiness = params_.swappiness;
   uint64_t fraction[2] = {0, 0}, denominator = 0;
-  // can_reclaim_anon_pages(): swap space left.
-  const bool can_reclaim_anon = get_nr_swap_pages() > 0;
+  // can_reclaim_anon_pages(): swap space left, for the lruvec's memcg within its memory.swap.max.
+  const bool can_reclaim_anon = mem_cgroup_get_nr_swap_pages(memcgs_[lv.memcg_id].get()) > 0;
   if (!can_reclaim_anon) {
     // If we have no swap space, do not bother scanning anon folios.
     scan_balance = SCAN_FILE;

@@ -73,15 +73,20 @@ void System::check_resources(const Config& cfg) {
   // With swap (swap.size), order-0 anonymous pages can go there (large anonymous folios are not
   // split for swap-out: kernel_mm/vmscan.cpp).
   const std::string& memcg_origin = cfg.setting("memcg.max").origin;
-  const uint64_t swappable =
-      (kp_.swap_size && wp_.backing == wl::Backing::anon && wp_.folio == wl::FolioKind::k4K) ? kp_.swap_size : 0;
+  // (memcg.swap_max bounds the cgroup's share of swap.size.)
+  const uint64_t swappable = (kp_.swap_size && wp_.backing == wl::Backing::anon && wp_.folio == wl::FolioKind::k4K)
+                                 ? std::min(kp_.swap_size, kp_.memcg_swap_max)
+                                 : 0;
   if (kp_.memcg_max && mapped > kp_.memcg_max + swappable && wp_.name != wl::WorkloadName::random_ops &&
       wp_.name != wl::WorkloadName::trace)
     fatal("{}: {} needs about {} that reclaim cannot free ({}), more "
           "than memcg.max = {} ({}): the cgroup would be out of memory; raise memcg.max or map less",
           origin, what, format_size((mapped + (1 << 20) - 1) & ~uint64_t((1 << 20) - 1)),
-          swappable ? fmt::format("anonymous beyond swap.size = {}", format_size(kp_.swap_size))
-                    : std::string("anonymous or dirty: there is no swap"),
+          kp_.swap_size && kp_.memcg_swap_max < kp_.swap_size
+              ? fmt::format("anonymous beyond memcg.swap_max = {} ({})", format_size(kp_.memcg_swap_max),
+                            cfg.setting("memcg.swap_max").origin)
+          : swappable ? fmt::format("anonymous beyond swap.size = {}", format_size(kp_.swap_size))
+                      : std::string("anonymous or dirty: there is no swap"),
           format_size(kp_.memcg_max), memcg_origin);
   // memory.high is not a wall: over it the tasks reclaim and, where nothing more can be freed,
   // sleep up to 2 s per return to user mode. A pattern that must hold more than it crawls.

@@ -15,6 +15,7 @@
 // sequence, see random_ops.hpp) and printed as a test case to paste below as a regression test.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -83,6 +84,7 @@ struct Outcome {
   std::array<uint64_t, kOpKinds> per_kind{};  // applied, by OpKind
   uint64_t file_read_faults = 0, file_cow_faults = 0, file_pages_read = 0;  // kernel.* counters
   uint64_t memcg_pgsteal = 0, refaults = 0;  // memcg.pgsteal, kernel.workingset_refault_file
+  uint64_t pswpout = 0, high_events = 0, swap_fail = 0;  // kernel.pswpout, memcg.high_events, .swap_fail
 };
 
 struct Proc {
@@ -103,6 +105,36 @@ void verify_all(kmm::Kernel& k, kmm::UserAccess& ua, Proc& p, size_t op, Outcome
     const uint64_t va = vpn * kPage;
     const uint64_t pa = ua.probe(p.t, va, false);
     if (pa == ~uint64_t(0)) {
+      // Swapped out: the bytes are the swap cache's folio's, else the slot's on the disk (a
+      // zero-filled page kept in the zeromap reads as zeros).
+      if (const kmm::pte_t* pte = k.find_pte(p.t->mm, va); pte && k.arch().is_swap_pte(*pte)) {
+        const kmm::swp_entry_t e = k.arch().pte_to_swp_entry(*pte);
+        const auto* si = k.swap_info();
+        const uint64_t off = kmm::swp_offset(e);
+        if (const kmm::folio* f = k.swap_cache_peek(e)) {
+          k.phys().read(uint64_t(k.page_to_pfn(f)) << kmm::PAGE_SHIFT, buf.data(), kPage);
+        } else if (si->zeromap[off]) {
+          buf.fill(0);
+        } else {
+          auto it = si->data.find(off);
+          if (it == si->data.end() || it->second.size() != kPage) {
+            fail(fmt::format("data integrity: task {} page at VA {:#x} is swapped out to slot {}, which "
+                             "holds no data, after op #{}", p.t->pid, va, off, op));
+            return;
+          }
+          std::copy(it->second.begin(), it->second.end(), buf.begin());
+        }
+        for (unsigned j = 0; j < kPage; ++j) {
+          const uint8_t want = p.ref.byte(va + j);
+          if (buf[j] != want) {
+            fail(fmt::format("data integrity: task {} VA {:#x} (swapped out, slot {}) holds {:#x}, "
+                             "expected {:#x}, after op #{}", p.t->pid, va + j, off, buf[j], want, op));
+            return;
+          }
+        }
+        out.bytes_compared += kPage;
+        continue;
+      }
       // Touched, the page will read zero (anonymous) or the file.
       if (rp.data)
         for (unsigned j = 0; j < kPage; ++j) {
@@ -135,10 +167,12 @@ void verify_all(kmm::Kernel& k, kmm::UserAccess& ua, Proc& p, size_t op, Outcome
 // that reads other bytes than the reference has). At the end every process exits (teardown
 // invariants, no leaks).
 Outcome run_ops(const Variant& v, const std::vector<Op>& ops, const Limits& lim = {},
-                Mutant mutant = Mutant::none, uint64_t memcg_max = 0) {
+                Mutant mutant = Mutant::none, uint64_t memcg_max = 0,
+                const std::function<void(kmm::KernelParams&)>& tweak = {}) {
   Outcome out;
   kmmtest::Fixture fix(v.isa, [&](kmm::KernelParams& p) {
     p.memcg_max = memcg_max;  // every process in a memory cgroup of that memory.max (0: none)
+    if (tweak) tweak(p);
     p.wp_reuse = v.wp;
     p.fork_copy = v.fc;
     p.thp_cow = v.thp;
@@ -307,6 +341,9 @@ Outcome run_ops(const Variant& v, const std::vector<Op>& ops, const Limits& lim 
   out.file_cow_faults = fix.count("kernel.do_cow_fault");
   out.file_pages_read = fix.count("kernel.filemap_read_pages");
   out.memcg_pgsteal = fix.count("memcg.pgsteal");
+  out.pswpout = fix.count("kernel.pswpout");
+  out.high_events = fix.count("memcg.high_events");
+  out.swap_fail = fix.count("memcg.swap_fail");
   out.refaults = fix.count("kernel.workingset_refault_file");
   return out;
 }
@@ -480,6 +517,39 @@ TEST_CASE("differential: random ops with file mappings in a memory cgroup that k
     INFO(variant_name(v));
     CHECK(stolen > 1000);
     CHECK(refaults > 0);
+    CHECK(bytes > 100000);
+  }
+}
+
+// Anonymous memory under memory.high (2M) with swap bounded by memory.swap.max (1M): every batch
+// charge over it reclaims (the synchronous path in the charge: the harness has no return to user
+// mode), order-0 pages go to swap until the cgroup's share is used (then swap-outs are refused),
+// large folios stay; every byte still the reference's (swapped-out pages compared with their
+// slots), the LRU, memcg and swap invariants (swap counted per memcg) after
+// every entry.
+TEST_CASE("differential: random ops under memory.high with swap bounded by memory.swap.max", "[differential][memcg][swap]") {
+  for (const Variant& v : {Variant{Isa::x86_64, WpReuse::pagetable, ForkCopy::batched},
+                           Variant{Isa::arm64, WpReuse::off, ForkCopy::per_pte}}) {
+    uint64_t stolen = 0, swapped = 0, events = 0, bytes = 0, refused = 0;
+    for (uint64_t seed : {41, 42}) {
+      Outcome o = run_ops(v, random_sequence(seed, kSequenceLength), {}, Mutant::none, 0, [](kmm::KernelParams& p) {
+        p.memcg_high = 2ull << 20;
+        p.swap_size = 64ull << 20;
+        p.memcg_swap_max = 1ull << 20;
+      });
+      INFO(variant_name(v) << " seed " << seed << ": " << o.message);
+      REQUIRE_FALSE(o.failed);
+      stolen += o.memcg_pgsteal;
+      swapped += o.pswpout;
+      events += o.high_events;
+      refused += o.swap_fail;
+      bytes += o.bytes_compared;
+    }
+    INFO(variant_name(v));
+    CHECK(events > 0);
+    CHECK(stolen > 0);
+    CHECK(swapped > 0);
+    CHECK(refused > 0);  // the cgroup's swap share was used up: swap-outs refused
     CHECK(bytes > 100000);
   }
 }

@@ -89,3 +89,53 @@ TEST_CASE("memcg.high: with swap, reclaim on the return to user mode keeps the c
   // Every byte reads back.
   for (uint64_t p = 0; p < 1024; ++p) REQUIRE(e.load(t, va + p * PAGE_SIZE + 5) == int(p % 251 + 1));
 }
+
+TEST_CASE("memcg.swap_max: the cgroup's swap is bounded, slots are charged to it and uncharged when freed", "[memcg][swap]") {
+  Env e([](KernelParams& p) {
+    p.memcg_max = 1ull << 20;  // 256 pages
+    p.swap_size = 4ull << 20;  // 1024 slots
+    p.memcg_swap_max = 128 * PAGE_SIZE;
+  });
+  task_struct* t = e.proc("p");
+  const mem_cgroup* cg = e.k.memcgs()[1].get();
+  CHECK(cg->swap_max == 128);
+  const uint64_t va = e.mmap(t, 352 * PAGE_SIZE);
+  // 352 pages fit: 256 in memory (some of it the LRU-add batch and the swap cache), the rest in
+  // swap, and never more than 128 slots.
+  for (uint64_t p = 0; p < 352; ++p) REQUIRE(e.store(t, va + p * PAGE_SIZE + 9, uint8_t(p % 251 + 1)));
+  CHECK(cg->usage <= 256);
+  CHECK(cg->swap_usage <= 128);
+  CHECK(cg->swap_usage >= 96);
+  CHECK(cg->swap_usage == e.k.swap_info()->inuse_pages);
+  CHECK(uint64_t(swapents(t)) <= 128);
+  CHECK(e.rss(t) + swapents(t) == 352);
+  // What the cgroup may still take is its limit's rest, not the device's free slots.
+  CHECK(e.k.get_nr_swap_pages() > 800);
+  CHECK(e.k.mem_cgroup_get_nr_swap_pages(cg) == 128 - cg->swap_usage);
+  for (uint64_t p = 0; p < 352; ++p) REQUIRE(e.load(t, va + p * PAGE_SIZE + 9) == int(p % 251 + 1));
+  REQUIRE(e.k.sys_munmap(t, va, 352 * PAGE_SIZE) == 0);
+  e.k.lru_add_drain();
+  CHECK(cg->swap_usage == 0);
+  CHECK(e.k.swap_info()->inuse_pages == 0);
+}
+
+TEST_CASE("memcg.swap_max: with memory.high, what swap cannot take stays and the task is throttled", "[memcg][swap]") {
+  Env e([](KernelParams& p) {
+    p.memcg_high = 1ull << 20;  // 256 pages
+    p.swap_size = 4ull << 20;
+    p.memcg_swap_max = 64 * PAGE_SIZE;
+  });
+  task_struct* t = e.proc("p");
+  const mem_cgroup* cg = e.k.memcgs()[1].get();
+  const uint64_t va = e.mmap(t, 512 * PAGE_SIZE);
+  for (uint64_t p = 0; p < 512; ++p) {
+    REQUIRE(e.store(t, va + p * PAGE_SIZE, 1));
+    e.k.resume_user_mode_work();
+    e.k.clear_cost();
+  }
+  CHECK(cg->swap_usage == 64);  // swap took its limit
+  CHECK(cg->usage == 512 - 64);  // the rest stayed, over memory.high
+  CHECK(e.count("memcg.high_throttles") > 0);
+  // Swap-outs reclaim tried past the limit failed and were counted (memory.swap.events).
+  CHECK(e.count("memcg.swap_fail") == e.count("memcg.swap_max_events"));
+}

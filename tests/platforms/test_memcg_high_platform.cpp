@@ -85,3 +85,30 @@ TEST_CASE("memcg.high: a limit reclaim cannot meet is warned about, one above me
   CHECK(r.status != 0);
   CHECK(r.out.find("memcg.high") != std::string::npos);
 }
+
+TEST_CASE("memcg.swap_max: the cgroup's swap bounded on a platform run, refused where it cannot fit", "[memcg][swap]") {
+  TempDir t;
+  const std::string base = "run " MMUSIM_SOURCE_DIR "/configs/default.cfg --set workload.measure=populate"
+                           " --set workload.folio=4K --set workload.size=64M --set swap.size=512M"
+                           " --set kernel.check_invariants=true --set kernel.check_every=200"
+                           " --set output.host_stats=false --quiet";
+  // memory.high 16M, swap 8M: 8 MiB go to swap, the other 40 MiB over memory.high stay and throttle.
+  Result r = mmusim(base + " --set memcg.high=16M --set memcg.swap_max=8M --stats " + t.path("s.json"));
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  std::string js = slurp(t.path("s.json"));
+  CHECK(stat(js, "kernel.pswpout") == 2048);
+  CHECK(stat(js, "memcg.swap_max_events") > 0);
+  CHECK(stat(js, "memcg.swap_fail") == stat(js, "memcg.swap_max_events"));
+  CHECK(stat(js, "memcg.high_throttles") > 0);
+  // The default (1T) is no limit: the same run swaps what memory.high asks.
+  r = mmusim(base + " --set memcg.high=16M --stats " + t.path("u.json"));
+  REQUIRE(r.status == 0);
+  js = slurp(t.path("u.json"));
+  CHECK(stat(js, "kernel.pswpout") > 10000);
+  CHECK(stat(js, "memcg.swap_max_events") == 0);
+  // memory.max 32M with 16M of swap cannot hold 64M: refused before the run, naming the key.
+  r = mmusim(base + " --set memcg.max=32M --set memcg.swap_max=16M");
+  CHECK(r.status != 0);
+  CHECK(r.out.find("memcg.swap_max = 16M (--set memcg.swap_max)") != std::string::npos);
+}
