@@ -150,7 +150,7 @@ void Kernel::mem_cgroup_handle_over_high() {
 
 void Kernel::resume_user_mode_work() { mem_cgroup_handle_over_high(); }
 
-// __mem_cgroup_try_charge_swap() (mm/memcontrol.c:5091), cgroup v2 (no memsw): the slot is charged
+// __mem_cgroup_try_charge_swap() (mm/memcontrol.c:5060), cgroup v2 (no memsw): the slot is charged
 // to the folio's memcg (the root's is not counted); over memory.swap.max, MEMCG_SWAP_MAX and
 // MEMCG_SWAP_FAIL events and -ENOMEM. swap_cgroup_record(): which memcg the slot belongs to.
 int Kernel::mem_cgroup_try_charge_swap(const folio* f, uint64_t offset) {
@@ -167,7 +167,7 @@ int Kernel::mem_cgroup_try_charge_swap(const folio* f, uint64_t offset) {
   return 0;
 }
 
-// __mem_cgroup_uncharge_swap() (mm/memcontrol.c:5135): the freed slot's charge dropped.
+// __mem_cgroup_uncharge_swap() (mm/memcontrol.c:5106): the freed slot's charge dropped.
 void Kernel::mem_cgroup_uncharge_swap(uint64_t offset) {
   const uint16_t id = si_->swap_cgroup[offset];
   si_->swap_cgroup[offset] = 0;
@@ -177,7 +177,7 @@ void Kernel::mem_cgroup_uncharge_swap(uint64_t offset) {
   --memcg->swap_usage;
 }
 
-// mem_cgroup_get_nr_swap_pages() (mm/memcontrol.c:5154), one level under the root.
+// mem_cgroup_get_nr_swap_pages() (mm/memcontrol.c:5127), one level under the root.
 uint64_t Kernel::mem_cgroup_get_nr_swap_pages(const mem_cgroup* memcg) const {
   uint64_t nr_swap_pages = get_nr_swap_pages();
   if (memcg && memcg->id != 0)
@@ -185,7 +185,7 @@ uint64_t Kernel::mem_cgroup_get_nr_swap_pages(const mem_cgroup* memcg) const {
   return nr_swap_pages;
 }
 
-// mem_cgroup_swap_full() (mm/memcontrol.c:5171): vm_swap_full(), or the memcg's swap usage at half
+// mem_cgroup_swap_full() (mm/memcontrol.c:5140): vm_swap_full(), or the memcg's swap usage at half
 // its memory.swap.max (or swap.high: not here).
 bool Kernel::mem_cgroup_swap_full(const folio* f) const {
   if (vm_swap_full()) return true;
