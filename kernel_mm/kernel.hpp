@@ -285,6 +285,7 @@ struct mem_cgroup {
 };
 
 // memory.high's throttling arithmetic (mm/memcontrol.c:1984-2068), in the kernel's fixed point.
+inline constexpr uint64_t SWAP_CLUSTER_MAX = 32;   // include/linux/swap.h
 inline constexpr unsigned MEMCG_CHARGE_BATCH = 64;  // include/linux/memcontrol.h
 inline constexpr unsigned MEMCG_DELAY_PRECISION_SHIFT = 20;
 inline constexpr unsigned MEMCG_DELAY_SCALING_SHIFT = 14;

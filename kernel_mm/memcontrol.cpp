@@ -21,6 +21,8 @@
 
 namespace kmm {
 
+constexpr int MAX_RECLAIM_RETRIES = 16;  // mm/memcontrol.c: rounds of reclaim before giving up
+
 mem_cgroup* Kernel::mem_cgroup_create(const std::string& name, uint64_t max_bytes, uint64_t high_bytes,
                                       uint64_t swap_max_bytes) {
   auto m = std::make_unique<mem_cgroup>();
@@ -44,7 +46,6 @@ mem_cgroup* Kernel::mem_cgroup_create(const std::string& name, uint64_t max_byte
 // at most 8 pages does not count); __GFP_NORETRY gives up after the first round, a gfp that may
 // not reclaim before it; then mem_cgroup_oom() (for at most 8 pages; a larger charge fails).
 int Kernel::try_charge_memcg(mem_cgroup* memcg, uint64_t nr_pages, bool may_retry, bool may_reclaim) {
-  constexpr int MAX_RECLAIM_RETRIES = 16;
   constexpr uint64_t COSTLY_PAGES = 1u << 3;  // 1 << PAGE_ALLOC_COSTLY_ORDER (include/linux/mmzone.h)
   int nr_retries = MAX_RECLAIM_RETRIES;
   for (;;) {
@@ -110,8 +111,6 @@ uint64_t Kernel::reclaim_high(mem_cgroup* memcg, uint64_t nr_pages) {
 }
 
 void Kernel::mem_cgroup_handle_over_high() {
-  constexpr int MAX_RECLAIM_RETRIES = 16;
-  constexpr uint64_t SWAP_CLUSTER_MAX = 32;
   task_struct* t = current_;
   if (!t || !t->memcg_nr_pages_over_high) return;
   const uint64_t nr_pages = t->memcg_nr_pages_over_high;

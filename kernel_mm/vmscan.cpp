@@ -26,7 +26,6 @@
 namespace kmm {
 
 namespace {
-constexpr uint64_t SWAP_CLUSTER_MAX = 32;  // include/linux/swap.h
 constexpr int DEF_PRIORITY = 12;           // include/linux/mmzone.h
 
 enum folio_references { FOLIOREF_RECLAIM, FOLIOREF_RECLAIM_CLEAN, FOLIOREF_KEEP, FOLIOREF_ACTIVATE };

@@ -104,37 +104,32 @@ void verify_all(kmm::Kernel& k, kmm::UserAccess& ua, Proc& p, size_t op, Outcome
   for (auto& [vpn, rp] : p.ref.pages) {
     const uint64_t va = vpn * kPage;
     const uint64_t pa = ua.probe(p.t, va, false);
-    if (pa == ~uint64_t(0)) {
+    // Where the page's bytes are, for the message: its frame, or its swap slot.
+    std::function<std::string(unsigned)> where;
+    if (pa != ~uint64_t(0)) {
+      k.phys().read(pa & ~(kPage - 1), buf.data(), kPage);
+      where = [&](unsigned j) { return fmt::format("PA {:#x}", (pa & ~(kPage - 1)) + j); };
+    } else if (const kmm::pte_t* pte = k.find_pte(p.t->mm, va); pte && k.arch().is_swap_pte(*pte)) {
       // Swapped out: the bytes are the swap cache's folio's, else the slot's on the disk (a
       // zero-filled page kept in the zeromap reads as zeros).
-      if (const kmm::pte_t* pte = k.find_pte(p.t->mm, va); pte && k.arch().is_swap_pte(*pte)) {
-        const kmm::swp_entry_t e = k.arch().pte_to_swp_entry(*pte);
-        const auto* si = k.swap_info();
-        const uint64_t off = kmm::swp_offset(e);
-        if (const kmm::folio* f = k.swap_cache_peek(e)) {
-          k.phys().read(uint64_t(k.page_to_pfn(f)) << kmm::PAGE_SHIFT, buf.data(), kPage);
-        } else if (si->zeromap[off]) {
-          buf.fill(0);
-        } else {
-          auto it = si->data.find(off);
-          if (it == si->data.end() || it->second.size() != kPage) {
-            fail(fmt::format("data integrity: task {} page at VA {:#x} is swapped out to slot {}, which "
-                             "holds no data, after op #{}", p.t->pid, va, off, op));
-            return;
-          }
-          std::copy(it->second.begin(), it->second.end(), buf.begin());
+      const kmm::swp_entry_t e = k.arch().pte_to_swp_entry(*pte);
+      const auto* si = k.swap_info();
+      const uint64_t off = kmm::swp_offset(e);
+      if (const kmm::folio* f = k.swap_cache_peek(e)) {
+        k.phys().read(uint64_t(k.page_to_pfn(f)) << kmm::PAGE_SHIFT, buf.data(), kPage);
+      } else if (si->zeromap[off]) {
+        buf.fill(0);
+      } else {
+        auto it = si->data.find(off);
+        if (it == si->data.end() || it->second.size() != kPage) {
+          fail(fmt::format("data integrity: task {} page at VA {:#x} is swapped out to slot {}, which "
+                           "holds no data, after op #{}", p.t->pid, va, off, op));
+          return;
         }
-        for (unsigned j = 0; j < kPage; ++j) {
-          const uint8_t want = p.ref.byte(va + j);
-          if (buf[j] != want) {
-            fail(fmt::format("data integrity: task {} VA {:#x} (swapped out, slot {}) holds {:#x}, "
-                             "expected {:#x}, after op #{}", p.t->pid, va + j, off, buf[j], want, op));
-            return;
-          }
-        }
-        out.bytes_compared += kPage;
-        continue;
+        std::copy(it->second.begin(), it->second.end(), buf.begin());
       }
+      where = [off](unsigned) { return fmt::format("swapped out, slot {}", off); };
+    } else {
       // Touched, the page will read zero (anonymous) or the file.
       if (rp.data)
         for (unsigned j = 0; j < kPage; ++j) {
@@ -148,13 +143,11 @@ void verify_all(kmm::Kernel& k, kmm::UserAccess& ua, Proc& p, size_t op, Outcome
         }
       continue;
     }
-    k.phys().read(pa & ~(kPage - 1), buf.data(), kPage);
     for (unsigned j = 0; j < kPage; ++j) {
       const uint8_t want = p.ref.byte(va + j);
       if (buf[j] != want) {
-        fail(fmt::format("data integrity: task {} VA {:#x} (PA {:#x}) holds {:#x}, expected {:#x}, "
-                         "after op #{}",
-                         p.t->pid, va + j, (pa & ~(kPage - 1)) + j, buf[j], want, op));
+        fail(fmt::format("data integrity: task {} VA {:#x} ({}) holds {:#x}, expected {:#x}, after op #{}",
+                         p.t->pid, va + j, where(j), buf[j], want, op));
         return;
       }
     }
