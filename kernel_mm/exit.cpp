@@ -48,6 +48,7 @@ void Kernel::exit_mmap(mm_struct* mm) {
 
   // Set MMF_OOM_SKIP to hide this task from the oom killer/reaper because the memory has been
   // already freed.
+  mm->oom_skip = true;
   mmap_write_lock(mm);
   free_pgtables(&tlb, vmas, FIRST_USER_ADDRESS, USER_PGTABLES_CEILING, true);
   tlb_finish_mmu(&tlb);

@@ -4,6 +4,7 @@
 // (mm/swap.c) and the huge-page zero/copy order (mm/memory.c: process_huge_page).
 #include "kernel_mm/kernel.hpp"
 
+#include <csignal>
 #include <cstdlib>
 
 #include "base/error.hpp"
@@ -277,12 +278,14 @@ KernelCounters::KernelCounters(mmusim::Stats& s)
       memcg_max_events(s.counter("memcg.max_events", "charges that found the memory cgroup at memory.max and reclaimed from it (memory.events: max)")),
       memcg_pgscan(s.counter("memcg.pgscan", "folios memory-cgroup reclaim scanned on the inactive lists (memory.stat: pgscan)")),
       memcg_pgsteal(s.counter("memcg.pgsteal", "pages memory-cgroup reclaim freed (memory.stat: pgsteal)", "pages")),
-      memcg_charge_failed(s.counter("memcg.charge_failed", "charges that failed at memory.max without retrying (readahead, THP): the caller read less or fell back to a smaller folio")),
+      memcg_charge_failed(s.counter("memcg.charge_failed", "charges that failed at memory.max: without retrying (readahead, THP: the caller read less or fell back to a smaller folio), or of a task the OOM killer had made a victim (it dies)")),
       memcg_high_events(s.counter("memcg.high_events", "returns to user mode that found the memory cgroup over memory.high and reclaimed from it (memory.events: high)")),
       memcg_high_throttles(s.counter("memcg.high_throttles", "returns to user mode that slept because reclaim could not bring the memory cgroup under memory.high (schedule_timeout_killable() in mem_cgroup_handle_over_high())")),
       memcg_high_throttle_ns(s.counter("memcg.high_throttle_ns", "time tasks slept for memory.high (part of their faults' or system calls' time, not of the CPU's kernel work)", "ns")),
       memcg_swap_max_events(s.counter("memcg.swap_max_events", "swap-outs that found the memory cgroup at memory.swap.max (memory.swap.events: max)")),
       memcg_swap_fail(s.counter("memcg.swap_fail", "swap-outs that failed for memory.swap.max: the folio stayed in memory (memory.swap.events: fail)")),
+      memcg_oom_events(s.counter("memcg.oom_events", "charges that found the memory cgroup at memory.max with nothing left to reclaim and called its OOM killer (memory.events: oom)")),
+      memcg_oom_kill(s.counter("memcg.oom_kill", "processes the memory cgroup's OOM killer killed (memory.events: oom_kill)")),
       workingset_refault_file(s.counter("kernel.workingset_refault_file", "page-cache folios read again after reclaim evicted them (a shadow entry was found: WORKINGSET_REFAULT_FILE)", "pages")),
       workingset_activate_file(s.counter("kernel.workingset_activate_file", "refaults whose refault distance fit in the active list: the folio starts on it (WORKINGSET_ACTIVATE_FILE)", "pages")),
       workingset_restore_file(s.counter("kernel.workingset_restore_file", "activated refaults of folios that had been active before their eviction (WORKINGSET_RESTORE_FILE)", "pages")),
@@ -714,6 +717,8 @@ FaultReturn Kernel::handle_user_fault(task_struct* t, uint64_t addr, uint64_t sy
     ctr_.faults_sigsegv.inc();
     last_fault_.kind = FaultKind::sigsegv;
   }
+  // mm_fault_error() / bad_area(): do_sigbus() before a SIGSEGV.
+  if (r.sigbus || r.sigsegv) force_sig_fault(t, r.sigbus ? SIGBUS : SIGSEGV, addr);
   check_local("page fault", t->mm, addr);
   check_invariants("page fault");
   return r;

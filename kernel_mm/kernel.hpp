@@ -131,6 +131,8 @@ struct KernelCounters {
   mmusim::Counter &memcg_high_events, &memcg_high_throttles, &memcg_high_throttle_ns;
   // memory.swap.max: memory.swap.events' max and fail (swap-outs refused a slot by the limit).
   mmusim::Counter &memcg_swap_max_events, &memcg_swap_fail;
+  // The memcg's OOM killer (oom_kill.cpp): memory.events' oom and oom_kill.
+  mmusim::Counter &memcg_oom_events, &memcg_oom_kill;
   // Refaults of evicted page cache (mm/workingset.c): /proc/vmstat's workingset_refault_file,
   // workingset_activate_file, workingset_restore_file.
   mmusim::Counter &workingset_refault_file, &workingset_activate_file, &workingset_restore_file;
@@ -554,7 +556,8 @@ class Kernel {
   // from the memcg (try_charge_memcg()); `may_retry` false is __GFP_NORETRY (readahead: one
   // round of reclaim) and `may_reclaim` false a gfp without __GFP_DIRECT_RECLAIM (THP faults
   // outside MADV_HUGEPAGE): then it fails instead. 0, or -ENOMEM. A charge that may retry and
-  // still fails is the memcg's OOM (mem_cgroup_oom()): the run stops with an error.
+  // still fails is the memcg's OOM (mem_cgroup_oom()): the OOM killer kills a process of the
+  // memcg (oom_kill.cpp); the charge fails only for a task that is dying.
   int mem_cgroup_charge(folio* f, mm_struct* mm, bool may_retry = true, bool may_reclaim = true);
   void mem_cgroup_uncharge(folio* f);
   // resume_user_mode_work() (include/linux/resume_user_mode.h): what a task does on its way back
@@ -565,6 +568,34 @@ class Kernel {
   // mem_cgroup_handle_over_high() (mm/memcontrol.c:2076): reclaim what the current task charged
   // over memory.high, and sleep (schedule_timeout_killable()) if reclaim cannot keep up.
   void mem_cgroup_handle_over_high();
+  // ============ the OOM killer and fatal signals (oom_kill.cpp; mm/oom_kill.c) =====================
+  // A process the memcg's OOM killer killed (the kernel's "Memory cgroup out of memory: Killed
+  // process ..." line), and a task a fault gave SIGSEGV or SIGBUS: the platform reports them.
+  struct OomKill {
+    int pid = 0, invoked_by = 0;
+    std::string comm, memcg;
+    uint64_t anon_rss_kb = 0, file_rss_kb = 0, swapents = 0, pgtables_kb = 0, usage_pages = 0, max_pages = 0;
+  };
+  struct FatalFault {
+    int pid = 0, sig = 0;
+    std::string comm;
+    uint64_t address = 0;
+  };
+  const std::vector<OomKill>& oom_kills() const { return oom_kills_; }
+  const std::vector<FatalFault>& fatal_faults() const { return fatal_faults_; }
+  bool task_is_dying() const;
+  bool mem_cgroup_oom(mem_cgroup* memcg, uint64_t nr_pages);
+  bool out_of_memory(mem_cgroup* memcg);
+  int64_t oom_badness(const task_struct* p) const;
+  void oom_kill_process(task_struct* victim, mem_cgroup* memcg);
+  void mark_oom_victim(task_struct* tsk);
+  void oom_reap_task_mm(task_struct* tsk, mm_struct* mm);
+  // A fatal signal `sig` to p's thread group (task_struct::fatal_signal).
+  void do_send_sig_kill(task_struct* p, int sig);
+  // A user fault's SIGSEGV or SIGBUS (FaultReturn::sigsegv/sigbus): with no handler, fatal.
+  void force_sig_fault(task_struct* t, int sig, uint64_t address);
+  // A fault's VM_FAULT_OOM (both arch handlers).
+  void pagefault_out_of_memory(uint64_t address);
   // try_to_free_mem_cgroup_pages() (mm/vmscan.c:6596): reclaim from the memcg's lruvecs.
   uint64_t try_to_free_mem_cgroup_pages(mem_cgroup* memcg, uint64_t nr_pages);
   void lruvec_add_folio(lruvec& lv, folio* f) { lruvec_add_folio_at(lv, f, false); }  // at the head, PG_lru
@@ -1125,6 +1156,8 @@ class Kernel {
   uint32_t next_anon_vma_id_ = 1;
 
   task_struct* current_ = nullptr;
+  std::vector<OomKill> oom_kills_;
+  std::vector<FatalFault> fatal_faults_;
   int cpu_ = 0;
   uint64_t now_ps_ = 0;
   FaultRecord last_fault_;

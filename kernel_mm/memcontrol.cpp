@@ -44,10 +44,12 @@ mem_cgroup* Kernel::mem_cgroup_create(const std::string& name, uint64_t max_byte
 // over the limit, a MEMCG_MAX event and try_to_free_mem_cgroup_pages(); retry while the margin
 // is short, up to MAX_RECLAIM_RETRIES (16) rounds (a round that made progress for a charge of
 // at most 8 pages does not count); __GFP_NORETRY gives up after the first round, a gfp that may
-// not reclaim before it; then mem_cgroup_oom() (for at most 8 pages; a larger charge fails).
+// not reclaim before it; then mem_cgroup_oom() (for at most 8 pages; a larger charge fails): the
+// OOM killer kills a process of the memcg and the rounds start again; a dying task's charge fails.
 int Kernel::try_charge_memcg(mem_cgroup* memcg, uint64_t nr_pages, bool may_retry, bool may_reclaim) {
   constexpr uint64_t COSTLY_PAGES = 1u << 3;  // 1 << PAGE_ALLOC_COSTLY_ORDER (include/linux/mmzone.h)
   int nr_retries = MAX_RECLAIM_RETRIES;
+  bool passed_oom = false;
   for (;;) {
     if (memcg->usage + nr_pages <= memcg->max) {  // page_counter_try_charge()
       memcg->usage += nr_pages;
@@ -65,6 +67,8 @@ int Kernel::try_charge_memcg(mem_cgroup* memcg, uint64_t nr_pages, bool may_retr
       return 0;
     }
     if (!may_reclaim) break;  // if (!gfpflags_allow_blocking(gfp_mask)) goto nomem;
+    // OOM victim still needs to charge memory to exit: once the reaper has been, fail at once.
+    if (current_ && current_->oom_victim && current_->mm && current_->mm->oom_skip) break;
     ctr_.memcg_max_events.inc();  // memcg_memory_event(mem_over_limit, MEMCG_MAX)
     const uint64_t nr_reclaimed = try_to_free_mem_cgroup_pages(memcg, nr_pages);
     if (memcg->usage + nr_pages <= memcg->max) continue;  // mem_cgroup_margin() >= nr_pages: retry
@@ -73,15 +77,15 @@ int Kernel::try_charge_memcg(mem_cgroup* memcg, uint64_t nr_pages, bool may_retr
     // pages. Retry the charge before killing the task.
     if (nr_reclaimed && nr_pages <= COSTLY_PAGES) continue;
     if (nr_retries--) continue;
-    if (nr_pages > COSTLY_PAGES) break;  // mem_cgroup_oom(): OOM_SKIPPED above the costly order
-    // mem_cgroup_oom() -> out_of_memory() in the memcg: the kernel would kill one of its tasks.
-    mmusim::fatal("the memory cgroup '{}' is out of memory: memcg.max = {} is charged {} and reclaim "
-                  "found nothing more to free ({}); the kernel would OOM-kill a task of the cgroup, the "
-                  "simulator stops: raise memcg.max",
-                  memcg->name, mmusim::format_size(memcg->max << PAGE_SHIFT),
-                  mmusim::format_size(memcg->usage << PAGE_SHIFT),
-                  params_.swap_size ? "clean page cache and order-0 anonymous folios swap has room for is all it can take"
-                                    : "clean page cache is all it can take: there is no swap");
+    // Avoid endless loop for tasks bypassed by the oom killer
+    if (passed_oom && task_is_dying()) break;
+    // keep retrying as long as the memcg oom killer is able to make a forward progress
+    if (mem_cgroup_oom(memcg, nr_pages)) {
+      passed_oom = true;
+      nr_retries = MAX_RECLAIM_RETRIES;
+      continue;
+    }
+    break;  // mem_cgroup_oom(): OOM_SKIPPED above the costly order
   }
   ctr_.memcg_charge_failed.inc();
   return -ENOMEM;

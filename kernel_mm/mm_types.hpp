@@ -135,6 +135,9 @@ struct mm_struct {
   uint64_t mmap_base = 0x7f0000000000ull;  // top-down get_unmapped_area starts here
   std::string owner_comm;
   mem_cgroup* memcg = nullptr;       // the memory cgroup of mm->owner (get_mem_cgroup_from_mm(); null: the root)
+  // MMF_OOM_SKIP: the OOM reaper (or exit_mmap()) has freed what it could of this mm; the OOM
+  // killer passes over its tasks (oom_badness(), oom_evaluate_task()).
+  bool oom_skip = false;
 };
 
 enum class TaskState : uint8_t { Runnable, Blocked, Zombie, Dead };
@@ -151,6 +154,11 @@ struct task_struct {
   // Pages charged over the memcg's memory.high since the task last returned to user mode
   // (current->memcg_nr_pages_over_high; set_notify_resume() makes that return reclaim them).
   unsigned memcg_nr_pages_over_high = 0;
+  // A fatal signal is pending (fatal_signal_pending(): SIGKILL, or a SIGSEGV/SIGBUS nobody
+  // handles: every workload here takes the default action): its number, 0 none. The task dies
+  // on its way back to user mode or when it next runs (the platform: System::deliver_fatal_signals).
+  int fatal_signal = 0;
+  bool oom_victim = false;  // tsk_is_oom_victim(): mark_oom_victim() chose it (TIF_MEMDIE)
 };
 
 // linear_page_index() (include/linux/pagemap.h): the page offset of `address` in what the VMA

@@ -2,6 +2,7 @@
 #include "os/system.hpp"
 
 #include "base/error.hpp"
+#include "base/log.hpp"
 #include "base/store_drain.hpp"
 #include "os/lock_timing.hpp"
 
@@ -46,10 +47,15 @@ FaultOutcome System::page_fault(int cpu, SimTask& t, uint64_t va, uint64_t syndr
   }
   out.in_region = region_open_ && in_region(va);
   if (out.in_region) faults_region_.inc();
+  // A SIGSEGV or SIGBUS (force_sig_fault(): fatal, no workload handles it), or the memcg's OOM
+  // killer: the tasks it killed end.
   if (out.ret.sigsegv || out.ret.sigbus)
-    panic("task {} ({}) got {} at {:#x} (ip {:#x}, syndrome {:#x}): the workload touched memory it "
-          "does not own, or the kernel port failed to map it",
-          t.t->pid, t.t->comm, out.ret.sigsegv ? "SIGSEGV" : "SIGBUS", va, ip, syndrome);
+    log::get("system")->warn("task {} ({}) got {} at {:#x} (ip {:#x}, error code {:#x}): {}", t.t->pid,
+                             t.t->comm, out.ret.sigbus ? "SIGBUS" : "SIGSEGV", va, ip, syndrome,
+                             out.ret.sigbus ? "an access beyond the end of its file mapping's file"
+                                            : "it touched memory it does not own (a built-in workload "
+                                              "never does: that would be a bug of the kernel port)");
+  deliver_fatal_signals(&t);
   if (trace_.on()) {
     TraceTask tt{t.t->comm, t.t->pid};
     trace_.event(now_ps, cpu, tt, "page_fault_user",

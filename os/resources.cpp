@@ -68,7 +68,8 @@ void System::check_resources(const Config& cfg) {
                                                             : "workload.size")
           .origin;
   // The workload's memory cgroup must hold what it maps and cannot reclaim (no swap): a built-in
-  // pattern touches all of its region, so a smaller memcg.max is an OOM certain to come.
+  // pattern touches all of its region, so a smaller memcg.max is an OOM kill certain to come
+  // (a simulated outcome: warned about, then run).
   // (random-ops' and a trace's footprints are bounds, not needs: the run finds out.)
   // With swap (swap.size), order-0 anonymous pages can go there (large anonymous folios are not
   // split for swap-out: kernel_mm/vmscan.cpp).
@@ -79,8 +80,10 @@ void System::check_resources(const Config& cfg) {
                                  : 0;
   if (kp_.memcg_max && mapped > kp_.memcg_max + swappable && wp_.name != wl::WorkloadName::random_ops &&
       wp_.name != wl::WorkloadName::trace)
-    fatal("{}: {} needs about {} that reclaim cannot free ({}), more "
-          "than memcg.max = {} ({}): the cgroup would be out of memory; raise memcg.max or map less",
+    log::get("system")->warn(
+        "{}: {} needs about {} that reclaim cannot free ({}), more than memcg.max = {} ({}): the "
+        "cgroup will run out of memory and its OOM killer kill the workload (memcg.oom_kill; mmusim "
+        "run exits with status 3); raise memcg.max or map less",
           origin, what, format_size((mapped + (1 << 20) - 1) & ~uint64_t((1 << 20) - 1)),
           kp_.swap_size && kp_.memcg_swap_max < kp_.swap_size
               ? fmt::format("anonymous beyond memcg.swap_max = {} ({})", format_size(kp_.memcg_swap_max),

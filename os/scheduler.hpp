@@ -41,6 +41,9 @@ struct SimTask {
   // folio_wake_bit()). 0: not asleep.
   uint64_t sleep_until_ps = 0;
   bool exited = false;
+  // Died of a fatal signal (its number; 0: not killed): System::deliver_fatal_signals() saw the
+  // kernel's task_struct::fatal_signal and made its program end in an exit.
+  int killed = 0;
   SimTask* waiting_for = nullptr;  // wait() on this child
   // A fork child runs from the end of its parent's fork() on (kernel_clone() wakes it last,
   // wake_up_new_task()): a CPU that switches to it sooner waits until then (several cores).

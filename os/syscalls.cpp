@@ -139,7 +139,10 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
         extra_cycles = wp_.syscall_time[u.addr - 1].cycles(pp_.clock_ghz);
       break;
   }
-  if (out.ret < 0 && u.sys != wl::Sys::Wait) {
+  // A call that charged memory may have made the memcg's OOM killer kill tasks (the caller
+  // among them, whose charge then failed: it dies on its way back to user mode).
+  deliver_fatal_signals(&t);
+  if (out.ret < 0 && u.sys != wl::Sys::Wait && !t.killed) {
     if (!(u.flags & wl::kUopReplayed))
       panic("the workload's {} system call failed with {} (task {})", int(u.sys), out.ret, t.t->pid);
     MMUSIM_CHECK(syscalls_refused_, "a replayed system call outside a trace workload");

@@ -5,6 +5,7 @@
 #include "workloads/image.hpp"
 
 #include <algorithm>
+#include <csignal>
 
 #include "base/error.hpp"
 #include "base/log.hpp"
@@ -132,6 +133,7 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
       ctx_switches_(stats.counter("sched.context_switches", "context switches")),
       io_sleeps_(stats.counter("sched.io_sleeps", "page faults whose task slept waiting for the disk, its CPU free for others meanwhile (cycle-level platforms)")),
       lock_sleeps_(stats.counter("sched.lock_sleeps", "page faults and system calls whose task slept waiting for mmap_lock (an rwsem) or for another CPU's fault (kernel.pte_waits), its CPU free for others meanwhile (cycle-level platforms)")),
+      tasks_killed_(stats.counter("sched.tasks_killed", "threads that died of a fatal signal: the memory cgroup's OOM killer (memcg.oom_kill), or a fault's SIGSEGV or SIGBUS (faults.sigsegv, kernel.faults_sigbus); mmusim run then exits with status 3")),
       preemptions_(stats.counter("sched.preemptions", "tasks preempted at a scheduler tick: their slice (sched.base_slice) was used and another task waited on the CPU (cycle-level platforms)")),
 
       fault_latency_(stats.distribution("fault.latency_ns",
@@ -407,6 +409,13 @@ double System::region_time_ns() const {
 }
 
 void System::finish(uint64_t end_ps, uint64_t uops, double host_seconds) {
+  if (region_open_ && tasks_killed_.value()) {
+    // The workload was killed before it ended its measured region: the region ends with the run.
+    region_open_ = false;
+    region_end_ps_ = end_ps;
+    cut_short_ = true;
+    stats_.region_end();
+  }
   if (region_open_) panic("the run ended inside the measured region");
   stats_.set_scalar("region.time_ns", region_time_ns(), "simulated time of the measured pass", "ns");
   stats_.set_scalar("region.faults_per_second",
@@ -427,6 +436,45 @@ void System::finish(uint64_t end_ps, uint64_t uops, double host_seconds) {
     stats_.set_scalar("sim.uops_per_host_second", host_seconds > 0 ? double(uops) / host_seconds : 0,
                       "simulated micro-ops per host second");
   }
+}
+
+void System::deliver_fatal_signals(const SimTask* caller) {
+  for (const auto& up : sched_.tasks()) {
+    SimTask& t = *up;
+    if (t.killed || t.exited || !t.t->fatal_signal) continue;
+    t.killed = t.t->fatal_signal;
+    tasks_killed_.inc();
+    t.resumable->kill(t.killed);
+    if (!t.blocked || t.sleep_until_ps) continue;  // running, queued, or asleep until a time
+    MMUSIM_CHECK(&t != caller, "task {} blocked in the system call that killed it", t.t->pid);
+    // Its wait ends (signal_wake_up(): TASK_INTERRUPTIBLE and TASK_KILLABLE sleeps).
+    for (auto& [addr, waiters] : barriers_) waiters.erase(std::remove(waiters.begin(), waiters.end(), &t), waiters.end());
+    for (auto& [key, g] : gates_)
+      for (auto it = g.waiting.begin(); it != g.waiting.end();)
+        it = it->second == &t ? g.waiting.erase(it) : std::next(it);
+    t.waiting_for = nullptr;
+    t.blocked = false;
+    sched_.make_runnable(&t);
+  }
+}
+
+std::string System::killed_report() const {
+  if (!tasks_killed_.value()) return {};
+  const kmm::Kernel& k = *kernel_;
+  std::string s;
+  for (const auto& o : k.oom_kills())
+    s += fmt::format("Memory cgroup out of memory: Killed process {} ({}) anon-rss:{}kB, file-rss:{}kB, "
+                     "swapents:{}, pgtables:{}kB; the cgroup '{}' was charged {} of memcg.max = {} with "
+                     "nothing left to reclaim (task {} was charging)\n",
+                     o.pid, o.comm, o.anon_rss_kb, o.file_rss_kb, o.swapents, o.pgtables_kb, o.memcg,
+                     format_size(o.usage_pages << kmm::PAGE_SHIFT), format_size(o.max_pages << kmm::PAGE_SHIFT),
+                     o.invoked_by);
+  for (const auto& f : k.fatal_faults())
+    s += fmt::format("task {} ({}) was killed by {} at {:#x}\n", f.pid, f.comm,
+                     f.sig == SIGBUS ? "SIGBUS" : f.sig == SIGSEGV ? "SIGSEGV" : "a signal", f.address);
+  s += fmt::format("{} thread(s) died of a fatal signal (sched.tasks_killed){}", tasks_killed_.value(),
+                   cut_short_ ? "; the measured region ended with them: region.* covers what ran" : "");
+  return s;
 }
 
 }  // namespace mmusim

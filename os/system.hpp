@@ -156,6 +156,10 @@ class System {
 
   // Called once when the run has ended: sim.* and region.* statistics.
   void finish(uint64_t end_ps, uint64_t uops, double host_seconds);
+  // Empty if every task ended by its own exit(); otherwise what killed which (the OOM killer of
+  // the memory cgroup, a fault's SIGSEGV or SIGBUS), as the kernel's log would say it: the run
+  // is a simulated outcome, reported (mmusim run exits with status 3).
+  std::string killed_report() const;
   double region_time_ns() const;
 
   kmm::CostModel& cost_model() { return cost_; }
@@ -198,6 +202,12 @@ class System {
   std::function<void(int, uint64_t)> sync_;
   std::unique_ptr<class LockTiming> locks_;
   void enter_kernel(int cpu, uint64_t now_ps);
+  // After a kernel entry: every task the kernel gave a fatal signal (task_struct::fatal_signal)
+  // and that has not died yet ends its program with an exit; one blocked in a barrier, a wait()
+  // or a gate is woken for it (an interruptible sleep); one asleep on the disk or a timer dies
+  // when it wakes.
+  void deliver_fatal_signals(const SimTask* caller);
+  bool cut_short_ = false;  // the measured region was open when the last task died
   double leave_kernel();  // the kernel's cycles, lock waits included
   unsigned forks_ = 0;
 
@@ -213,6 +223,7 @@ class System {
   Counter& ctx_switches_;
   Counter& io_sleeps_;
   Counter& lock_sleeps_;
+  Counter& tasks_killed_;
   Counter& preemptions_;
   Counter* fork_start_waits_ = nullptr;  // several CPUs
   Counter* syscalls_refused_ = nullptr;  // (a trace workload's)

@@ -275,6 +275,12 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     stats_file.close();
     if (!stats_file) throw UserError(fmt::format("writing --stats file '{}' failed", stats_path));
   }
+  // The workload did not end by itself: the kernel killed it (a simulated outcome, its statistics
+  // written as usual). Status 3, so that no sweep takes it for a finished run.
+  if (const std::string k = platform->killed_report(); !k.empty()) {
+    err << "mmusim: the workload was killed:\n" << k << "\n" << std::flush;
+    return 3;
+  }
   return 0;
 }
 

@@ -66,6 +66,7 @@ class HwPlatform : public Platform {
     while (!cores_.empty()) cores_.pop_back();
   }
   void finish(double host_seconds) override;
+  std::string killed_report() const override { return sys_.killed_report(); }
   double progress() const override;
   uint64_t uops() const override;
   System& system() { return sys_; }

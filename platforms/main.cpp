@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // The `mmusim` command: run, list, describe, --help, --version (../shared/INTERFACE.md).
-// Exit status: 0 success, 2 a user error (bad config or argument), 1 an internal error.
+// Exit status: 0 success, 2 a user error (bad config or argument), 1 an internal error, 3 the
+// run finished but the simulated kernel killed the workload (an OOM kill in its memory cgroup, a
+// SIGSEGV or SIGBUS): its statistics are written, stderr says what was killed and why.
 #include <systemc>
 
 #include <boost/program_options.hpp>

@@ -6,6 +6,7 @@
 #include <systemc>
 
 #include <memory>
+#include <string>
 
 #include "base/params.hpp"
 #include "base/stats.hpp"
@@ -21,6 +22,9 @@ class Platform : public sc_core::sc_module {
   // Progress of the measured pass in [0, 1] and simulated time, for --progress.
   virtual double progress() const = 0;
   virtual uint64_t uops() const = 0;
+  // After finish(): empty if the workload ended by itself; otherwise how its tasks were killed
+  // (System::killed_report()).
+  virtual std::string killed_report() const = 0;
 };
 
 // Every parameter of every module, declared (the schema `mmusim list` prints).

@@ -51,6 +51,17 @@ class ResumableProgram : public Program {
  public:
   explicit ResumableProgram(Program* p) : p_(p) {}
   bool next(Uop& u) override {
+    if (killed_) {
+      // The thread dies of a fatal signal: what it had left is never run; the kernel's do_exit()
+      // (an Exit system call of no instruction, exit code the signal) is all that comes.
+      if (exit_given_) return false;
+      exit_given_ = true;
+      u = Uop{};
+      u.kind = UopKind::Syscall;
+      u.sys = Sys::Exit;
+      u.addr = uint64_t(killed_);
+      return true;
+    }
     if (back_head_ < back_.size()) {
       u = back_[back_head_++];
       if (back_head_ == back_.size()) {
@@ -62,6 +73,7 @@ class ResumableProgram : public Program {
     return p_->next(u);
   }
   void put_back(std::vector<Uop> uops) override {
+    if (killed_) return;
     if (back_head_ == back_.size() && p_->take_back(uops)) return;
     uops.insert(uops.end(), back_.begin() + std::ptrdiff_t(back_head_), back_.end());
     back_ = std::move(uops);
@@ -72,9 +84,18 @@ class ResumableProgram : public Program {
   uint64_t store_value(const Uop& u) const override { return p_->store_value(u); }
   double progress() const override { return p_->progress(); }
   uint64_t gate_key() const override { return p_->gate_key(); }
+  // A fatal signal (its number): from now on next() gives only the thread's exit.
+  void kill(int sig) {
+    killed_ = sig;
+    back_.clear();
+    back_head_ = 0;
+  }
+  int killed() const { return killed_; }
 
  private:
   Program* p_;
+  int killed_ = 0;
+  bool exit_given_ = false;
   std::vector<Uop> back_;
   size_t back_head_ = 0;
 };

@@ -412,7 +412,7 @@ class ForkReuseWorkload : public Workload {
   uint64_t region_bytes() const override { return p_.size; }
   std::vector<FileSpec> files() const override {
     if (p_.backing == Backing::anon) return {};
-    return {FileSpec{"region", p_.size, p_.seed, p_.file_cached}};
+    return {FileSpec{"region", p_.file_size ? p_.file_size : p_.size, p_.seed, p_.file_cached}};
   }
 
  private:
@@ -703,6 +703,11 @@ void WorkloadParams::visit(Params& p) {
             "backing = file or file-shared: the file's pages are in the page cache when the run "
             "starts (as after reading the whole file), or none are (every first access reads "
             "the disk: read-around, cost.io_request and cost.io_page)");
+  p.size("workload.file_size", file_size, "0", 0, 64ull << 30,
+         "backing = file or file-shared: the file's size in bytes (0: workload.size). A smaller file "
+         "than the mapping is legal, as mmap() allows it: the pattern's first access past the page "
+         "that holds the file's end gets SIGBUS and the process dies (a simulated outcome: "
+         "kernel.faults_sigbus, sched.tasks_killed, mmusim run exits with status 3)");
   p.enumeration("workload.thp_setup", thp_from, ThpFrom::folio,
                 {{"folio", ThpFrom::folio}, {"config", ThpFrom::config}},
                 "folio: the workload sets the THP sysfs knobs for workload.folio (that size in "
@@ -786,6 +791,12 @@ std::unique_ptr<Workload> make_workload(const WorkloadParams& p, Stats* stats) {
   if (p.files && p.name != WorkloadName::random_ops)
     fatal("workload.files = {}: only random-ops maps files of its own (fork-reuse and fork-time: "
           "workload.backing)", p.files);
+  if (p.file_size && p.backing == Backing::anon)
+    fatal("workload.file_size = {} needs workload.backing = file or file-shared (is anon)", format_size(p.file_size));
+  if (p.file_size > p.size)
+    fatal("workload.file_size = {} is larger than workload.size = {}: the mapping is workload.size, "
+          "the part of the file beyond it would never be touched; allowed: 0 to workload.size",
+          format_size(p.file_size), format_size(p.size));
   if (p.file_cached && p.backing == Backing::anon)
     fatal("workload.file_cached = true needs workload.backing = file or file-shared (is anon)");
   switch (p.name) {

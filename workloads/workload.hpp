@@ -65,6 +65,7 @@ struct WorkloadParams {
   enum class Measure : uint8_t { pass, populate } measure = Measure::pass;
   Backing backing = Backing::anon;
   bool file_cached = false;         // backing = file*: the file's pages cached before the run
+  uint64_t file_size = 0;           // backing = file*: the file's bytes (0: workload.size)
   std::string trace;                // trace: the recording's directory (mmusim record --out)
   bool fast_forward = true;         // trace: outside the region, only first touches
   // trace: the kernel time of a system call the port does not model, by class, beyond

@@ -635,6 +635,7 @@ OooCore::Run OooCore::run_until(uint64_t cycle_limit) {
       ctx_.asid |= asid_tag_;
       have_task_ = true;
       program_done_ = false;
+      kill_flushed_ = false;
       fetched_.clear();
       fetch_page_ = kNoFetchPage;  // another task, perhaps another address space
       reuse_.forget();  // the record's micro-ops are gone
@@ -651,6 +652,14 @@ OooCore::Run OooCore::run_until(uint64_t cycle_limit) {
       advance_cycles(t);
       last_retire_ = std::max(last_retire_, t);
       alloc_cycle_ = std::max(alloc_cycle_, t);
+    }
+    if (ctx_.killed && *ctx_.killed && !kill_flushed_) {
+      // The task got a fatal signal (in its own fault or system call, or from another CPU's
+      // OOM kill): what the front end holds is never run; its program gives the exit next.
+      kill_flushed_ = true;
+      fetched_.clear();
+      reuse_.forget();
+      resume_pending_ = false;
     }
     if (pending_interrupt_ > 0) {
       // Taken between instructions: the pipeline drains, the handler runs, then fetch resumes.

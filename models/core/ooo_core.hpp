@@ -271,6 +271,7 @@ class OooCore : private PipelineState {
   UopWindow fetched_;  // not yet retired, oldest first; fetched_[0] has sequence seq_
   uint64_t seq_ = 0;
   bool program_done_ = false;
+  bool kill_flushed_ = false;  // the running task's fatal signal has emptied the front end
   // The run-ahead reuse (host speed only): run_ahead and ahead_issue call it. Of this core it
   // reads and writes the PipelineState this core derives from, reads fetched_, and calls back
   // through ReuseCallbacks.

@@ -18,6 +18,10 @@ struct RunContext {
   uint16_t asid = 0;      // PCID / ASID of the task's mm
   uint64_t root_pa = 0;   // CR3 / TTBR0: the top-level table
   TraceTask task;
+  // Non-zero once the task has a fatal signal (the platform's SimTask::killed): the core drops
+  // what it fetched for it and fetches again, which gives the task's exit (an interrupt between
+  // instructions: the kernel's kick of a CPU running a task it killed). Null: never.
+  const int* killed = nullptr;
 };
 
 struct OsCall {

@@ -17,6 +17,7 @@ class SystemOs : public hw::Os {
     ctx->asid = uint16_t(t->t->mm->id);
     ctx->root_pa = t->t->mm->pgd;
     ctx->task = TraceTask{t->t->comm, t->t->pid};
+    ctx->killed = &t->killed;
     return true;
   }
   bool all_exited() const override { return s_.all_exited(); }

@@ -29,7 +29,9 @@ FunctionalPlatform::FunctionalPlatform(sc_core::sc_module_name n, const Config& 
     FaultOutcome o = sys_.page_fault(cpu_, *st, va, syndrome, 0, now);
     now_cycles_ += o.cycles;
     if (o.in_region) sys_.record_fault_latency(int(o.record.kind), o.cycles / sys_.ghz());
-    return !(o.ret.sigsegv || o.ret.sigbus);
+    // A fatal signal (the fault's own SIGSEGV/SIGBUS, or the memcg's OOM killer chose this
+    // task): the access is not retried; the task's next micro-op is its exit.
+    return !(o.ret.sigsegv || o.ret.sigbus || st->killed);
   });
   SC_THREAD(run);
 }
@@ -41,14 +43,16 @@ void FunctionalPlatform::execute(SimTask& t, const wl::Uop& u) {
       const uint64_t v = u.flags & wl::kUopValueFromProgram ? t.prog->store_value(u) : u.value;
       if (u.size <= 8) std::memcpy(buf, &v, u.size);
       else std::memset(buf, int(v & 0xff), u.size);
-      if (!ua_->store(t.t, u.addr, buf, u.size))
+      if (!ua_->store(t.t, u.addr, buf, u.size) && !t.killed)
         panic("store to {:#x} by task {} failed with a signal", u.addr, t.t->pid);
       break;
     }
     case wl::UopKind::Load: {
       uint8_t buf[64];
-      if (!ua_->load(t.t, u.addr, buf, u.size))
+      if (!ua_->load(t.t, u.addr, buf, u.size)) {
+        if (t.killed) break;
         panic("load from {:#x} by task {} failed with a signal", u.addr, t.t->pid);
+      }
       if (u.flags & wl::kUopCheckValue) {
         uint64_t got = 0;
         std::memcpy(&got, buf, std::min<size_t>(u.size, 8));
@@ -106,7 +110,8 @@ void FunctionalPlatform::run_program() {
         if (!t) break;
         ran = true;
         wl::Uop u;
-        if (!t->prog->next(u)) panic("task {} ended its program without exit()", t->t->pid);
+        // (resumable: its program, or only its exit once a fatal signal has killed it)
+        if (!t->resumable->next(u)) panic("task {} ended its program without exit()", t->t->pid);
         execute(*t, u);
         now_cycles_ += fp_.uop_cycles;
         uops_.inc();

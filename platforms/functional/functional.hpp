@@ -27,6 +27,7 @@ class FunctionalPlatform : public Platform {
   SC_HAS_PROCESS(FunctionalPlatform);
   FunctionalPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stats, Trace& trace);
   void finish(double host_seconds) override;
+  std::string killed_report() const override { return sys_.killed_report(); }
   double progress() const override;
   uint64_t uops() const override { return uops_.value(); }
 

@@ -106,7 +106,7 @@ TEST_CASE("file-backed region: a cold read of a file larger than memory reclaims
 
 // The same read in a memory cgroup (memcg.max): the cgroup's charges reclaim its own page cache,
 // memory itself never runs out; byte-identical statistics from run to run. Anonymous memory
-// beyond the limit would be the cgroup's OOM: refused, exit 2 naming memcg.max.
+// beyond the limit is the cgroup's OOM: warned about naming memcg.max, then killed (status 3).
 TEST_CASE("file-backed region: a cold read in a memory cgroup reclaims within memcg.max", "[filemap][reclaim][memcg]") {
   TempDir t;
   const std::string cfg = t.file("file.cfg", cold_read_cfg("64M", "[memcg]\nmax = 16M\n"));
@@ -119,13 +119,18 @@ TEST_CASE("file-backed region: a cold read in a memory cgroup reclaims within me
   CHECK(stat(js, "memcg.pgsteal") >= (64 - 16) * 256);
   CHECK(stat(js, "kernel.allocstall") == 0);
   CHECK(stat(js, "kernel.filemap_read_pages") >= 16384);
-  // An anonymous region (or private copies of the file) larger than the cgroup is refused
-  // before the run: it could only end in the cgroup's OOM.
+  // An anonymous region (or private copies of the file) larger than the cgroup is warned about
+  // before the run, which then ends in the cgroup's OOM kill: status 3, statistics written.
   for (const char* what : {" --set workload.backing=anon --set workload.pattern=seq-byte",
                            " --set workload.pattern=seq-byte"}) {
-    Result r = mmusim("run " + cfg + what);
-    CHECK(r.status == 2);
+    Result r = mmusim("run " + cfg + what + " --set platform.name=functional --quiet --stats " + t.path("oom.json"));
+    INFO(r.out);
+    CHECK(r.status == 3);
+    CHECK(stat(slurp(t.path("oom.json")), "memcg.oom_kill") == 1);
+    CHECK(r.out.find("Memory cgroup out of memory: Killed process") != std::string::npos);
+    r = mmusim("run " + cfg + what + " --set platform.name=functional --stats " + t.path("oom.json"));
     CHECK(r.out.find("workload.size = 64M needs about 64M that reclaim cannot free") != std::string::npos);
     CHECK(r.out.find("more than memcg.max = 16M") != std::string::npos);
+    CHECK(r.out.find("its OOM killer kill the workload") != std::string::npos);
   }
 }

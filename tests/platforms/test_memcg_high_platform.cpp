@@ -107,8 +107,13 @@ TEST_CASE("memcg.swap_max: the cgroup's swap bounded on a platform run, refused 
   js = slurp(t.path("u.json"));
   CHECK(stat(js, "kernel.pswpout") > 10000);
   CHECK(stat(js, "memcg.swap_max_events") == 0);
-  // memory.max 32M with 16M of swap cannot hold 64M: refused before the run, naming the key.
-  r = mmusim(base + " --set memcg.max=32M --set memcg.swap_max=16M");
-  CHECK(r.status != 0);
+  // memory.max 32M with 16M of swap cannot hold 64M: warned about before the run, naming the
+  // key, then the cgroup's OOM kill once the 16M are swapped out.
+  const std::string loud = base.substr(0, base.rfind(" --quiet"));
+  r = mmusim(loud + " --set memcg.max=32M --set memcg.swap_max=16M --stats " + t.path("k.json"));
+  CHECK(r.status == 3);
   CHECK(r.out.find("memcg.swap_max = 16M (--set memcg.swap_max)") != std::string::npos);
+  CHECK(stat(slurp(t.path("k.json")), "memcg.oom_kill") == 1);
+  CHECK(stat(slurp(t.path("k.json")), "memcg.swap_fail") > 0);
+  CHECK(r.out.find("Memory cgroup out of memory: Killed process 1") != std::string::npos);
 }

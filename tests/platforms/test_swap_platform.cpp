@@ -73,8 +73,6 @@ TEST_CASE("swap: bad input is refused naming the key", "[swap][cli]") {
   for (const Bad& b : {Bad{"--set workload.name=swap-readers --set workload.folio=64K", "workload.folio"},
                        Bad{"--set workload.pressure_size=2M", "workload.pressure_size"},
                        Bad{sr + "--set platform.name=functional", "functional"},
-                       Bad{sr + "--set workload.size=16M --set memcg.max=4M", "swap"},
-                       Bad{sr + "--set workload.size=16M --set memcg.max=4M --set swap.size=4M", "swap.size = 4M"},
                        Bad{"--set swap.size=1000", "swap.size"},
                        Bad{"--set swap.page_cluster=6", "swap.page_cluster"},
                        Bad{"--set swap.swappiness=201", "swap.swappiness"},
@@ -84,5 +82,17 @@ TEST_CASE("swap: bad input is refused naming the key", "[swap][cli]") {
     INFO(r.out);
     CHECK(r.status != 0);
     CHECK(r.out.find(b.names) != std::string::npos);
+  }
+  // A cgroup that cannot hold the readers' memory, without swap or with too little: warned about
+  // naming what is missing, then the cgroup's OOM kill (status 3).
+  for (const Bad& b : {Bad{sr + "--set workload.size=16M --set memcg.max=4M", "there is no swap"},
+                       Bad{sr + "--set workload.size=16M --set memcg.max=4M --set swap.size=4M", "swap.size = 4M"}}) {
+    INFO(b.sets);
+    Result r = mmusim("run " MMUSIM_SOURCE_DIR "/configs/default.cfg --stats - " + b.sets);
+    INFO(r.out);
+    CHECK(r.status == 3);
+    CHECK(r.out.find(b.names) != std::string::npos);
+    CHECK(r.out.find("its OOM killer kill the workload") != std::string::npos);
+    CHECK(r.out.find("Memory cgroup out of memory: Killed process 1 (swap-readers)") != std::string::npos);
   }
 }

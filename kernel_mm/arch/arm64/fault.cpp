@@ -204,8 +204,10 @@ done:
   r.fault = fault;
   // Handle the "normal" (no error) case first.
   if (!(fault & VM_FAULT_ERROR)) return r;
-  if (fault & VM_FAULT_OOM)  // pagefault_out_of_memory()
-    mmusim::fatal("out of simulated physical memory handling a fault at {:#x}: raise memory.size", addr);
+  if (fault & VM_FAULT_OOM) {
+    k_.pagefault_out_of_memory(addr);
+    return r;
+  }
   if (fault & VM_FAULT_SIGBUS) r.sigbus = true;
   else r.sigsegv = true;  // SIGSEGV (or a hwpoison SIGBUS, which cannot happen here)
   return r;

@@ -494,8 +494,7 @@ done:
   r.fault = fault;
   if (fault & VM_FAULT_SIGBUS) r.sigbus = true;
   if (fault & VM_FAULT_SIGSEGV) r.sigsegv = true;
-  if (fault & VM_FAULT_OOM)
-    mmusim::fatal("out of simulated physical memory handling a fault at {:#x}: raise memory.size", address);
+  if (fault & VM_FAULT_OOM) k_.pagefault_out_of_memory(address);
   return r;
 }
 
