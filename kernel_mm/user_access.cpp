@@ -49,9 +49,9 @@ uint64_t UserAccess::translate(task_struct* t, uint64_t va, bool write) {
       if (!hook_(t, va, syn)) return ~uint64_t(0);
     } else {
       FaultReturn r = k_.handle_user_fault(t, va, syn, 0);
-      // A signal, or a fatal one pending (the memcg's OOM killer chose the task): it does not
-      // come back to the access.
-      if (r.sigsegv || r.sigbus || t->fatal_signal) return ~uint64_t(0);
+      // A signal, or VM_FAULT_OOM (the memcg's OOM killer chose the task: it dies on its way
+      // out): it does not come back to the access.
+      if (r.sigsegv || r.sigbus || (r.fault & VM_FAULT_OOM)) return ~uint64_t(0);
     }
   }
   mmusim::panic("the access at {:#x} still faults after 8 attempts", va);

@@ -84,7 +84,7 @@ TEST_CASE("memcg OOM: another process with more memory is killed and reaped at o
   CHECK(e.k.oom_kills()[1].pid == small->pid);
 }
 
-TEST_CASE("a fault's SIGBUS kills every thread of the faulting process and no other; the address is recorded", "[filemap][oom]") {
+TEST_CASE("a fault's SIGBUS kills every thread of the faulting process and no other and the address is recorded", "[filemap][oom]") {
   Env e;
   task_struct* t = e.proc("p");
   task_struct* th = e.k.sys_clone_thread(t);
