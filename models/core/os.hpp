@@ -36,7 +36,7 @@ struct OsFault {
   double cycles = 0;       // exception entry + kernel + exit
   int kind = 0;            // kmm::FaultKind
   bool in_region = false;  // the address is in the measured region, while it is being measured
-  bool signal = false;     // SIGSEGV/SIGBUS: the workload cannot go on
+  bool signal = false;     // SIGSEGV/SIGBUS: the task's process dies (RunContext::killed ends it)
   // Cycles from the start of the exception entry to the handler's first instruction that waits
   // until the CPU's older stores are globally visible (x86: the first LOCK-prefixed instruction,
   // in lock_vma_under_rcu; arm64: a DSB); < 0: the handler has none. The core holds the handler
