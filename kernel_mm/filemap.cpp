@@ -6,8 +6,8 @@
 // What is here:
 //   - a file is an inode with a size and contents that follow from a seed (file_word()); its
 //     address_space holds the page-cache folios by index; a folio read from the disk is filled
-//     with those contents, one a shared mapping wrote keeps what was written (no writeback: dirty
-//     folios stay dirty and cached);
+//     with those contents, or with what was written back to it (page_writeback.cpp: a shared
+//     mapping's writes are written by the flusher, and reclaim can then drop the folio);
 //   - the VMA's vm_ops are generic_file_vm_ops (filemap_fault, filemap_map_pages,
 //     filemap_page_mkwrite), as for a regular file of a disk filesystem without large folios;
 //   - read faults map the faulting page and fault around it (16 PTEs, fault_around_bytes =
@@ -31,8 +31,8 @@
 // tasks see of it follows the time.)
 // Simplified (each marked where it happens): order-0 folios only; MADV_SEQUENTIAL reads a full
 // window without the on-demand ramp; a task waiting for the disk keeps its CPU (no other task is
-// switched in: the scheduler has no sleeping on I/O yet); no truncation, no writeback, no reclaim
-// of the cache; no i_mmap tree (no file rmap walks).
+// switched in: the scheduler has no sleeping on I/O yet); no truncation. (The cache's reclaim is
+// vmscan.cpp's, its writeback page_writeback.cpp's.)
 #include <cstring>
 
 #include "base/error.hpp"
@@ -125,11 +125,16 @@ int Kernel::filemap_add_folio(address_space* mapping, folio* f, uint64_t index, 
 void Kernel::filemap_read_folio(address_space* mapping, folio* f) {
   const uint64_t base = f->index << PAGE_SHIFT;
   uint8_t* data = phys_.frame_data(folio_pfn(f));
+  f->flags |= PG_uptodate;  // folio_mark_uptodate()
+  // A page written back holds what was written (page_writeback.cpp).
+  if (auto w = mapping->written.find(f->index); w != mapping->written.end()) {
+    std::memcpy(data, w->second.data(), PAGE_SIZE);
+    return;
+  }
   for (uint64_t off = 0; off < PAGE_SIZE; off += 8) {
     const uint64_t w = file_word(mapping, base + off);
     std::memcpy(data + off, &w, 8);
   }
-  f->flags |= PG_uptodate;  // folio_mark_uptodate()
 }
 
 // read_pages() (mm/readahead.c:146) / the bio of filemap_read_folio(): one request of `nr` pages
@@ -171,14 +176,6 @@ bool Kernel::lock_folio_maybe_drop_mmap(vm_fault* vmf, folio* f, bool* fpin) {
   const bool locked = folio_trylock(f);
   MMUSIM_CHECK(locked, "lock_folio_maybe_drop_mmap: folio index {} still locked after its read", f->index);
   return true;
-}
-
-// folio_mark_dirty() (mm/page-writeback.c) -> filemap_dirty_folio(): the folio and the inode
-// dirty (no writeback follows here).
-void Kernel::folio_mark_dirty(folio* f) {
-  if (folio_test_dirty(f)) return;
-  f->flags |= PG_dirty;
-  charge(Cost::folio_op);
 }
 
 // page_cache_ra_unbounded() (mm/readahead.c:205) with read_pages() (146): allocate and add the
@@ -647,8 +644,8 @@ vm_fault_t Kernel::do_page_mkwrite(vm_fault* vmf, folio* f) {
 }
 
 // fault_dirty_shared_page() (mm/memory.c:3185): the folio dirty and unlocked; with
-// ->page_mkwrite the fault lock is dropped for balance_dirty_pages_ratelimited() (no throttling
-// here: nothing is ever written back) and the fault is VM_FAULT_COMPLETED.
+// ->page_mkwrite the fault lock is dropped for balance_dirty_pages_ratelimited() and the fault is
+// VM_FAULT_COMPLETED.
 vm_fault_t Kernel::fault_dirty_shared_page(vm_fault* vmf) {
   folio* f = page_folio(vmf->page_);
   folio_mark_dirty(f);
@@ -658,7 +655,7 @@ vm_fault_t Kernel::fault_dirty_shared_page(vm_fault* vmf) {
   // is dropped whether or not this write dirtied the folio.
   bool fpin = false;
   maybe_unlock_mmap_for_io(vmf, &fpin);
-  // balance_dirty_pages_ratelimited(): nothing to throttle
+  balance_dirty_pages_ratelimited(f->mapping, f);
   return fpin ? VM_FAULT_COMPLETED : 0;
 }
 

@@ -296,7 +296,17 @@ KernelCounters::KernelCounters(mmusim::Stats& s)
       do_swap_page(s.counter("kernel.do_swap_page", "faults on a swap PTE (do_swap_page())")),
       swap_zeromap(s.counter("kernel.swap_zeromap", "swapped-out pages that were zero-filled: kept in the swap device's zeromap, no write (swap_writepage())", "pages")),
       swap_write_requests(s.counter("kernel.swap_write_requests", "write requests to the disk for swap-out (one per folio, swap_writepage_bdev_async())")),
-      pgactivate_anon(s.counter("kernel.pgactivate_anon", "anonymous folios reclaim activated (part of kernel.pgactivate)", "pages")) {}
+      pgactivate_anon(s.counter("kernel.pgactivate_anon", "anonymous folios reclaim activated (part of kernel.pgactivate)", "pages")),
+      nr_dirtied(s.counter("kernel.nr_dirtied", "page-cache pages made dirty (/proc/vmstat nr_dirtied: folio_account_dirtied())", "pages")),
+      nr_written(s.counter("kernel.nr_written", "page-cache pages whose write to the disk completed (/proc/vmstat nr_written: __folio_end_writeback())", "pages")),
+      nr_vmscan_immediate_reclaim(s.counter("kernel.nr_vmscan_immediate_reclaim", "dirty or under-writeback page-cache folios reclaim marked to be reclaimed when their write ends, and activated (/proc/vmstat nr_vmscan_immediate_reclaim)", "pages")),
+      pgrotated(s.counter("kernel.pgrotated", "folios reclaim had marked moved to the inactive tail when their write ended (/proc/vmstat pgrotated: folio_rotate_reclaimable())", "pages")),
+      file_write_requests(s.counter("kernel.file_write_requests", "write requests to the disk for dirty page cache (one per run of adjacent pages, up to 256: mpage_writepages())")),
+      folio_mkclean_ptes(s.counter("kernel.folio_mkclean_ptes", "PTEs of shared file mappings write-protected and cleaned for a folio's writeback, each with its TLB flush (folio_mkclean())", "ptes")),
+      flusher_background(s.counter("kernel.flusher_background", "background writeback runs: dirty page cache over dirty_background_ratio of a domain (wb_start_background_writeback())")),
+      flusher_vmscan(s.counter("kernel.flusher_vmscan", "writeback of every dirty page started by reclaim that found only dirty page cache (wakeup_flusher_threads(WB_REASON_VMSCAN))")),
+      balance_dirty_pages(s.counter("kernel.balance_dirty_pages", "dirtiers' checks of the dirty limits (balance_dirty_pages(), every nr_dirtied_pause pages a task dirties)")),
+      dirty_over_freerun(s.counter("kernel.dirty_over_freerun", "checks that found a domain's dirty and writeback pages above its freerun ceiling ((dirty_ratio + dirty_background_ratio) / 2 of what can be dirty), where the kernel would pause the dirtier (not modelled: no pause)")) {}
 
 // ------------------------------------------------------------------------------------------------
 // Construction

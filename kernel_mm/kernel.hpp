@@ -140,6 +140,11 @@ struct KernelCounters {
   // zero-filled pages kept in the zeromap (no I/O), swap-cache folios freed by reclaim, writes.
   mmusim::Counter &pswpin, &pswpout, &swap_ra, &swap_ra_hit, &do_swap_page, &swap_zeromap, &swap_write_requests,
       &pgactivate_anon;
+  // Writeback of dirty page cache (page_writeback.cpp): /proc/vmstat's nr_dirtied, nr_written,
+  // nr_vmscan_immediate_reclaim, pgrotated; write requests, PTEs write-protected for writeback
+  // (folio_mkclean), the flusher's runs by reason, and dirtiers' checks against the dirty limits.
+  mmusim::Counter &nr_dirtied, &nr_written, &nr_vmscan_immediate_reclaim, &pgrotated, &file_write_requests,
+      &folio_mkclean_ptes, &flusher_background, &flusher_vmscan, &balance_dirty_pages, &dirty_over_freerun;
   // Several NUMA nodes only (registered then): /proc/vmstat's numa_hit, numa_miss, local_node,
   // other_node, summed over the nodes.
   mmusim::Counter *numa_hit = nullptr, *numa_miss = nullptr, *numa_local = nullptr, *numa_other = nullptr;
@@ -283,6 +288,9 @@ struct mem_cgroup {
   uint64_t swap_usage = 0;      // page_counter_read(&memcg->swap): swap slots charged (memory.swap.current)
   uint64_t swap_max = UINT64_MAX;  // memory.swap.max, slots
   uint64_t peak = 0;            // memory.peak, pages
+  // memory.stat's file_dirty and file_writeback (lruvec_page_state NR_FILE_DIRTY, NR_WRITEBACK
+  // summed over the nodes), pages.
+  uint64_t nr_file_dirty = 0, nr_writeback = 0;
   std::vector<lruvec> nodeinfo;  // per node
 };
 
@@ -931,6 +939,35 @@ class Kernel {
   void maybe_unlock_mmap_for_io(vm_fault* vmf, bool* fpin);
   void do_sync_mmap_readahead(vm_fault* vmf, bool* fpin);
   void folio_mark_dirty(folio* f);
+  // Writeback (page_writeback.cpp: mm/page-writeback.c, fs/fs-writeback.c).
+  // The dirty-page state, global (global_node_page_state NR_FILE_DIRTY, NR_WRITEBACK), pages.
+  uint64_t nr_file_dirty() const { return nr_file_dirty_; }
+  uint64_t nr_writeback() const { return nr_writeback_; }
+  // folio_clear_dirty_for_io() (mm/page-writeback.c): the folio's PTEs write-protected and clean
+  // (folio_mkclean()), its dirty state taken for a write; true: it was dirty. Locked folio.
+  bool folio_clear_dirty_for_io(folio* f);
+  int folio_mkclean(folio* f);  // mm/rmap.c: PTEs cleaned
+  // do_writepages() of a mapping (WB_SYNC_NONE, range-cyclic): up to nr_to_write dirty folios
+  // from mapping->writeback_index written, adjacent ones in one request; returns pages written.
+  uint64_t do_writepages(address_space* mapping, uint64_t nr_to_write);
+  // wakeup_flusher_threads() (fs/fs-writeback.c) with the reason's work done at once: the
+  // flusher writes every dirty page (WB_REASON_VMSCAN: wb_check_start_all()).
+  void wakeup_flusher_threads_vmscan();
+  // wb_start_background_writeback() + wb_check_background_flush(): written while over the
+  // background threshold.
+  void wb_start_background_writeback(const mem_cgroup* memcg);
+  // balance_dirty_pages_ratelimited() (mm/page-writeback.c), after the current task dirtied a
+  // page of `mapping`.
+  void balance_dirty_pages_ratelimited(address_space* mapping, const folio* f);
+  // The dirty limits of a domain (struct dirty_throttle_control): what can be dirty (avail), the
+  // background and the throttle thresholds, and what is dirty (NR_FILE_DIRTY, + NR_WRITEBACK).
+  struct dirty_throttle_control {
+    uint64_t avail = 0, bg_thresh = 0, thresh = 0, file_dirty = 0, dirty = 0;
+  };
+  dirty_throttle_control global_dirty_limits() const;
+  // The memory cgroup's domain (mem_cgroup_wb_stats() + mdtc_calc_avail()); root: none (false).
+  bool memcg_dirty_limits(const mem_cgroup* memcg, const dirty_throttle_control& gdtc,
+                          dirty_throttle_control* mdtc) const;
   // One read of `nr` pages from the disk, submitted now: its cost and count; returns when it
   // completes (simulated time; now without a disk).
   uint64_t read_request(unsigned nr);
@@ -1027,6 +1064,18 @@ class Kernel {
   std::unique_ptr<swap_info_struct> si_;
   std::unordered_map<uint64_t, folio*> swap_cache_;  // swp_entry_t.val -> folio
   std::vector<std::pair<uint64_t, folio*>> writeback_;  // (completion, folio) of writes in flight
+  // Writeback (page_writeback.cpp).
+  void folio_account_dirtied(folio* f, address_space* mapping);
+  void folio_account_cleaned(folio* f);
+  void __folio_start_writeback(folio* f);
+  void __folio_end_writeback(folio* f);
+  // wb_writeback() (fs/fs-writeback.c): dirty inodes written, oldest first, in chunks of
+  // writeback_chunk_size(), until nr_pages are written or (background) the thresholds are met.
+  uint64_t wb_writeback(uint64_t nr_pages, bool for_background, const mem_cgroup* memcg);
+  bool wb_over_bg_thresh(const mem_cgroup* memcg) const;
+  uint64_t nr_file_dirty_ = 0, nr_writeback_ = 0;
+  std::vector<address_space*> b_dirty_;  // the wb's dirty inodes, in dirtied_when order
+  bool in_flusher_ = false;              // the flusher's work is running (no recursion)
 
  private:
   // What the kernel does outside the simulation (the program image, a file read before the run):
@@ -1119,7 +1168,12 @@ class Kernel {
   } tlb_ubc_;
   struct scan_control;
   // `nr_pageout`: pages written (or zero-filled and kept in the zeromap) are added there.
-  unsigned shrink_folio_list(std::vector<folio*>& folio_list, uint64_t* nr_pageout = nullptr);
+  // struct reclaim_stat (include/linux/vmstat.h): what shrink_folio_list() found, pages.
+  struct reclaim_stat {
+    uint64_t nr_dirty = 0, nr_unqueued_dirty = 0, nr_congested = 0, nr_writeback = 0;
+  };
+  unsigned shrink_folio_list(std::vector<folio*>& folio_list, uint64_t* nr_pageout = nullptr,
+                             reclaim_stat* stat = nullptr);
   uint64_t shrink_inactive_list(uint64_t nr_to_scan, lruvec& lv, lru_list lru, bool cgroup);
   void shrink_active_list(uint64_t nr_to_scan, lruvec& lv, lru_list lru);
   uint64_t isolate_lru_folios(uint64_t nr_to_scan, lruvec& lv, std::vector<folio*>* dst, uint64_t* nr_scanned,

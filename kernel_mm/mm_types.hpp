@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,7 +69,8 @@ struct page;
 // A file of the simulated filesystem: its inode (size, contents) and its page cache
 // (struct address_space, include/linux/fs.h; the xarray i_pages is a map by page index). The
 // contents are a function of the file's seed and the offset (Kernel::file_word), so that a read
-// is checkable; what a shared mapping writes stays in the page-cache folio (no writeback).
+// is checkable; what a shared mapping wrote is written back to the disk (mm/page-writeback.c,
+// kernel_mm/page_writeback.cpp) and read from there again once reclaim dropped the folio.
 // The read-ahead state (struct file_ra_state) is the file's here; the kernel keeps one per open
 // file.
 struct address_space {
@@ -88,6 +90,16 @@ struct address_space {
   };
   std::map<uint64_t, shadow_entry> shadows;  // page index -> shadow (never also in i_pages)
   // struct file_ra_state
+  // Writeback (include/linux/fs.h, include/linux/writeback.h): the indices tagged
+  // PAGECACHE_TAG_DIRTY, where range-cyclic writeback resumes (mapping->writeback_index), and the
+  // inode's place on its wb's b_dirty list (I_DIRTY_PAGES, inode->dirtied_when).
+  std::set<uint64_t> dirty_tags;
+  uint64_t writeback_index = 0;
+  bool inode_dirty = false;
+  uint64_t dirtied_when_ps = 0;
+  // What the disk holds of the file where it differs from the seed: the bytes of each page
+  // written back, by index (the file's blocks; a dropped folio is read from here).
+  std::map<uint64_t, std::vector<uint8_t>> written;
   unsigned ra_pages = 32;   // bdi->ra_pages: VM_READAHEAD_PAGES (128 KiB), include/linux/mm.h
   unsigned mmap_miss = 0;
   uint64_t ra_start = 0;    // the current window: its first page, size, and the pages at its
@@ -154,6 +166,11 @@ struct task_struct {
   // Pages charged over the memcg's memory.high since the task last returned to user mode
   // (current->memcg_nr_pages_over_high; set_notify_resume() makes that return reclaim them).
   unsigned memcg_nr_pages_over_high = 0;
+  // balance_dirty_pages_ratelimited()'s state (current->nr_dirtied, ->nr_dirtied_pause): pages
+  // this task dirtied since its last check, and how many it may dirty before the next one (32 for
+  // a new task: 128 >> (PAGE_SHIFT - 10), copy_process()).
+  unsigned nr_dirtied = 0;
+  unsigned nr_dirtied_pause = 32;
   // A fatal signal is pending (fatal_signal_pending(): SIGKILL, or a SIGSEGV/SIGBUS nobody
   // handles: every workload here takes the default action): its number, 0 none. The task dies
   // on its way back to user mode or when it next runs (the platform: System::deliver_fatal_signals).

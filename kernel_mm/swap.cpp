@@ -412,11 +412,13 @@ void Kernel::swap_slot_store(folio* f) {
   si_->data[off].assign(data, data + PAGE_SIZE);
 }
 
-// folio_end_writeback() (mm/filemap.c) when the write completes (end_swap_bio_write()): a folio
-// reclaim wrote (PG_reclaim) moves to the tail of the inactive list for the next scan
-// (folio_rotate_reclaimable() -> lru_move_tail()).
+// folio_end_writeback() (mm/filemap.c:1594) when a write completes (end_swap_bio_write(),
+// mpage_write_end_io()): a folio reclaim wrote or marked (PG_reclaim) moves to the tail of the
+// inactive list for the next scan (folio_rotate_reclaimable() -> lru_move_tail(): PGROTATED);
+// __folio_end_writeback() ends the page-cache folio's writeback accounting.
 void Kernel::folio_end_writeback(folio* f) {
   f->flags &= ~PG_writeback;
+  if (!folio_test_anon(f)) __folio_end_writeback(f);
   if (!folio_test_reclaim(f)) return;
   f->flags &= ~PG_reclaim;
   if (folio_test_locked(f) || folio_test_dirty(f) || !folio_test_lru(f)) return;
@@ -424,6 +426,7 @@ void Kernel::folio_end_writeback(folio* f) {
   lruvec_del_folio(lv, f);
   f->flags &= ~PG_active;
   lruvec_add_folio_tail(lv, f);
+  ctr_.pgrotated.inc(uint64_t(folio_nr_pages(f)));
 }
 
 // The completions of the writes whose time has come, in completion order (the disk's interrupts

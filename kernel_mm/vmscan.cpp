@@ -14,8 +14,10 @@
 // With swap (swap.size, swap.cpp) the anonymous lists are scanned too (get_scan_count()'s
 // balance by swappiness and reclaim cost): an anonymous folio gets a swap slot, its PTEs become
 // swap entries, it is written and freed on a later pass once the write completed.
-// Not here (each marked where it happens): dirty page-cache folios are activated (direct reclaim
-// does not write; no writeback or flusher threads), no shadow entries for anonymous memory, no
+// Dirty page-cache folios are marked and activated (direct reclaim does not write them); a batch
+// that is all dirty wakes the flusher (page_writeback.cpp), whose write's end rotates them to the
+// inactive tail.
+// Not here (each marked where it happens): no shadow entries for anonymous memory, no
 // kswapd or watermarks, no i_mmap_rwsem or LRU lock timing, no large page-cache folios, large
 // anonymous folios are not split for swap-out (they are activated).
 #include <algorithm>
@@ -202,6 +204,36 @@ void Kernel::try_to_unmap_flush() {
   tlb_ubc_.flush_required = false;
 }
 
+// folio_mkclean() (mm/rmap.c:1094) -> rmap_walk() -> page_mkclean_one() (1047) ->
+// page_vma_mkclean_one() (1021): in each shared mapping of the page-cache folio, a PTE that is
+// dirty or writable is cleared and flushed at once (ptep_clear_flush(): no batching), then set
+// again write-protected and clean; the next store faults (wp_page_shared()) and dirties the
+// folio again. Returns the PTEs cleaned.
+int Kernel::folio_mkclean(folio* f) {
+  if (!folio_mapped(f) || folio_test_anon(f) || !f->mapping) return 0;
+  int cleaned = 0;
+  const pfn_t pfn = page_to_pfn(f);
+  rmap_walk(f, [&](vm_area_struct* vma, uint64_t address) {
+    if (!(vma->vm_flags & VM_SHARED)) return;  // rmap_walk_control.invalid_vma: invalid_mkclean_vma()
+    mm_struct* mm = vma->vm_mm;
+    pmd_t* pmd = mm_find_pmd(mm, address);
+    if (!pmd || !arch_->table_present(pmd->val) || arch_->pmd_trans_huge(*pmd)) return;
+    uint32_t* ptl;
+    pte_t* pte = pte_offset_map_lock(mm, pmd, address, &ptl);
+    const pte_t old = arch_->ptep_get(pte);
+    if (arch_->pte_present(old) && arch_->pte_pfn(old) == pfn && (arch_->pte_dirty(old) || arch_->pte_write(old))) {
+      pte_t entry = arch_->ptep_clear_flush(vma, address, pte);
+      entry = arch_->pte_wrprotect(entry);
+      entry = arch_->pte_mkclean(entry);
+      arch_->set_pte_at(mm, address, pte, entry);
+      ++cleaned;
+      ctr_.folio_mkclean_ptes.inc();
+    }
+    pte_unmap_unlock(pte, ptl);
+  });
+  return cleaned;
+}
+
 // ------------------------------------------------------------------------------------------------
 // Reclaim (mm/vmscan.c)
 
@@ -221,6 +253,14 @@ bool Kernel::__remove_mapping(address_space* mapping, folio* f) {
     struct_page_touch(f, 1, true);
     return true;
   }
+  // What the disk holds of a page written back (page_writeback.cpp), taken again now the folio
+  // leaves memory, as swap_slot_store() does: a store of a core behind in simulated time made
+  // before the write in simulated time but after it in the port's order is in it (the folio is
+  // clean: any later store would have faulted and dirtied it).
+  if (auto w = mapping->written.find(f->index); w != mapping->written.end()) {
+    const uint8_t* data = phys_.frame_data(folio_pfn(f));
+    w->second.assign(data, data + PAGE_SIZE);
+  }
   // shadow = workingset_eviction(folio, target_memcg); __filemap_remove_folio(folio, shadow) ->
   // page_cache_delete(): the shadow takes the folio's slot.
   mapping->shadows[f->index] = workingset_eviction(f);
@@ -236,8 +276,10 @@ bool Kernel::__remove_mapping(address_space* mapping, folio* f) {
 
 // shrink_folio_list() (mm/vmscan.c:1049) with folio_check_references() (865) and pageout() (638),
 // for memory-cgroup and direct reclaim (cgroup v2: writeback_throttling_sane()).
-unsigned Kernel::shrink_folio_list(std::vector<folio*>& folio_list, uint64_t* nr_pageout) {
+unsigned Kernel::shrink_folio_list(std::vector<folio*>& folio_list, uint64_t* nr_pageout, reclaim_stat* stat) {
   writeback_end_due();
+  reclaim_stat dummy;
+  if (!stat) stat = &dummy;
   unsigned nr_reclaimed = 0;
   std::vector<folio*> ret_folios, free_folios;
   for (folio* f : folio_list) {
@@ -248,10 +290,21 @@ unsigned Kernel::shrink_folio_list(std::vector<folio*>& folio_list, uint64_t* nr
       continue;
     }
     bool activate = false, keep = false, unlocked = false;
+    const uint64_t nr_pages = uint64_t(folio_nr_pages(f));
+    // folio_check_dirty_writeback() (mm/vmscan.c:928): page-cache folios only. Dirty or under
+    // writeback: nr_dirty; dirty and not yet queued: nr_unqueued_dirty; under writeback and
+    // already marked for reclaim (it came round again before its write ended): nr_congested.
+    if (folio_is_file_lru(f)) {
+      const bool dirty = folio_test_dirty(f), writeback = folio_test_writeback(f);
+      if (dirty || writeback) stat->nr_dirty += nr_pages;
+      if (dirty && !writeback) stat->nr_unqueued_dirty += nr_pages;
+      if (writeback && folio_test_reclaim(f)) stat->nr_congested += nr_pages;
+    }
     // A folio under writeback: memcg and direct reclaim mark it for reclaim and activate it; the
     // write's end rotates it to the inactive tail (mm/vmscan.c:1150, case 2).
     if (folio_test_writeback(f)) {
       f->flags |= PG_reclaim;  // folio_set_reclaim()
+      stat->nr_writeback += nr_pages;
       activate = true;
     }
     folio_references references = FOLIOREF_RECLAIM;
@@ -296,8 +349,10 @@ unsigned Kernel::shrink_folio_list(std::vector<folio*>& folio_list, uint64_t* nr
     if (clean_path && folio_test_dirty(f)) {
       clean_path = false;
       if (folio_is_file_lru(f)) {
-        // Only kswapd writes page-cache folios (and there is no writeback of files here):
-        // immediately reclaim when written back (mm/vmscan.c:1360).
+        // Only kswapd writes page-cache folios (mm/vmscan.c:1347): the flusher will (reclaim
+        // wakes it when a whole batch is dirty, shrink_inactive_list()); immediately reclaim when
+        // written back (mm/vmscan.c:1360).
+        ctr_.nr_vmscan_immediate_reclaim.inc(nr_pages);  // NR_VMSCAN_IMMEDIATE
         f->flags |= PG_reclaim;
         activate = true;
       } else {
@@ -437,8 +492,16 @@ uint64_t Kernel::shrink_inactive_list(uint64_t nr_to_scan, lruvec& lv, lru_list 
   (cgroup ? ctr_.memcg_pgscan : ctr_.pgscan_direct).inc(nr_scanned);
   if (nr_taken == 0) return 0;
   uint64_t nr_pageout = 0;
-  const unsigned nr_reclaimed = shrink_folio_list(folio_list, &nr_pageout);
+  reclaim_stat stat;
+  const unsigned nr_reclaimed = shrink_folio_list(folio_list, &nr_pageout, &stat);
   move_folios_to_lru(lv, folio_list);
+  // If dirty folios are scanned that are not queued for IO, it implies that the flushers are not
+  // doing their job. This can happen when memory pressure pushes dirty folios to the end of the
+  // LRU before the dirty limits are breached and the dirty data has expired. It can also happen
+  // when the proportion of dirty folios grows not through writes but through memory pressure
+  // reclaiming all the clean cache. And in some cases, the flushers simply cannot keep up with
+  // the allocation rate. Nudge the flusher threads in case they are asleep.
+  if (stat.nr_unqueued_dirty == nr_taken) wakeup_flusher_threads_vmscan();
   lru_note_cost(lv, is_file_lru(lru), nr_pageout, nr_scanned - std::min<uint64_t>(nr_scanned, nr_reclaimed));
   (cgroup ? ctr_.memcg_pgsteal : ctr_.pgsteal_direct).inc(nr_reclaimed);
   return nr_reclaimed;

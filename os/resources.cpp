@@ -51,6 +51,12 @@ void System::check_resources(const Config& cfg) {
     reclaimable = wp_.size;
     what = fmt::format("workload.size = {} of page cache (reclaimable) and its page tables",
                        format_size(wp_.size));
+  } else if (wp_.backing == wl::Backing::file_shared && wp_.folio == wl::FolioKind::k4K) {
+    // A shared file mapping holds page cache only: what it writes is dirty until the flusher
+    // writes it back (kernel_mm/page_writeback.cpp, woken by reclaim), then reclaimable.
+    reclaimable = wp_.size;
+    what = fmt::format("workload.size = {} of page cache (written back, then reclaimable) and its page tables",
+                       format_size(wp_.size));
   } else {
     // 6.12's wp_can_reuse_anon_folio (kernel.large_folio_reuse = false) copies every page of a
     // once-shared large folio: the region twice.

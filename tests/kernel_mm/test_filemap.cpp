@@ -249,6 +249,17 @@ struct FixedDisk : BlockDev {
   uint64_t submit_write(uint64_t submit_ps, uint64_t) override { return submit_ps + 20000000; }
 };
 
+// A disk that reads at once and takes a second for every write: what the flusher writes is still
+// under writeback for the rest of a test that stays at time 0.
+struct SlowWriteDisk : BlockDev {
+  unsigned writes = 0;
+  uint64_t submit_read(uint64_t submit_ps, uint64_t) override { return submit_ps; }
+  uint64_t submit_write(uint64_t submit_ps, uint64_t) override {
+    ++writes;
+    return submit_ps + 1000000000000ull;
+  }
+};
+
 // A load by `t` at simulated time `ps` (a kernel entry starting then, its account cleared).
 int load_at(Env& e, task_struct* t, uint64_t va, uint64_t ps) {
   e.k.clear_cost();
@@ -443,11 +454,14 @@ TEST_CASE("memcg: anonymous memory over memory.max is the cgroup's OOM: the proc
 
 TEST_CASE("workingset: an evicted page-cache folio leaves a shadow and its refault is activated when the refault distance fits in the active list", "[filemap][reclaim][workingset]") {
   Env e;
+  SlowWriteDisk disk;
+  e.k.set_block_device(&disk);
   task_struct* t = e.proc("p");
   address_space* dirty = e.k.file_create("dirty", 64 * PAGE_SIZE, 8);
   address_space* clean = e.k.file_create("clean", 32 * PAGE_SIZE, 9);
-  // 64 dirty shared pages (reclaim unmaps them and activates them: it does not write) and 32
-  // clean ones in the cache only.
+  // 64 dirty shared pages (reclaim unmaps them and activates them: it does not write them; the
+  // flusher it wakes does, and their writes take longer than the test) and 32 clean ones in the
+  // cache only.
   const uint64_t vd = mmap_file(e, t, dirty, 64 * PAGE_SIZE, MAP_SHARED);
   for (uint64_t p = 0; p < 64; ++p) REQUIRE(e.store(t, vd + p * PAGE_SIZE, 7));
   auto read_clean = [&]() {
@@ -470,9 +484,13 @@ TEST_CASE("workingset: an evicted page-cache folio leaves a shadow and its refau
     return n;
   };
 
-  // Everything reclaimable goes: the clean pages at once (evictions 0-31), the dirty ones are
-  // activated on their second look (64 activations after them): each clean page's refault
-  // distance (65-96) is more than the active list (64): none will be activated.
+  // Everything reclaimable goes: the clean pages at once (evictions 0-31). The dirty ones are
+  // seen first (the tail): their first batch, all dirty and not queued for I/O, wakes the flusher,
+  // which writes all 64 in one request (adjacent pages, index order); then each is under writeback
+  // when reclaim looks at it: marked for reclaim and activated (64 activations after the clean
+  // evictions), and aged back to the inactive list but one while the inactive list is low. Each
+  // clean page's refault distance (65-96) is more than the active list (1): none will be
+  // activated.
   e.k.enter(t, 0);
   e.k.try_to_free_pages(0, 128);
   e.k.check_invariants("try_to_free_pages", true);
@@ -480,7 +498,14 @@ TEST_CASE("workingset: an evicted page-cache folio leaves a shadow and its refau
   CHECK(clean->shadows.size() == 32);
   CHECK(dirty->nrpages == 64);
   CHECK(dirty->shadows.empty());
-  CHECK(lv.lists[LRU_ACTIVE_FILE].nr_pages == 64);
+  CHECK(e.count("kernel.flusher_vmscan") == 1);
+  CHECK(disk.writes == 1);
+  CHECK(e.k.nr_writeback() == 64);
+  CHECK(e.k.nr_file_dirty() == 0);
+  CHECK(e.count("kernel.nr_vmscan_immediate_reclaim") == 0);  // none was dirty when activated
+  CHECK(e.count("kernel.pgactivate") == 64);
+  CHECK(lv.lists[LRU_ACTIVE_FILE].nr_pages + lv.lists[LRU_INACTIVE_FILE].nr_pages == 64);
+  for (const auto& [index, f] : dirty->i_pages) CHECK((folio_test_writeback(f) && folio_test_reclaim(f)));
   CHECK(lv.nonresident_age == 96);
   CHECK(expect_active() == 0);
   read_clean();  // 32 refaults (the read-around brings all of it back), none activated
@@ -488,15 +513,18 @@ TEST_CASE("workingset: an evicted page-cache folio leaves a shadow and its refau
   CHECK(e.count("kernel.workingset_activate_file") == 0);
   CHECK(clean->shadows.empty());
 
-  // Again, asking for 32 pages: the clean ones go first, now with few activations after them:
-  // those whose distance fits in the 64 active pages come back active.
+  // Again, asking for 32 pages; then one shadow is made as recent as the last eviction (refault
+  // distance 0, which fits any active list): it and those whose distance fits in the active
+  // list come back active, the others inactive.
   e.k.enter(t, 0);
   e.k.try_to_free_pages(0, 32);
   e.k.check_invariants("try_to_free_pages", true);
   CHECK(clean->shadows.size() == 32);
+  clean->shadows.begin()->second.eviction = lv.nonresident_age;
   const uint64_t expected = expect_active();
   INFO("active " << lv.lists[LRU_ACTIVE_FILE].nr_pages << " nonresident_age " << lv.nonresident_age);
   CHECK(expected > 0);
+  CHECK(expected < 32);
   read_clean();
   CHECK(e.count("kernel.workingset_refault_file") == 64);
   CHECK(e.count("kernel.workingset_activate_file") == expected);
@@ -532,4 +560,72 @@ TEST_CASE("reclaim: on x86 unmapping from an mm another CPU runs is one batched 
   CHECK(e.count("kernel.tlbbatch_flushes") == 1);
   CHECK(e.k.cost()[Cost::ipi] == 1);
   CHECK(t->mm->tlb_gen == gen + 31);
+}
+
+TEST_CASE("writeback: reclaim wakes the flusher, the written pages are reclaimed after their write and read back with what was written", "[filemap][reclaim][writeback]") {
+  Env e;
+  SlowWriteDisk disk;  // writes take 1 s
+  e.k.set_block_device(&disk);
+  task_struct* t = e.proc("p");
+  address_space* file = e.k.file_create("shared", 32 * PAGE_SIZE, 21);
+  const uint64_t va = mmap_file(e, t, file, 32 * PAGE_SIZE, MAP_SHARED);
+  for (uint64_t p = 0; p < 32; ++p) REQUIRE(e.store(t, va + p * PAGE_SIZE + 3, int(0x40 + p)));
+  e.k.lru_add_drain();
+  // Dirty accounting: 32 pages dirtied, the inode on the dirty list.
+  CHECK(e.k.nr_file_dirty() == 32);
+  CHECK(e.count("kernel.nr_dirtied") == 32);
+  CHECK(file->dirty_tags.size() == 32);
+  CHECK(file->inode_dirty);
+  CHECK(e.k.memcgs()[0]->nr_file_dirty == 32);
+
+  // Reclaim at time 0: the batch is all dirty: the flusher writes the 32 pages (one request),
+  // cleaning and write-protecting their PTEs; nothing can be freed before the writes end.
+  e.k.enter(t, 0, 0);
+  CHECK(e.k.try_to_free_pages(0, 32) == 0);
+  e.k.check_invariants("try_to_free_pages", true);
+  CHECK(disk.writes == 1);
+  CHECK(e.count("kernel.flusher_vmscan") == 1);
+  CHECK(e.count("kernel.file_write_requests") == 1);
+  CHECK(e.count("kernel.folio_mkclean_ptes") == 32);
+  CHECK(e.k.nr_file_dirty() == 0);
+  CHECK(e.k.nr_writeback() == 32);
+  CHECK(file->dirty_tags.empty());
+  CHECK_FALSE(file->inode_dirty);
+  CHECK(file->written.size() == 32);
+  CHECK(file->nrpages == 32);
+
+  // A store to page 5 now faults (write notification) and dirties it again while its write is in
+  // flight (folio_mark_dirty() takes PG_reclaim away: it is not rotated when the write ends).
+  const uint64_t faults = e.count("faults.total");
+  REQUIRE(e.store(t, va + 5 * PAGE_SIZE + 3, 0x99));
+  CHECK(e.count("faults.total") == faults + 1);
+  folio* five = file->i_pages.at(5);
+  CHECK(folio_test_dirty(five));
+  CHECK(folio_test_writeback(five));
+  CHECK_FALSE(folio_test_reclaim(five));
+  CHECK(e.k.nr_file_dirty() == 1);
+
+  // At 2 s the writes have ended (NR_WRITTEN, rotated to the inactive tail); reclaim frees the
+  // 31 clean pages; page 5 is dirty again and stays, and a batch with clean pages in it does not
+  // wake the flusher.
+  e.k.enter(t, 0, 2000000000000ull);
+  e.k.writeback_end_due();
+  CHECK(e.count("kernel.nr_written") == 32);
+  CHECK(e.count("kernel.pgrotated") == 31);
+  CHECK(e.k.nr_writeback() == 0);
+  e.k.try_to_free_pages(0, 64);
+  e.k.check_invariants("try_to_free_pages", true);
+  CHECK(file->nrpages == 1);
+  CHECK(file->i_pages.count(5) == 1);
+  CHECK(disk.writes == 1);
+  CHECK(e.count("kernel.flusher_vmscan") == 1);
+  REQUIRE(e.k.sys_munmap(t, va, 32 * PAGE_SIZE) == 0);
+
+  // Read back through a new mapping: every page as written, from the disk's copy.
+  const uint64_t vb = mmap_file(e, t, file, 32 * PAGE_SIZE, MAP_PRIVATE, 0, PROT_READ);
+  for (uint64_t p = 0; p < 32; ++p) {
+    INFO("page " << p);
+    CHECK(e.load(t, vb + p * PAGE_SIZE + 3) == (p == 5 ? 0x99 : int(0x40 + p)));
+    CHECK(e.load(t, vb + p * PAGE_SIZE + 4) == file_byte(file, p * PAGE_SIZE + 4));
+  }
 }
