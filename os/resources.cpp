@@ -95,7 +95,7 @@ void System::check_resources(const Config& cfg) {
               ? fmt::format("anonymous beyond memcg.swap_max = {} ({})", format_size(kp_.memcg_swap_max),
                             cfg.setting("memcg.swap_max").origin)
           : swappable ? fmt::format("anonymous beyond swap.size = {}", format_size(kp_.swap_size))
-                      : std::string("anonymous or dirty: there is no swap"),
+                      : std::string("anonymous: there is no swap"),
           format_size(kp_.memcg_max), memcg_origin);
   // memory.high is not a wall: over it the tasks reclaim and, where nothing more can be freed,
   // sleep up to 2 s per return to user mode. A pattern that must hold more than it crawls.
