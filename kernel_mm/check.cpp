@@ -896,6 +896,39 @@ class Checker {
 
   // The page-cache folios no page table maps: the cache's reference (and LRU-add batch slots) only.
   void check_page_cache() {
+    // Writeback accounting (page_writeback.cpp): NR_FILE_DIRTY and NR_WRITEBACK, global and per
+    // memcg, are the dirty and the under-writeback page-cache pages; a dirty folio's index is
+    // tagged dirty; a file with tagged indices is on the dirty-inode list.
+    uint64_t dirty = 0, writeback = 0;
+    std::vector<uint64_t> memcg_dirty(k_.memcgs().size()), memcg_writeback(k_.memcgs().size());
+    for (const auto& up : k_.files()) {
+      const address_space* m = up.get();
+      for (const auto& [index, f] : m->i_pages) {
+        const uint64_t nr = uint64_t(folio_nr_pages(f));
+        if (folio_test_dirty(f)) {
+          dirty += nr;
+          memcg_dirty.at(f->memcg_id) += nr;
+          if (!m->dirty_tags.count(index))
+            fail(INV_CACHE, "file {} ({}): a dirty folio's index {:#x} is not tagged dirty: {}", m->ino, m->name,
+                 index, folio_state(f));
+        }
+        if (folio_test_writeback(f)) {
+          writeback += nr;
+          memcg_writeback.at(f->memcg_id) += nr;
+        }
+      }
+      if (!m->dirty_tags.empty() && !m->inode_dirty)
+        fail(INV_CACHE, "file {} ({}): {} indices tagged dirty but the inode is not dirty", m->ino, m->name,
+             m->dirty_tags.size());
+    }
+    if (dirty != k_.nr_file_dirty() || writeback != k_.nr_writeback())
+      fail(INV_CACHE, "NR_FILE_DIRTY {} and NR_WRITEBACK {} but the page cache holds {} dirty and {} under writeback",
+           k_.nr_file_dirty(), k_.nr_writeback(), dirty, writeback);
+    for (size_t i = 0; i < k_.memcgs().size(); ++i)
+      if (memcg_dirty[i] != k_.memcgs()[i]->nr_file_dirty || memcg_writeback[i] != k_.memcgs()[i]->nr_writeback)
+        fail(INV_CACHE, "memcg {}: file_dirty {} and file_writeback {} but its page cache holds {} dirty and {} "
+             "under writeback", i, k_.memcgs()[i]->nr_file_dirty, k_.memcgs()[i]->nr_writeback, memcg_dirty[i],
+             memcg_writeback[i]);
     for (const auto& up : k_.files()) {
       const address_space* m = up.get();
       for (const auto& [index, shadow] : m->shadows)

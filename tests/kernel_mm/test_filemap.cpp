@@ -5,6 +5,7 @@
 // every invariant (the CACHE ones included) after every kernel entry.
 #include <catch2/catch.hpp>
 
+#include "base/error.hpp"
 #include "faults_env.hpp"
 
 using namespace kmm;
@@ -620,6 +621,12 @@ TEST_CASE("writeback: reclaim wakes the flusher, the written pages are reclaimed
   CHECK(disk.writes == 1);
   CHECK(e.count("kernel.flusher_vmscan") == 1);
   REQUIRE(e.k.sys_munmap(t, va, 32 * PAGE_SIZE) == 0);
+
+  // The checker holds the counts to the page cache: one page too many is caught.
+  e.k.memcgs()[0]->nr_file_dirty += 1;
+  CHECK_THROWS_AS(e.k.check_invariants("forced", true), mmusim::InternalError);
+  e.k.memcgs()[0]->nr_file_dirty -= 1;
+  e.k.check_invariants("restored", true);
 
   // Read back through a new mapping: every page as written, from the disk's copy.
   const uint64_t vb = mmap_file(e, t, file, 32 * PAGE_SIZE, MAP_PRIVATE, 0, PROT_READ);
