@@ -195,7 +195,7 @@ void run_with_progress(Platform& platform, const std::string& what, std::chrono:
     if (sc_core::sc_start_of_simulation_invoked() && !sc_core::sc_pending_activity_at_current_time() &&
         sc_core::sc_pending_activity_at_future_time())
       step = std::max(step, sc_core::sc_time_to_pending_activity());
-    sc_core::sc_start(step, sc_core::SC_EXIT_ON_STARVATION);
+    run_simulation(step, sc_core::SC_EXIT_ON_STARVATION);
     auto now = clock::now();
     if (sc_core::sc_get_status() == sc_core::SC_STOPPED || !sc_core::sc_pending_activity()) break;
     // Aim at about 0.1 s of host time per slice.
@@ -259,7 +259,7 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Platform> platform = build_platform(cfg, stats, trace);
   if (progress) run_with_progress(*platform, a.configs.back(), t0, err);
-  else sc_core::sc_start();
+  else run_simulation();
   double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   platform->finish(host);
   trace.close();

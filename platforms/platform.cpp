@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "platforms/platform.hpp"
 
+#include <pthread.h>
+
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <string>
@@ -17,7 +20,43 @@
 #include "platforms/platform_files.hpp"
 #include "workloads/workload.hpp"
 
+// AddressSanitizer's fiber interface (compiler-rt common_interface_defs.h), weak: null without ASan.
+extern "C" {
+void __sanitizer_start_switch_fiber(void** fake_stack_save, const void* bottom, size_t size) __attribute__((weak));
+void __sanitizer_finish_switch_fiber(void* fake_stack_save, const void** bottom_old, size_t* size_old)
+    __attribute__((weak));
+}
+
 namespace mmusim {
+
+namespace {
+
+// See run_simulation(): a "switch" from wherever ASan thinks this thread is to the thread's own
+// stack, which it is on. No fake stack is kept (mmusim runs with detect_stack_use_after_return=0).
+void asan_back_on_thread_stack() {
+  if (__sanitizer_start_switch_fiber == nullptr || __sanitizer_finish_switch_fiber == nullptr) return;
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return;
+  void* bottom = nullptr;
+  size_t size = 0;
+  const bool ok = pthread_attr_getstack(&attr, &bottom, &size) == 0;
+  pthread_attr_destroy(&attr);
+  if (!ok) return;
+  __sanitizer_start_switch_fiber(nullptr, bottom, size);
+  __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
+}
+
+}  // namespace
+
+void run_simulation() {
+  sc_core::sc_start();
+  asan_back_on_thread_stack();
+}
+
+void run_simulation(const sc_core::sc_time& duration, sc_core::sc_starvation_policy policy) {
+  sc_core::sc_start(duration, policy);
+  asan_back_on_thread_stack();
+}
 
 namespace {
 

@@ -32,4 +32,13 @@ Schema build_schema();
 // The platform that `platform.name` names, elaborated.
 std::unique_ptr<Platform> build_platform(const Config& cfg, Stats& stats, Trace& trace);
 
+// sc_core::sc_start(), then tells AddressSanitizer (when the process has it) that the thread is on
+// its own stack again. Debian's SystemC 2.3.4 announces a coroutine switch to ASan in
+// sc_cor_pkg_qt::yield() but not in sc_cor_pkg_qt::abort(), the switch away from an SC_THREAD whose
+// function returned: when the simulation ends that way, ASan keeps the finished coroutine's stack
+// as the main thread's, that stack is freed with the process, and LeakSanitizer's scan at exit
+// reads it (its tracer dies with SIGSEGV when the memory is unmapped). Without ASan: just sc_start().
+void run_simulation();
+void run_simulation(const sc_core::sc_time& duration, sc_core::sc_starvation_policy policy);
+
 }  // namespace mmusim

@@ -79,7 +79,7 @@ struct Run {
   // Elaborates and runs; rethrows an error a core stopped on (HwPlatform::finish()).
   void go() {
     platform = build_platform(cfg, stats, trace);
-    sc_core::sc_start();
+    run_simulation();
     platform->finish(0.0);
     trace.close();
   }
