@@ -306,7 +306,9 @@ KernelCounters::KernelCounters(mmusim::Stats& s)
       flusher_background(s.counter("kernel.flusher_background", "background writeback runs: dirty page cache over dirty_background_ratio of a domain (wb_start_background_writeback())")),
       flusher_vmscan(s.counter("kernel.flusher_vmscan", "writeback of every dirty page started by reclaim that found only dirty page cache (wakeup_flusher_threads(WB_REASON_VMSCAN))")),
       balance_dirty_pages(s.counter("kernel.balance_dirty_pages", "dirtiers' checks of the dirty limits (balance_dirty_pages(), every nr_dirtied_pause pages a task dirties)")),
-      dirty_over_freerun(s.counter("kernel.dirty_over_freerun", "checks that found a domain's dirty and writeback pages above its freerun ceiling ((dirty_ratio + dirty_background_ratio) / 2 of what can be dirty), where the kernel would pause the dirtier (not modelled: no pause)")) {}
+      dirty_over_freerun(s.counter("kernel.dirty_over_freerun", "checks that found a domain's dirty and writeback pages above its freerun ceiling ((dirty_ratio + dirty_background_ratio) / 2 of what can be dirty): the dirtier is throttled to its task_ratelimit (a pause, or a debt carried to the next check)")),
+      dirty_throttle_pauses(s.counter("kernel.dirty_throttle_pauses", "dirtiers put to sleep by balance_dirty_pages() (io_schedule_timeout(pause)): dirtying faster than the disk writes")),
+      dirty_throttle_ns(s.counter("kernel.dirty_throttle_ns", "time dirtiers slept in balance_dirty_pages() (part of their faults' time, not of the CPU's kernel work)", "ns")) {}
 
 // ------------------------------------------------------------------------------------------------
 // Construction
@@ -331,6 +333,7 @@ Kernel::Kernel(const KernelParams& params, mmusim::pg::Isa isa, MmuHw& hw, mmusi
     ctr_.numa_other = &stats.counter("kernel.numa_other", "pages allocated on another node than the allocating CPU's (other_node)", "pages");
   }
   init_memmap();
+  wb_init();
 }
 
 Kernel::~Kernel() { std::free(mem_map_); }

@@ -144,7 +144,8 @@ struct KernelCounters {
   // nr_vmscan_immediate_reclaim, pgrotated; write requests, PTEs write-protected for writeback
   // (folio_mkclean), the flusher's runs by reason, and dirtiers' checks against the dirty limits.
   mmusim::Counter &nr_dirtied, &nr_written, &nr_vmscan_immediate_reclaim, &pgrotated, &file_write_requests,
-      &folio_mkclean_ptes, &flusher_background, &flusher_vmscan, &balance_dirty_pages, &dirty_over_freerun;
+      &folio_mkclean_ptes, &flusher_background, &flusher_vmscan, &balance_dirty_pages, &dirty_over_freerun,
+      &dirty_throttle_pauses, &dirty_throttle_ns;
   // Several NUMA nodes only (registered then): /proc/vmstat's numa_hit, numa_miss, local_node,
   // other_node, summed over the nodes.
   mmusim::Counter *numa_hit = nullptr, *numa_miss = nullptr, *numa_local = nullptr, *numa_other = nullptr;
@@ -276,6 +277,15 @@ struct lruvec {
   uint64_t nonresident_age = 0;  // evictions and activations so far (mm/workingset.c)
   uint64_t anon_cost = 0, file_cost = 0;  // lru_note_cost(): what reclaiming each type cost lately
 };
+// A writeback domain's smoothed hard limit (struct wb_domain, include/linux/writeback.h): the
+// global one and each memory cgroup's (memcg->cgwb_domain). dirty_limit follows the throttle
+// threshold up at once and down slowly, every BANDWIDTH_INTERVAL (update_dirty_limit()), pages;
+// its time stamp in jiffies.
+struct wb_domain {
+  uint64_t dirty_limit = 0;
+  uint64_t dirty_limit_tstamp = 0;
+};
+
 // A memory cgroup (struct mem_cgroup, include/linux/memcontrol.h; cgroup v2): its page counter
 // (memory.current against memory.max, in pages) and its LRU lists, one lruvec per node
 // (mem_cgroup_per_node). The root (id 0) has no limit and holds every folio not charged elsewhere.
@@ -291,6 +301,7 @@ struct mem_cgroup {
   // memory.stat's file_dirty and file_writeback (lruvec_page_state NR_FILE_DIRTY, NR_WRITEBACK
   // summed over the nodes), pages.
   uint64_t nr_file_dirty = 0, nr_writeback = 0;
+  wb_domain cgwb_domain;         // its dirty-throttling domain (balance_dirty_pages())
   std::vector<lruvec> nodeinfo;  // per node
 };
 
@@ -960,10 +971,28 @@ class Kernel {
   // page of `mapping`.
   void balance_dirty_pages_ratelimited(address_space* mapping, const folio* f);
   // The dirty limits of a domain (struct dirty_throttle_control): what can be dirty (avail), the
-  // background and the throttle thresholds, and what is dirty (NR_FILE_DIRTY, + NR_WRITEBACK).
+  // background and the throttle thresholds, and what is dirty (NR_FILE_DIRTY, + NR_WRITEBACK);
+  // for balance_dirty_pages() also the wb's share and state in it (one wb: the whole domain) and
+  // the position ratio (fixed point, RATELIMIT_CALC_SHIFT).
   struct dirty_throttle_control {
     uint64_t avail = 0, bg_thresh = 0, thresh = 0, file_dirty = 0, dirty = 0;
+    wb_domain* dom = nullptr;
+    uint64_t wb_thresh = 0, wb_bg_thresh = 0, wb_dirty = 0;
+    int64_t pos_ratio = 0;
+    bool dirty_exceeded = false, freerun = false;
   };
+  // The bdi's writeback state that dirty throttling uses (struct bdi_writeback, one for the disk):
+  // the write bandwidth estimate and the base dirty rate limit, in pages per second, with their
+  // time stamp (jiffies) and the WB_DIRTIED / WB_WRITTEN counts they were last computed from.
+  struct bdi_writeback {
+    uint64_t bw_time_stamp = 0;
+    uint64_t dirtied = 0, written = 0;  // wb_stat(WB_DIRTIED), wb_stat(WB_WRITTEN)
+    uint64_t dirtied_stamp = 0, written_stamp = 0;
+    uint64_t write_bandwidth = 0, avg_write_bandwidth = 0;
+    uint64_t dirty_ratelimit = 0, balanced_dirty_ratelimit = 0;
+    bool dirty_exceeded = false;
+  };
+  const bdi_writeback& wb() const { return wb_; }
   dirty_throttle_control global_dirty_limits() const;
   // The memory cgroup's domain (mem_cgroup_wb_stats() + mdtc_calc_avail()); root: none (false).
   bool memcg_dirty_limits(const mem_cgroup* memcg, const dirty_throttle_control& gdtc,
@@ -1074,7 +1103,19 @@ class Kernel {
   uint64_t wb_writeback(uint64_t nr_pages, bool for_background, const mem_cgroup* memcg);
   bool wb_over_bg_thresh(const mem_cgroup* memcg) const;
   uint64_t nr_file_dirty_ = 0, nr_writeback_ = 0;
+  bdi_writeback wb_;                     // (wb_init(): the estimates start at INIT_BW)
+  wb_domain global_wb_domain_;
   std::vector<address_space*> b_dirty_;  // the wb's dirty inodes, in dirtied_when order
+  // balance_dirty_pages() (mm/page-writeback.c) and what it uses.
+  void balance_dirty_pages(const mem_cgroup* memcg, uint64_t pages_dirtied);
+  void wb_position_ratio(dirty_throttle_control* dtc) const;
+  void __wb_update_bandwidth(dirty_throttle_control* gdtc, dirty_throttle_control* mdtc, uint64_t now);
+  void wb_update_dirty_ratelimit(dirty_throttle_control* dtc, uint64_t dirtied, uint64_t elapsed);
+  void wb_update_write_bandwidth(uint64_t elapsed, uint64_t written);
+  void trace_balance_dirty_pages(const dirty_throttle_control& dtc, uint64_t dirty_ratelimit, uint64_t task_ratelimit,
+                                 uint64_t dirtied, int64_t period, int64_t pause, uint64_t start_time);
+  uint64_t jiffies() const;  // the simulated time now, in ticks of params_.hz
+  void wb_init();
   bool in_flusher_ = false;              // the flusher's work is running (no recursion)
 
  private:

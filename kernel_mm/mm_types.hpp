@@ -171,6 +171,9 @@ struct task_struct {
   // a new task: 128 >> (PAGE_SHIFT - 10), copy_process()).
   unsigned nr_dirtied = 0;
   unsigned nr_dirtied_pause = 32;
+  // When the task's dirty-throttling clock says it last paused (current->dirty_paused_when,
+  // jiffies; 0: never): a pause is the period of its pages at task_ratelimit less the time since.
+  uint64_t dirty_paused_when = 0;
   // A fatal signal is pending (fatal_signal_pending(): SIGKILL, or a SIGSEGV/SIGBUS nobody
   // handles: every workload here takes the default action): its number, 0 none. The task dies
   // on its way back to user mode or when it next runs (the platform: System::deliver_fatal_signals).

@@ -18,15 +18,17 @@
 //     by reclaim that found only dirty folios (WB_REASON_VMSCAN: every dirty page), writes inodes
 //     oldest first in chunks (writeback_chunk_size());
 //   - balance_dirty_pages(), every nr_dirtied_pause pages a task dirties: the global domain and
-//     the memory cgroup's (mdtc_calc_avail()), the background kick, freerun.
+//     the memory cgroup's (mdtc_calc_avail()), the background kick, freerun; over a freerun
+//     ceiling the dirtier sleeps so that it dirties at task_ratelimit = dirty_ratelimit *
+//     pos_ratio (wb_position_ratio(): the cubic global line and the wb's linear one), with the
+//     write bandwidth and dirty_ratelimit estimated every 200 ms (__wb_update_bandwidth()).
 // Simplified (each marked where it happens): the flusher's work runs at once, in the entry that
 // wakes it, and its CPU work is charged to nobody (a kernel thread on another CPU: there are no
 // kernel threads; the remote TLB flushes of folio_mkclean() still reach the CPUs that hold the
 // mm); one wb for all inodes (no cgroup writeback: a memcg's background writeback writes every
-// dirty inode); the write bandwidth estimate stays at its initial value (INIT_BW); no periodic
-// (kupdate, 5 s / 30 s) writeback; a dirtier over the freerun ceiling is not paused
-// (kernel.dirty_over_freerun counts where the kernel would pause it): no dirty_ratelimit,
-// pos_ratio or pause yet.
+// dirty inode, and the wb's share of a domain is the whole domain); the bandwidth estimate moves
+// only in balance_dirty_pages() (not also after writeback ends); no periodic (kupdate, 5 s /
+// 30 s) writeback; no strictlimit, no per-CPU bdp_ratelimits.
 #include <algorithm>
 #include <cstring>
 
@@ -91,6 +93,7 @@ void Kernel::folio_account_dirtied(folio* f, address_space* mapping) {
   nr_file_dirty_ += nr;
   memcgs_[f->memcg_id]->nr_file_dirty += nr;
   ctr_.nr_dirtied.inc(nr);
+  wb_.dirtied += nr;  // WB_DIRTIED
   if (current_) current_->nr_dirtied += unsigned(nr);
   mapping->dirty_tags.insert(f->index);
   if (!mapping->inode_dirty) {
@@ -139,6 +142,7 @@ void Kernel::__folio_end_writeback(folio* f) {
   nr_writeback_ -= nr;
   memcgs_[f->memcg_id]->nr_writeback -= nr;
   ctr_.nr_written.inc(nr);
+  wb_.written += nr;  // WB_WRITTEN
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -225,6 +229,14 @@ uint64_t Kernel::do_writepages(address_space* mapping, uint64_t nr_to_write) {
 uint64_t Kernel::wb_writeback(uint64_t nr_pages, bool for_background, const mem_cgroup* memcg) {
   if (in_flusher_) return 0;  // writeback_in_progress(wb)
   in_flusher_ = true;
+  // wb_bandwidth_estimate_start(): after more than a second without writeback the bandwidth
+  // estimate starts afresh (the idle time is not the disk's).
+  const uint64_t now = jiffies();
+  if (now - std::min(now, wb_.bw_time_stamp) > params_.hz && nr_writeback_ == 0) {
+    wb_.dirtied_stamp = wb_.dirtied;
+    wb_.written_stamp = wb_.written;
+    wb_.bw_time_stamp = now;
+  }
   const CostAccount cost = cost_;
   const double so_far = cycles_so_far_;
   const bool barrier_seen = store_barrier_seen_;
@@ -332,38 +344,375 @@ bool Kernel::memcg_dirty_limits(const mem_cgroup* memcg, const dirty_throttle_co
   return true;
 }
 
-// balance_dirty_pages_ratelimited() (mm/page-writeback.c) -> balance_dirty_pages() once the task
-// has dirtied nr_dirtied_pause pages (the per-CPU bdp_ratelimits path is left out): the limits of
-// the global domain and of the folio's memory cgroup; the global dirty pages over the background
-// threshold, or any domain over its freerun ceiling, start background writeback; all domains in
-// freerun: no pause, the next check after dirty_poll_interval() pages. Over a freerun ceiling the
-// kernel pauses the dirtier in proportion to how far it is over (pos_ratio, dirty_ratelimit):
-// not modelled (kernel.dirty_over_freerun counts these checks), the next check after the initial
-// 32 pages.
+// ------------------------------------------------------------------------------------------------
+// Dirty throttling (mm/page-writeback.c): the dirtier's pause
+
+// wb_init() (mm/backing-dev.c): the bandwidth estimates and the base rate limit start at INIT_BW,
+// the time stamps now (jiffies 0: the machine's start).
+void Kernel::wb_init() {
+  wb_ = {};
+  wb_.write_bandwidth = wb_.avg_write_bandwidth = INIT_BW;
+  wb_.dirty_ratelimit = wb_.balanced_dirty_ratelimit = INIT_BW;
+}
+
+uint64_t Kernel::jiffies() const {
+  return uint64_t((unsigned __int128)time_now_ps() * params_.hz / 1'000'000'000'000ull);
+}
+
+namespace {
+
+constexpr unsigned RATELIMIT_CALC_SHIFT = 10;                       // mm/page-writeback.c
+constexpr uint64_t DIRTY_POLL_THRESH = 128 >> (PAGE_SHIFT - 10);    // 32 pages
+// wb_stat_error(): the error per-CPU counters may have. The port's counts are exact, so the
+// uniprocessor value (1) is used where the kernel stops its hard-limit loop ("a pipe to go
+// through"); with many CPUs the kernel stops that loop a few hundred pages earlier.
+constexpr uint64_t kWbStatError = 1;
+
+uint64_t roundup_pow_of_two(uint64_t x) { return x <= 1 ? 1 : uint64_t(1) << (64 - __builtin_clzll(x - 1)); }
+int64_t ilog2(uint64_t x) { return x ? 63 - __builtin_clzll(x) : 0; }
+
+// MAX_PAUSE and BANDWIDTH_INTERVAL: HZ/5 (200 ms), at least one tick.
+uint64_t max_pause_jiffies(unsigned hz) { return std::max<uint64_t>(hz / 5, 1); }
+uint64_t bandwidth_interval(unsigned hz) { return std::max<uint64_t>(hz / 5, 1); }
+
+// hard_dirty_limit(): the domain's smoothed limit, never below the threshold.
+uint64_t hard_dirty_limit(const wb_domain* dom, uint64_t thresh) { return std::max(thresh, dom->dirty_limit); }
+
+// pos_ratio_polynom(): 1 + ((setpoint - dirty) / (limit - setpoint))^3 in fixed point, within
+// [0, 2]: 2 at freerun, 1 at the setpoint, 0 at the limit.
+int64_t pos_ratio_polynom(uint64_t setpoint, uint64_t dirty, uint64_t limit) {
+  const int64_t x = (int64_t(setpoint) - int64_t(dirty)) * (int64_t(1) << RATELIMIT_CALC_SHIFT) /
+                    int64_t((limit - setpoint) | 1);
+  int64_t pos_ratio = x;
+  pos_ratio = pos_ratio * x >> RATELIMIT_CALC_SHIFT;
+  pos_ratio = pos_ratio * x >> RATELIMIT_CALC_SHIFT;
+  pos_ratio += int64_t(1) << RATELIMIT_CALC_SHIFT;
+  return std::clamp<int64_t>(pos_ratio, 0, int64_t(2) << RATELIMIT_CALC_SHIFT);
+}
+
+// wb_dirty_limits() with __wb_calc_thresh() for the one wb: its share of the domain's thresholds
+// by recent completions is all of them (bdi min_ratio 0, max_ratio 100%), and its dirty and
+// writeback pages are the domain's.
+void wb_dirty_limits(Kernel::dirty_throttle_control* dtc) {
+  dtc->wb_thresh = dtc->thresh;
+  dtc->wb_bg_thresh = dtc->thresh ? dtc->wb_thresh * dtc->bg_thresh / dtc->thresh : 0;
+  dtc->wb_dirty = dtc->dirty;
+}
+
+// update_dirty_limit() every BANDWIDTH_INTERVAL (domain_update_dirty_limit()): up to the
+// threshold in one step, down by 1/32 of the distance to max(thresh, dirty).
+void domain_update_dirty_limit(Kernel::dirty_throttle_control* dtc, uint64_t now, unsigned hz) {
+  wb_domain* dom = dtc->dom;
+  if (now < dom->dirty_limit_tstamp + bandwidth_interval(hz)) return;
+  uint64_t limit = dom->dirty_limit;
+  if (limit < dtc->thresh) {
+    dom->dirty_limit = dtc->thresh;
+  } else {
+    const uint64_t thresh = std::max(dtc->thresh, dtc->dirty);
+    if (limit > thresh) dom->dirty_limit = limit - ((limit - thresh) >> 5);
+  }
+  dom->dirty_limit_tstamp = now;
+}
+
+}  // namespace
+
+// wb_position_ratio() (mm/page-writeback.c), without strictlimit: the global control line (a cubic
+// through freerun, the setpoint and the limit), scaled by the wb's linear line (slope
+// 1 / (8 * write bandwidth) around its setpoint, not below 1/4) and raised in the wb's reserve
+// area (below half its threshold, up to 8x). 0 at or above the limit.
+void Kernel::wb_position_ratio(dirty_throttle_control* dtc) const {
+  const uint64_t write_bw = wb_.avg_write_bandwidth;
+  const uint64_t freerun = dirty_freerun_ceiling(*dtc);
+  const uint64_t limit = hard_dirty_limit(dtc->dom, dtc->thresh);
+  uint64_t wb_thresh = dtc->wb_thresh;
+  dtc->pos_ratio = 0;
+  if (dtc->dirty >= limit) return;
+  const uint64_t setpoint = (freerun + limit) / 2;
+  int64_t pos_ratio = pos_ratio_polynom(setpoint, dtc->dirty, limit);
+  if (wb_thresh > dtc->thresh) wb_thresh = dtc->thresh;
+  // A wb whose threshold is near 0 because it was idle still gets a reasonable one.
+  wb_thresh = std::max(wb_thresh, (limit - dtc->dirty) / 8);
+  const uint64_t x = (wb_thresh << 16) / (dtc->thresh | 1);
+  const uint64_t wb_setpoint = setpoint * x >> 16;
+  const uint64_t span = (dtc->thresh - wb_thresh + 8 * write_bw) * x >> 16;
+  uint64_t x_intercept = wb_setpoint + span;
+  if (dtc->wb_dirty < x_intercept - span / 4) {
+    pos_ratio = int64_t(uint64_t(pos_ratio) * (x_intercept - dtc->wb_dirty) / ((x_intercept - wb_setpoint) | 1));
+  } else {
+    pos_ratio /= 4;
+  }
+  // The wb's reserve area: against the dirty pool running dry and the disk going idle.
+  x_intercept = wb_thresh / 2;
+  if (dtc->wb_dirty < x_intercept) {
+    if (dtc->wb_dirty > x_intercept / 8) pos_ratio = int64_t(uint64_t(pos_ratio) * x_intercept / dtc->wb_dirty);
+    else pos_ratio *= 8;
+  }
+  dtc->pos_ratio = pos_ratio;
+}
+
+// wb_update_write_bandwidth() (mm/page-writeback.c): the pages written since the last estimate
+// over the time, blended into a 3 s (rounded up to a power of two) window, and a smoother average.
+void Kernel::wb_update_write_bandwidth(uint64_t elapsed, uint64_t written) {
+  const unsigned hz = params_.hz;
+  const uint64_t period = roundup_pow_of_two(3ull * hz);
+  uint64_t avg = wb_.avg_write_bandwidth;
+  const uint64_t old = wb_.write_bandwidth;
+  uint64_t bw = (written - std::min(written, wb_.written_stamp)) * hz;
+  if (elapsed > period) {
+    bw /= elapsed;
+    avg = bw;
+  } else {
+    bw += wb_.write_bandwidth * (period - elapsed);
+    bw >>= ilog2(period);
+    // One more level of smoothing, against sudden spikes.
+    if (avg > old && old >= bw) avg -= (avg - old) >> 3;
+    if (avg < old && old <= bw) avg += (old - avg) >> 3;
+  }
+  wb_.write_bandwidth = bw;
+  wb_.avg_write_bandwidth = std::max<uint64_t>(avg, 1);
+}
+
+// wb_update_dirty_ratelimit() (mm/page-writeback.c): the base rate every dirtier is throttled
+// around, toward write_bw / N for N dirtiers: the balanced rate is the task rate the dirtiers had
+// times write_bw over the dirty rate measured; dirty_ratelimit steps toward it only where the
+// position error agrees, by a step that shrinks near the target.
+void Kernel::wb_update_dirty_ratelimit(dirty_throttle_control* dtc, uint64_t dirtied, uint64_t elapsed) {
+  const unsigned hz = params_.hz;
+  const uint64_t dirty = dtc->dirty;
+  const uint64_t freerun = dirty_freerun_ceiling(*dtc);
+  const uint64_t limit = hard_dirty_limit(dtc->dom, dtc->thresh);
+  const uint64_t setpoint = (freerun + limit) / 2;
+  const uint64_t write_bw = wb_.avg_write_bandwidth;
+  uint64_t dirty_ratelimit = wb_.dirty_ratelimit;
+  const uint64_t dirty_rate = (dirtied - wb_.dirtied_stamp) * hz / elapsed;
+  // The task rate of the last 200 ms (+1: helps ramping up from tiny values).
+  const uint64_t task_ratelimit = (dirty_ratelimit * uint64_t(dtc->pos_ratio) >> RATELIMIT_CALC_SHIFT) + 1;
+  uint64_t balanced_dirty_ratelimit = task_ratelimit * write_bw / (dirty_rate | 1);
+  if (balanced_dirty_ratelimit > write_bw) balanced_dirty_ratelimit = write_bw;
+  uint64_t step = 0;
+  if (dirty < setpoint) {
+    const uint64_t x = std::min({wb_.balanced_dirty_ratelimit, balanced_dirty_ratelimit, task_ratelimit});
+    if (dirty_ratelimit < x) step = x - dirty_ratelimit;
+  } else {
+    const uint64_t x = std::max({wb_.balanced_dirty_ratelimit, balanced_dirty_ratelimit, task_ratelimit});
+    if (dirty_ratelimit > x) step = dirty_ratelimit - x;
+  }
+  // Slower near the target: no chase of the fluctuating balanced rate.
+  const uint64_t shift = dirty_ratelimit / (2 * step + 1);
+  step = shift < 64 ? ((step >> shift) + 7) / 8 : 0;
+  if (dirty_ratelimit < balanced_dirty_ratelimit) dirty_ratelimit += step;
+  else dirty_ratelimit -= step;
+  wb_.dirty_ratelimit = std::max<uint64_t>(dirty_ratelimit, 1);
+  wb_.balanced_dirty_ratelimit = balanced_dirty_ratelimit;
+  trace_event("bdi_dirty_ratelimit",
+              {mmusim::TraceField::dec("write_bw", wb_.write_bandwidth << (PAGE_SHIFT - 10)),
+               mmusim::TraceField::dec("avg_write_bw", wb_.avg_write_bandwidth << (PAGE_SHIFT - 10)),
+               mmusim::TraceField::dec("dirty_rate", dirty_rate << (PAGE_SHIFT - 10)),
+               mmusim::TraceField::dec("dirty_ratelimit", wb_.dirty_ratelimit << (PAGE_SHIFT - 10)),
+               mmusim::TraceField::dec("task_ratelimit", task_ratelimit << (PAGE_SHIFT - 10)),
+               mmusim::TraceField::dec("balanced_dirty_ratelimit", balanced_dirty_ratelimit << (PAGE_SHIFT - 10))});
+}
+
+// __wb_update_bandwidth(..., update_ratelimit = true) (mm/page-writeback.c): each domain's smoothed
+// limit and the base rate, then the write bandwidth, from the pages dirtied and written since.
+// (The kernel also updates the bandwidth, without the rate, BANDWIDTH_INTERVAL after the wb's
+// writeback ends, from a delayed work: left out; the estimate moves only while a dirtier is
+// throttled.)
+void Kernel::__wb_update_bandwidth(dirty_throttle_control* gdtc, dirty_throttle_control* mdtc, uint64_t now) {
+  const uint64_t elapsed = std::max<uint64_t>(now - std::min(now, wb_.bw_time_stamp), 1);
+  const uint64_t dirtied = wb_.dirtied, written = wb_.written;
+  domain_update_dirty_limit(gdtc, now, params_.hz);
+  wb_update_dirty_ratelimit(gdtc, dirtied, elapsed);
+  if (mdtc) {
+    domain_update_dirty_limit(mdtc, now, params_.hz);
+    wb_update_dirty_ratelimit(mdtc, dirtied, elapsed);
+  }
+  wb_update_write_bandwidth(elapsed, written);
+  wb_.dirtied_stamp = dirtied;
+  wb_.written_stamp = written;
+  wb_.bw_time_stamp = now;
+}
+
+// balance_dirty_pages_ratelimited() (mm/page-writeback.c): balance_dirty_pages() once the task has
+// dirtied nr_dirtied_pause pages, or 8 while the wb is over its limits (dirty_exceeded). (The
+// per-CPU bdp_ratelimits and the pages of exited tasks are left out.)
 void Kernel::balance_dirty_pages_ratelimited(address_space* mapping, const folio* f) {
   (void)mapping;  // (one bdi, one wb)
   task_struct* t = current_;
-  if (!t || t->nr_dirtied < t->nr_dirtied_pause) return;
+  if (!t) return;
+  unsigned ratelimit = t->nr_dirtied_pause;
+  if (wb_.dirty_exceeded) ratelimit = std::min(ratelimit, 32u >> (PAGE_SHIFT - 10));
+  if (t->nr_dirtied < ratelimit) return;
+  balance_dirty_pages(memcgs_[f->memcg_id].get(), t->nr_dirtied);
+}
+
+// balance_dirty_pages() (mm/page-writeback.c), without strictlimit and laptop mode, for the one wb.
+// Each round: the completions due (the disk's interrupts before now), the global domain and the
+// folio's memory cgroup's (mem_cgroup_wb_stats(), mdtc_calc_avail()); global dirty pages over the
+// background threshold, or any domain over its freerun ceiling, start background writeback. All
+// domains in freerun: no pause, the next check after dirty_poll_interval() pages. Otherwise the
+// dirtier is throttled to task_ratelimit = dirty_ratelimit * pos_ratio of the stricter domain: it
+// sleeps (io_schedule_timeout(), the entry's CostAccount::throttle_cycles) for the period its
+// pages take at that rate less the time since its last pause, between min_pause (below it the debt
+// carries over) and max_pause; at or over the hard limit (task_ratelimit 0) it sleeps max_pause and
+// looks again.
+void Kernel::balance_dirty_pages(const mem_cgroup* memcg_c, uint64_t pages_dirtied) {
+  task_struct* t = current_;
+  mem_cgroup* memcg = memcgs_[memcg_c->id].get();
+  const unsigned hz = params_.hz;
+  const uint64_t start_time = jiffies();
   ctr_.balance_dirty_pages.inc();
-  const mem_cgroup* memcg = memcgs_[f->memcg_id].get();
-  const dirty_throttle_control gdtc = global_dirty_limits();
-  dirty_throttle_control mdtc;
-  const bool have_mdtc = memcg_dirty_limits(memcg, gdtc, &mdtc);
-  if (gdtc.file_dirty > gdtc.bg_thresh) wb_start_background_writeback(memcg);
-  const bool g_freerun = gdtc.dirty <= dirty_freerun_ceiling(gdtc);
-  const bool m_freerun = !have_mdtc || mdtc.dirty <= dirty_freerun_ceiling(mdtc);
-  t->nr_dirtied = 0;
-  if (g_freerun && m_freerun) {
-    uint64_t intv = dirty_poll_interval(gdtc.dirty, gdtc.thresh);
-    if (have_mdtc) intv = std::min(intv, dirty_poll_interval(mdtc.dirty, mdtc.thresh));
-    t->nr_dirtied_pause = unsigned(std::max<uint64_t>(intv, 1));
-    return;
+  bool counted_over = false;
+  for (unsigned round = 0;; ++round) {
+    MMUSIM_CHECK(round < 1'000'000, "balance_dirty_pages: task {} still over the hard dirty limit after {} pauses",
+                 t->pid, round);
+    writeback_end_due();
+    uint64_t now = jiffies();
+    const uint64_t nr_dirty = nr_file_dirty_;
+    // balance_domain_limits()
+    dirty_throttle_control gdtc = global_dirty_limits();
+    gdtc.dom = &global_wb_domain_;
+    // writeback_set_ratelimit() (page_writeback_init() at boot): the global domain's limit starts
+    // at its threshold (here: at the first check, when the port's memory is set up).
+    if (global_wb_domain_.dirty_limit == 0) global_wb_domain_.dirty_limit = gdtc.thresh;
+    gdtc.freerun = gdtc.dirty <= dirty_freerun_ceiling(gdtc);
+    dirty_throttle_control mdtc;
+    const bool have_mdtc = memcg_dirty_limits(memcg, gdtc, &mdtc);
+    if (have_mdtc) {
+      mdtc.dom = &memcg->cgwb_domain;
+      mdtc.freerun = mdtc.dirty <= dirty_freerun_ceiling(mdtc);
+    }
+    if (nr_dirty > gdtc.bg_thresh) wb_start_background_writeback(memcg);
+    if (gdtc.freerun && (!have_mdtc || mdtc.freerun)) {  // free_running:
+      uint64_t intv = dirty_poll_interval(gdtc.dirty, gdtc.thresh);
+      if (have_mdtc) intv = std::min(intv, dirty_poll_interval(mdtc.dirty, mdtc.thresh));
+      t->dirty_paused_when = now;
+      t->nr_dirtied = 0;
+      t->nr_dirtied_pause = unsigned(std::max<uint64_t>(intv, 1));
+      return;
+    }
+    if (!counted_over) ctr_.dirty_over_freerun.inc();
+    counted_over = true;
+    // "Start writeback even when in laptop mode" (the global test above does not see a memcg over
+    // its limits).
+    wb_start_background_writeback(memcg);
+    // balance_wb_limits(): the global domain's pos_ratio, and the memcg's; the lower one rules.
+    wb_dirty_limits(&gdtc);
+    gdtc.dirty_exceeded = gdtc.wb_dirty > gdtc.wb_thresh && gdtc.dirty > gdtc.thresh;
+    wb_position_ratio(&gdtc);
+    dirty_throttle_control* sdtc = &gdtc;
+    if (have_mdtc) {
+      wb_dirty_limits(&mdtc);
+      mdtc.dirty_exceeded = mdtc.wb_dirty > mdtc.wb_thresh && mdtc.dirty > mdtc.thresh;
+      wb_position_ratio(&mdtc);
+      if (mdtc.pos_ratio < gdtc.pos_ratio) sdtc = &mdtc;
+    }
+    wb_.dirty_exceeded = gdtc.dirty_exceeded || (have_mdtc && mdtc.dirty_exceeded);
+    if (wb_.bw_time_stamp + bandwidth_interval(hz) < now) __wb_update_bandwidth(&gdtc, have_mdtc ? &mdtc : nullptr, now);
+    // Throttle according to the chosen domain.
+    const uint64_t dirty_ratelimit = wb_.dirty_ratelimit;
+    const uint64_t task_ratelimit = dirty_ratelimit * uint64_t(sdtc->pos_ratio) >> RATELIMIT_CALC_SHIFT;
+    // wb_max_pause(): short enough that a small pool of dirty pages does not run dry.
+    const uint64_t bw = wb_.avg_write_bandwidth;
+    const int64_t max_pause = int64_t(std::min(sdtc->wb_dirty / (1 + bw / roundup_pow_of_two(1 + hz / 8)) + 1,
+                                               max_pause_jiffies(hz)));
+    // wb_min_pause(): a pause of about 10 ms for one dirtier (more for several), and the pages to
+    // dirty before the next check.
+    int64_t min_pause;
+    uint64_t nr_dirtied_pause;
+    {
+      const int64_t hi = ilog2(wb_.avg_write_bandwidth), lo = ilog2(dirty_ratelimit);
+      int64_t tp = std::max<int64_t>(1, hz / 100);
+      if (hi > lo) tp += (hi - lo) * (10 * int64_t(hz)) / 1024;
+      tp = std::min(tp, 1 + max_pause / 2);
+      const uint64_t hz_pow2 = roundup_pow_of_two(hz);
+      uint64_t pages = dirty_ratelimit * uint64_t(tp) / hz_pow2;
+      if (pages < DIRTY_POLL_THRESH) {
+        tp = max_pause;
+        pages = dirty_ratelimit * uint64_t(tp) / hz_pow2;
+        if (pages > DIRTY_POLL_THRESH) {
+          pages = DIRTY_POLL_THRESH;
+          tp = int64_t(hz * DIRTY_POLL_THRESH / dirty_ratelimit);
+        }
+      }
+      const int64_t est = int64_t(hz * pages / (task_ratelimit + 1));
+      if (est > max_pause) {
+        tp = max_pause;
+        pages = task_ratelimit * uint64_t(tp) / hz_pow2;
+      }
+      nr_dirtied_pause = pages;
+      min_pause = pages >= DIRTY_POLL_THRESH ? 1 + tp / 2 : tp;
+    }
+    int64_t period, pause;
+    if (task_ratelimit == 0) {
+      period = max_pause;
+      pause = max_pause;
+    } else {
+      period = int64_t(hz * pages_dirtied / task_ratelimit);
+      pause = period;
+      if (t->dirty_paused_when) pause -= int64_t(now - t->dirty_paused_when);
+      // Below min_pause: no sleep; under a second of think time the debt carries over to the
+      // next period (the virtual clock advances), else a reset (a light dirtier).
+      if (pause < min_pause) {
+        trace_balance_dirty_pages(*sdtc, dirty_ratelimit, task_ratelimit, pages_dirtied, period,
+                                  std::min<int64_t>(pause, 0), start_time);
+        if (pause < -int64_t(hz)) {
+          t->dirty_paused_when = now;
+          t->nr_dirtied = 0;
+        } else if (period) {
+          t->dirty_paused_when += uint64_t(period);
+          t->nr_dirtied = 0;
+        } else if (t->nr_dirtied_pause <= pages_dirtied) {
+          t->nr_dirtied_pause += unsigned(pages_dirtied);
+        }
+        return;
+      }
+      if (pause > max_pause) {  // for an occasional dropped task_ratelimit
+        now += uint64_t(std::min(pause - max_pause, max_pause));
+        pause = max_pause;
+      }
+    }
+    // pause:
+    trace_balance_dirty_pages(*sdtc, dirty_ratelimit, task_ratelimit, pages_dirtied, period, pause, start_time);
+    const uint64_t sleep_ns = uint64_t(pause) * (1'000'000'000ull / hz);
+    cost_.throttle_cycles += double(sleep_ns) * ghz_;  // io_schedule_timeout(pause), TASK_KILLABLE
+    ctr_.dirty_throttle_pauses.inc();
+    ctr_.dirty_throttle_ns.inc(sleep_ns);
+    t->dirty_paused_when = now + uint64_t(pause);
+    t->nr_dirtied = 0;
+    t->nr_dirtied_pause = unsigned(nr_dirtied_pause);
+    if (task_ratelimit) return;
+    // Over the hard limit: look again after the pause, unless the wb is all but clean.
+    if (sdtc->wb_dirty <= kWbStatError) return;
+    if (t->fatal_signal) return;
   }
-  ctr_.dirty_over_freerun.inc();
-  // "Unconditionally start background writeback if it's not already in progress" (the global
-  // test above does not see a memcg over its limits).
-  wb_start_background_writeback(memcg);
-  t->nr_dirtied_pause = 32;
+}
+
+// The balance_dirty_pages tracepoint (include/trace/events/writeback.h): rates in KB/s, times in ms.
+void Kernel::trace_balance_dirty_pages(const dirty_throttle_control& dtc, uint64_t dirty_ratelimit,
+                                       uint64_t task_ratelimit, uint64_t dirtied, int64_t period, int64_t pause,
+                                       uint64_t start_time) {
+  if (!trace_ || !trace_->on()) return;
+  const unsigned hz = params_.hz;
+  const uint64_t freerun = dirty_freerun_ceiling(dtc);
+  const uint64_t limit = global_wb_domain_.dirty_limit;
+  const uint64_t setpoint = (limit + freerun) / 2;
+  const uint64_t now = jiffies();
+  const task_struct* t = current_;
+  const std::string pause_ms = std::to_string(pause * 1000 / int64_t(hz));
+  const std::string think_ms =
+      std::to_string(t->dirty_paused_when == 0 ? 0 : (int64_t(now) - int64_t(t->dirty_paused_when)) * 1000 / int64_t(hz));
+  trace_event("balance_dirty_pages",
+              {mmusim::TraceField::dec("limit", limit), mmusim::TraceField::dec("setpoint", setpoint),
+               mmusim::TraceField::dec("dirty", dtc.dirty),
+               mmusim::TraceField::dec("bdi_setpoint", setpoint * dtc.wb_thresh / (dtc.thresh + 1)),
+               mmusim::TraceField::dec("bdi_dirty", dtc.wb_dirty),
+               mmusim::TraceField::dec("dirty_ratelimit", dirty_ratelimit << (PAGE_SHIFT - 10)),
+               mmusim::TraceField::dec("task_ratelimit", task_ratelimit << (PAGE_SHIFT - 10)),
+               mmusim::TraceField::dec("dirtied", dirtied), mmusim::TraceField::dec("dirtied_pause", t->nr_dirtied_pause),
+               mmusim::TraceField::dec("paused", (now - start_time) * 1000 / hz), mmusim::TraceField::str("pause", pause_ms),
+               mmusim::TraceField::dec("period", uint64_t(std::max<int64_t>(period, 0)) * 1000 / hz),
+               mmusim::TraceField::str("think", think_ms)});
 }
 
 }  // namespace kmm
