@@ -164,6 +164,7 @@ struct KernelPrivate {
   const std::vector<FreeArea>& free_area;  // per node
   const Kernel::TlbEnumerator& tlb_enum;
   const std::unordered_map<uint64_t, folio*>& swap_cache;
+  const std::vector<uint64_t>& node_write_pending;  // NR_ZONE_WRITE_PENDING per node
 };
 
 class Checker {
@@ -901,6 +902,11 @@ class Checker {
     // tagged dirty; a file with tagged indices is on the dirty-inode list.
     uint64_t dirty = 0, writeback = 0;
     std::vector<uint64_t> memcg_dirty(k_.memcgs().size()), memcg_writeback(k_.memcgs().size());
+    // NR_ZONE_WRITE_PENDING per node: those dirty and under-writeback page-cache pages, and the
+    // swap cache's folios under writeback.
+    std::vector<uint64_t> write_pending(priv_.node_write_pending.size());
+    for (const auto& [entry, f] : priv_.swap_cache)
+      if (folio_test_writeback(f)) write_pending.at(size_t(k_.pfn_to_nid(k_.page_to_pfn(f)))) += uint64_t(folio_nr_pages(f));
     for (const auto& up : k_.files()) {
       const address_space* m = up.get();
       for (const auto& [index, f] : m->i_pages) {
@@ -916,6 +922,9 @@ class Checker {
           writeback += nr;
           memcg_writeback.at(f->memcg_id) += nr;
         }
+        // (A folio dirtied again under writeback counts twice, as the kernel's two increments do.)
+        write_pending.at(size_t(k_.pfn_to_nid(k_.page_to_pfn(f)))) +=
+            nr * (uint64_t(folio_test_dirty(f)) + uint64_t(folio_test_writeback(f)));
       }
       if (!m->dirty_tags.empty() && !m->inode_dirty)
         fail(INV_CACHE, "file {} ({}): {} indices tagged dirty but the inode is not dirty", m->ino, m->name,
@@ -924,6 +933,10 @@ class Checker {
     if (dirty != k_.nr_file_dirty() || writeback != k_.nr_writeback())
       fail(INV_CACHE, "NR_FILE_DIRTY {} and NR_WRITEBACK {} but the page cache holds {} dirty and {} under writeback",
            k_.nr_file_dirty(), k_.nr_writeback(), dirty, writeback);
+    for (size_t n = 0; n < write_pending.size(); ++n)
+      if (write_pending[n] != priv_.node_write_pending[n])
+        fail(INV_CACHE, "node {}: NR_ZONE_WRITE_PENDING {} but {} pages are dirty or under writeback", n,
+             priv_.node_write_pending[n], write_pending[n]);
     for (size_t i = 0; i < k_.memcgs().size(); ++i)
       if (memcg_dirty[i] != k_.memcgs()[i]->nr_file_dirty || memcg_writeback[i] != k_.memcgs()[i]->nr_writeback)
         fail(INV_CACHE, "memcg {}: file_dirty {} and file_writeback {} but its page cache holds {} dirty and {} "
@@ -1268,7 +1281,7 @@ class Checker {
 void Kernel::check_local(const char* where, const mm_struct* mm, uint64_t addr) {
   if (!params_.check_local || !mm) return;
   ctr_.local_checks.inc();
-  KernelPrivate priv{lru_batch_, deposited_, huge_zero_folio_, free_area_, tlb_enum_, swap_cache_};
+  KernelPrivate priv{lru_batch_, deposited_, huge_zero_folio_, free_area_, tlb_enum_, swap_cache_, node_write_pending_};
   Checker(*this, where, priv).run_local(mm, addr);
 }
 
@@ -1276,7 +1289,7 @@ void Kernel::check_invariants(const char* where, bool force) {
   if (!(params_.check_invariants || force)) return;
   if (!force && params_.check_every > 1 && ++checks_skipped_ % params_.check_every != 0) return;
   ctr_.invariant_checks.inc();
-  KernelPrivate priv{lru_batch_, deposited_, huge_zero_folio_, free_area_, tlb_enum_, swap_cache_};
+  KernelPrivate priv{lru_batch_, deposited_, huge_zero_folio_, free_area_, tlb_enum_, swap_cache_, node_write_pending_};
   Checker(*this, where, priv).run();
 }
 

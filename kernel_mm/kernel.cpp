@@ -127,6 +127,16 @@ void KernelParams::visit(mmusim::Params& p) {
   p.integer("swap.swappiness", swappiness, 60, 0, 200,
             "vm.swappiness (a memory cgroup's memory.swappiness): reclaim's relative pressure on "
             "anonymous vs file folios, get_scan_count() (the kernel's default 60, mm/vmscan.c)");
+  p.integer("kernel.dirty_ratio", dirty_ratio, 20, 1, 100,
+            "vm.dirty_ratio, percent: of the memory that can be dirty (free pages and file LRU "
+            "pages; a memory cgroup's own file pages and headroom), how much may be dirty or under "
+            "writeback before balance_dirty_pages() holds a dirtier to the disk's rate (the "
+            "kernel's default 20, mm/page-writeback.c; 0, which takes vm.dirty_bytes, is not "
+            "provided)");
+  p.integer("kernel.dirty_background_ratio", dirty_background_ratio, 10, 0, 100,
+            "vm.dirty_background_ratio, percent of the same: above it the flusher writes in the "
+            "background (the kernel's default 10; at or above kernel.dirty_ratio, half of "
+            "that, as domain_dirty_limits() does)");
 }
 
 const char* cost_name(Cost c) {
@@ -308,7 +318,9 @@ KernelCounters::KernelCounters(mmusim::Stats& s)
       balance_dirty_pages(s.counter("kernel.balance_dirty_pages", "dirtiers' checks of the dirty limits (balance_dirty_pages(), every nr_dirtied_pause pages a task dirties)")),
       dirty_over_freerun(s.counter("kernel.dirty_over_freerun", "checks that found a domain's dirty and writeback pages above its freerun ceiling ((dirty_ratio + dirty_background_ratio) / 2 of what can be dirty): the dirtier is throttled to its task_ratelimit (a pause, or a debt carried to the next check)")),
       dirty_throttle_pauses(s.counter("kernel.dirty_throttle_pauses", "dirtiers put to sleep by balance_dirty_pages() (io_schedule_timeout(pause)): dirtying faster than the disk writes")),
-      dirty_throttle_ns(s.counter("kernel.dirty_throttle_ns", "time dirtiers slept in balance_dirty_pages() (part of their faults' time, not of the CPU's kernel work)", "ns")) {}
+      dirty_throttle_ns(s.counter("kernel.dirty_throttle_ns", "time dirtiers slept in balance_dirty_pages() (part of their faults' time, not of the CPU's kernel work)", "ns")),
+      reclaim_throttles(s.counter("kernel.reclaim_throttles", "reclaimers put to sleep by reclaim_throttle() (trace event mm_vmscan_throttled has the reason): memcg reclaim that found every dirty folio it scanned still under writeback and marked for reclaim (VMSCAN_THROTTLE_CONGESTED), direct reclaim without progress at priority 1 (VMSCAN_THROTTLE_NOPROGRESS)")),
+      reclaim_throttle_ns(s.counter("kernel.reclaim_throttle_ns", "time reclaimers slept in reclaim_throttle() (schedule_timeout(1): to the next tick; part of the fault's time, not of the CPU's kernel work)", "ns")) {}
 
 // ------------------------------------------------------------------------------------------------
 // Construction
@@ -368,6 +380,7 @@ void Kernel::init_memmap() {
                   "at least {} of memory", mmusim::format_size(nr_frames_ << PAGE_SHIFT), nodes,
                   mmusim::format_size(block << PAGE_SHIFT));
   free_area_.assign(nodes, FreeArea{});
+  node_write_pending_.assign(nodes, 0);
   // Free everything else in the largest aligned blocks.
   pfn_t pfn = 2;
   while (pfn < nr_frames_) {

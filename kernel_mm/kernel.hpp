@@ -92,6 +92,8 @@ struct KernelParams {
   uint64_t swap_size = 0;         // swap.size: bytes of swap on the disk (0: no swap)
   unsigned page_cluster = 3;      // swap.page_cluster: vm.page_cluster (swap readahead <= 2^n pages)
   unsigned swappiness = 60;       // swap.swappiness: vm.swappiness (memory.swappiness)
+  unsigned dirty_ratio = 20;      // kernel.dirty_ratio: vm.dirty_ratio, percent
+  unsigned dirty_background_ratio = 10;  // kernel.dirty_background_ratio: vm.dirty_background_ratio
   NumaPolicy numa = NumaPolicy::first_touch;  // memory.numa
   // The machine's NUMA topology, from the platform (platform.sockets), not a key of its own: one
   // node per socket, CPUs [n * cpus_per_node, (n + 1) * cpus_per_node) on node n, memory split
@@ -146,6 +148,10 @@ struct KernelCounters {
   mmusim::Counter &nr_dirtied, &nr_written, &nr_vmscan_immediate_reclaim, &pgrotated, &file_write_requests,
       &folio_mkclean_ptes, &flusher_background, &flusher_vmscan, &balance_dirty_pages, &dirty_over_freerun,
       &dirty_throttle_pauses, &dirty_throttle_ns;
+  // Reclaim's own throttling (reclaim_throttle()): sleeps of reclaimers that found the LRU tail
+  // congested with folios under writeback (CONGESTED) or direct reclaim without progress
+  // (NOPROGRESS), and the time they slept.
+  mmusim::Counter &reclaim_throttles, &reclaim_throttle_ns;
   // Several NUMA nodes only (registered then): /proc/vmstat's numa_hit, numa_miss, local_node,
   // other_node, summed over the nodes.
   mmusim::Counter *numa_hit = nullptr, *numa_miss = nullptr, *numa_local = nullptr, *numa_other = nullptr;
@@ -276,6 +282,19 @@ struct lruvec {
   uint16_t memcg_id = 0;        // lruvec_memcg()
   uint64_t nonresident_age = 0;  // evictions and activations so far (mm/workingset.c)
   uint64_t anon_cost = 0, file_cost = 0;  // lru_note_cost(): what reclaiming each type cost lately
+  unsigned long flags = 0;                // enum lruvec_flags
+};
+// enum lruvec_flags (include/linux/mmzone.h), bits of lruvec::flags. LRUVEC_CGROUP_CONGESTED: cgroup
+// reclaim found every dirty folio it scanned under writeback and already marked for immediate
+// reclaim; set on the reclaim target's lruvec, cleared when the target's reclaim ends.
+// (LRUVEC_NODE_CONGESTED is kswapd's: no kswapd here.)
+inline constexpr unsigned long LRUVEC_CGROUP_CONGESTED = 1ul << 0;
+// enum vmscan_throttle_state (include/linux/mmzone.h): why reclaim_throttle() sleeps.
+enum vmscan_throttle_state : unsigned {
+  VMSCAN_THROTTLE_WRITEBACK,
+  VMSCAN_THROTTLE_ISOLATED,
+  VMSCAN_THROTTLE_NOPROGRESS,
+  VMSCAN_THROTTLE_CONGESTED,
 };
 // A writeback domain's smoothed hard limit (struct wb_domain, include/linux/writeback.h): the
 // global one and each memory cgroup's (memcg->cgwb_domain). dirty_limit follows the throttle
@@ -1213,6 +1232,25 @@ class Kernel {
   struct reclaim_stat {
     uint64_t nr_dirty = 0, nr_unqueued_dirty = 0, nr_congested = 0, nr_writeback = 0;
   };
+  // scan_control's nr (mm/vmscan.c): what shrink_inactive_list() found during one shrink_node(),
+  // pages; and sc->nr_scanned of one priority (do_try_to_free_pages() resets it).
+  struct {
+    uint64_t dirty = 0, unqueued_dirty = 0, congested = 0, writeback = 0, taken = 0, file_taken = 0;
+  } sc_nr_;
+  uint64_t sc_nr_scanned_ = 0;
+  // shrink_node() (mm/vmscan.c:5968) on node `nid`: the lruvecs of the reclaim's target (every
+  // memcg's for global reclaim, reclaim_target_'s for cgroup reclaim) at `priority`, added to
+  // `*nr_reclaimed`; then the congestion flag and reclaim_throttle(CONGESTED).
+  void shrink_node(int nid, int priority, uint64_t nr_to_reclaim, uint64_t* nr_reclaimed);
+  // reclaim_throttle() (mm/vmscan.c:527): the reclaiming task sleeps (the entry's throttle_cycles).
+  void reclaim_throttle(int nid, vmscan_throttle_state reason);
+  bool skip_throttle_noprogress(int nid) const;
+  uint64_t zone_reclaimable_pages(int nid) const;
+  void consider_reclaim_throttle(int nid, int priority, uint64_t nr_reclaimed);
+  // NR_ZONE_WRITE_PENDING per node (include/linux/mmzone.h): folios dirty (page cache, accounted)
+  // or under writeback (page cache and swap), pages.
+  std::vector<uint64_t> node_write_pending_;
+  void node_write_pending_mod(const folio* f, int64_t nr);
   unsigned shrink_folio_list(std::vector<folio*>& folio_list, uint64_t* nr_pageout = nullptr,
                              reclaim_stat* stat = nullptr);
   uint64_t shrink_inactive_list(uint64_t nr_to_scan, lruvec& lv, lru_list lru, bool cgroup);

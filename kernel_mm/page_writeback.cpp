@@ -39,8 +39,6 @@ namespace kmm {
 
 namespace {
 
-// vm_dirty_ratio, dirty_background_ratio (mm/page-writeback.c defaults), percent.
-constexpr uint64_t kDirtyRatio = 20, kDirtyBackgroundRatio = 10;
 // MIN_WRITEBACK_PAGES (fs/fs-writeback.c): 4 MiB.
 constexpr uint64_t MIN_WRITEBACK_PAGES = 4096 >> (PAGE_SHIFT - 10);
 // INIT_BW (include/linux/backing-dev-defs.h): 100 MB/s, in pages per second: the wb's
@@ -56,10 +54,14 @@ uint64_t dirty_poll_interval(uint64_t dirty, uint64_t thresh) {
   return 1;
 }
 
-// domain_dirty_limits() (mm/page-writeback.c) with the default ratios.
-void domain_dirty_limits(Kernel::dirty_throttle_control* dtc) {
-  dtc->thresh = dtc->avail * kDirtyRatio / 100;
-  dtc->bg_thresh = dtc->avail * kDirtyBackgroundRatio / 100;
+// domain_dirty_limits() (mm/page-writeback.c) with vm.dirty_ratio and vm.dirty_background_ratio
+// (kernel.dirty_ratio, kernel.dirty_background_ratio; no dirty_bytes, no real-time boost): the
+// ratios converted to per-PAGE_SIZE for higher precision, as the kernel does.
+void domain_dirty_limits(Kernel::dirty_throttle_control* dtc, uint64_t dirty_ratio, uint64_t dirty_background_ratio) {
+  const uint64_t ratio = (dirty_ratio * PAGE_SIZE) / 100;
+  const uint64_t bg_ratio = (dirty_background_ratio * PAGE_SIZE) / 100;
+  dtc->thresh = (ratio * dtc->avail) / PAGE_SIZE;
+  dtc->bg_thresh = (bg_ratio * dtc->avail) / PAGE_SIZE;
   if (dtc->bg_thresh >= dtc->thresh) dtc->bg_thresh = dtc->thresh / 2;
 }
 
@@ -92,6 +94,7 @@ void Kernel::folio_account_dirtied(folio* f, address_space* mapping) {
   const uint64_t nr = uint64_t(folio_nr_pages(f));
   nr_file_dirty_ += nr;
   memcgs_[f->memcg_id]->nr_file_dirty += nr;
+  node_write_pending_mod(f, int64_t(nr));
   ctr_.nr_dirtied.inc(nr);
   wb_.dirtied += nr;  // WB_DIRTIED
   if (current_) current_->nr_dirtied += unsigned(nr);
@@ -110,6 +113,7 @@ void Kernel::folio_account_cleaned(folio* f) {
                "folio_account_cleaned: pfn {:#x}: more cleaned than dirty", page_to_pfn(f));
   nr_file_dirty_ -= nr;
   memcgs_[f->memcg_id]->nr_file_dirty -= nr;
+  node_write_pending_mod(f, -int64_t(nr));
 }
 
 // folio_clear_dirty_for_io() (mm/page-writeback.c), the folio locked: the PTEs' dirty bits moved
@@ -130,6 +134,7 @@ void Kernel::__folio_start_writeback(folio* f) {
   const uint64_t nr = uint64_t(folio_nr_pages(f));
   nr_writeback_ += nr;
   memcgs_[f->memcg_id]->nr_writeback += nr;
+  node_write_pending_mod(f, int64_t(nr));
   if (!folio_test_dirty(f)) f->mapping->dirty_tags.erase(f->index);
 }
 
@@ -141,6 +146,7 @@ void Kernel::__folio_end_writeback(folio* f) {
                "__folio_end_writeback: pfn {:#x}: more ended than started", page_to_pfn(f));
   nr_writeback_ -= nr;
   memcgs_[f->memcg_id]->nr_writeback -= nr;
+  node_write_pending_mod(f, -int64_t(nr));
   ctr_.nr_written.inc(nr);
   wb_.written += nr;  // WB_WRITTEN
 }
@@ -307,7 +313,7 @@ void Kernel::wakeup_flusher_threads_vmscan() {
 // The dirty limits (mm/page-writeback.c)
 
 // global_dirtyable_memory() + domain_dirty_limits() of the global domain: free pages and the
-// file LRU pages (no totalreserve_pages, no highmem), 20% and 10% of it.
+// file LRU pages (no totalreserve_pages, no highmem), dirty_ratio and dirty_background_ratio of it.
 Kernel::dirty_throttle_control Kernel::global_dirty_limits() const {
   dirty_throttle_control gdtc;
   uint64_t file = 0;
@@ -315,7 +321,7 @@ Kernel::dirty_throttle_control Kernel::global_dirty_limits() const {
     for (const lruvec& lv : m->nodeinfo)
       file += lv.lists[LRU_INACTIVE_FILE].nr_pages + lv.lists[LRU_ACTIVE_FILE].nr_pages;
   gdtc.avail = nr_free_ + file + 1;
-  domain_dirty_limits(&gdtc);
+  domain_dirty_limits(&gdtc, params_.dirty_ratio, params_.dirty_background_ratio);
   gdtc.file_dirty = nr_file_dirty_;
   gdtc.dirty = nr_file_dirty_ + nr_writeback_;
   return gdtc;
@@ -340,7 +346,7 @@ bool Kernel::memcg_dirty_limits(const mem_cgroup* memcg, const dirty_throttle_co
   const uint64_t global_clean = gdtc.avail - std::min(gdtc.avail, gdtc.dirty);
   const uint64_t other_clean = global_clean - std::min(global_clean, clean);
   mdtc->avail = filepages + std::min(headroom, other_clean);
-  domain_dirty_limits(mdtc);
+  domain_dirty_limits(mdtc, params_.dirty_ratio, params_.dirty_background_ratio);
   return true;
 }
 

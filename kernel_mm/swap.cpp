@@ -377,6 +377,7 @@ bool Kernel::swap_writepage(folio* f) {
   }
   si_->zeromap[off] = false;
   f->flags |= PG_writeback;  // folio_start_writeback()
+  node_write_pending_mod(f, int64_t(folio_nr_pages(f)));  // NR_ZONE_WRITE_PENDING (NR_WRITEBACK of an anonymous folio)
   charge(Cost::io_request);
   ctr_.io_requests.inc();
   ctr_.swap_write_requests.inc();
@@ -419,6 +420,7 @@ void Kernel::swap_slot_store(folio* f) {
 void Kernel::folio_end_writeback(folio* f) {
   f->flags &= ~PG_writeback;
   if (!folio_test_anon(f)) __folio_end_writeback(f);
+  else node_write_pending_mod(f, -int64_t(folio_nr_pages(f)));
   if (!folio_test_reclaim(f)) return;
   f->flags &= ~PG_reclaim;
   if (folio_test_locked(f) || folio_test_dirty(f) || !folio_test_lru(f)) return;

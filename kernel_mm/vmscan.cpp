@@ -490,6 +490,7 @@ uint64_t Kernel::shrink_inactive_list(uint64_t nr_to_scan, lruvec& lv, lru_list 
   uint64_t nr_scanned = 0;
   const uint64_t nr_taken = isolate_lru_folios(nr_to_scan, lv, &folio_list, &nr_scanned, lru);
   (cgroup ? ctr_.memcg_pgscan : ctr_.pgscan_direct).inc(nr_scanned);
+  sc_nr_scanned_ += nr_scanned;
   if (nr_taken == 0) return 0;
   uint64_t nr_pageout = 0;
   reclaim_stat stat;
@@ -501,7 +502,15 @@ uint64_t Kernel::shrink_inactive_list(uint64_t nr_to_scan, lruvec& lv, lru_list 
   // when the proportion of dirty folios grows not through writes but through memory pressure
   // reclaiming all the clean cache. And in some cases, the flushers simply cannot keep up with
   // the allocation rate. Nudge the flusher threads in case they are asleep.
+  // (Cgroup v2 and global reclaim are writeback_throttling_sane(): no reclaim_throttle(WRITEBACK)
+  // here, which is cgroup v1's.)
   if (stat.nr_unqueued_dirty == nr_taken) wakeup_flusher_threads_vmscan();
+  sc_nr_.dirty += stat.nr_dirty;
+  sc_nr_.congested += stat.nr_congested;
+  sc_nr_.unqueued_dirty += stat.nr_unqueued_dirty;
+  sc_nr_.writeback += stat.nr_writeback;
+  sc_nr_.taken += nr_taken;
+  if (is_file_lru(lru)) sc_nr_.file_taken += nr_taken;
   lru_note_cost(lv, is_file_lru(lru), nr_pageout, nr_scanned - std::min<uint64_t>(nr_scanned, nr_reclaimed));
   (cgroup ? ctr_.memcg_pgsteal : ctr_.pgsteal_direct).inc(nr_reclaimed);
   return nr_reclaimed;
@@ -670,20 +679,130 @@ uint64_t Kernel::shrink_lruvec(lruvec& lv, int priority, uint64_t nr_to_reclaim,
   return nr_reclaimed;
 }
 
+// shrink_node() (mm/vmscan.c:5968) for order-0 reclaim (should_continue_reclaim() is false): sc->nr
+// counted afresh; shrink_node_memcgs() (5889) over the target's lruvecs on the node (every memcg's
+// for global reclaim, from the root; no memory.min/low protection); then, if every dirty folio
+// reclaim met was under writeback and already marked for immediate reclaim (nr.congested: folios
+// cycling through the LRU faster than they are written), cgroup v2 reclaim flags its target's
+// lruvec LRUVEC_CGROUP_CONGESTED, and a direct reclaimer (no kswapd here) whose target lruvec is
+// flagged sleeps in reclaim_throttle(CONGESTED). (The root's lruvec, global reclaim's target, is
+// flagged only by kswapd's LRUVEC_NODE_CONGESTED: global direct reclaim never sleeps here.)
+void Kernel::shrink_node(int nid, int priority, uint64_t nr_to_reclaim, uint64_t* nr_reclaimed) {
+  mem_cgroup* target = reclaim_target_;
+  lruvec& target_lruvec = (target ? target : memcgs_[0].get())->nodeinfo[size_t(nid)];
+  sc_nr_ = {};
+  if (target) {
+    *nr_reclaimed += shrink_lruvec(target->nodeinfo[size_t(nid)], priority, nr_to_reclaim, true);
+  } else {
+    for (const auto& memcg : memcgs_)
+      *nr_reclaimed += shrink_lruvec(memcg->nodeinfo[size_t(nid)], priority, nr_to_reclaim, false);
+  }
+  // Tag a node/memcg as congested if all the dirty pages were marked for writeback and immediate
+  // reclaim (counted in nr.congested).
+  if (sc_nr_.dirty && sc_nr_.dirty == sc_nr_.congested && target) target_lruvec.flags |= LRUVEC_CGROUP_CONGESTED;
+  // Stall direct reclaim for IO completions if the lruvec is node is congested. (current_may_throttle():
+  // no PF_LOCAL_THROTTLE task here.)
+  if (target_lruvec.flags & LRUVEC_CGROUP_CONGESTED) reclaim_throttle(nid, VMSCAN_THROTTLE_CONGESTED);
+}
+
+// zone_reclaimable_pages() (mm/vmscan.c:368), summed over the node's zones: its file LRU pages,
+// and its anonymous ones while there is swap to put them in (can_reclaim_anon_pages(NULL)); the free
+// pages if there are none.
+uint64_t Kernel::zone_reclaimable_pages(int nid) const {
+  uint64_t nr = 0;
+  const bool anon = get_nr_swap_pages() > 0;
+  for (const auto& memcg : memcgs_) {
+    const lruvec& lv = memcg->nodeinfo[size_t(nid)];
+    nr += lv.lists[LRU_INACTIVE_FILE].nr_pages + lv.lists[LRU_ACTIVE_FILE].nr_pages;
+    if (anon) nr += lv.lists[LRU_INACTIVE_ANON].nr_pages + lv.lists[LRU_ACTIVE_ANON].nr_pages;
+  }
+  if (nr) return nr;
+  for (unsigned order = 0; order <= MAX_PAGE_ORDER; ++order)  // NR_FREE_PAGES of the node
+    nr += uint64_t(free_area_[size_t(nid)][order].size()) << order;
+  return nr;
+}
+
+// skip_throttle_noprogress() (mm/vmscan.c:494): no sleep when kswapd has given up on the node (no
+// kswapd here: never), or when the node's dirty and writeback pages are at most half of what it
+// could reclaim ("throttling will occur when the folios cycle towards the end of the LRU if still
+// under writeback"). A memcg small against its node is therefore rarely throttled.
+bool Kernel::skip_throttle_noprogress(int nid) const {
+  const uint64_t reclaimable = zone_reclaimable_pages(nid);
+  const uint64_t write_pending = node_write_pending_[size_t(nid)];
+  return 2 * write_pending <= reclaimable;
+}
+
+// reclaim_throttle() (mm/vmscan.c:527). The flusher's work (no kernel thread here, but a kthread
+// in the kernel) only cond_resched()s. CONGESTED and NOPROGRESS sleep schedule_timeout(1) unless
+// skip_throttle_noprogress(): until the next timer tick (`sched.hz`), nobody wakes a CONGESTED
+// sleeper earlier. (WRITEBACK, HZ/10 and woken by __acct_reclaim_writeback(), is kswapd's and
+// cgroup v1's; ISOLATED, HZ/50, waits for too_many_isolated() reclaimers: neither arises here.)
+// The sleep is the entry's throttle_cycles, as balance_dirty_pages()' pause; the writes that
+// completed meanwhile end when the task wakes. Trace event mm_vmscan_throttled with the kernel's
+// fields (its usec_delayed counts whole jiffies: timeout - the jiffies left).
+void Kernel::reclaim_throttle(int nid, vmscan_throttle_state reason) {
+  static const char* const kReason[] = {"VMSCAN_THROTTLE_WRITEBACK", "VMSCAN_THROTTLE_ISOLATED",
+                                        "VMSCAN_THROTTLE_NOPROGRESS", "VMSCAN_THROTTLE_CONGESTED"};
+  if (in_flusher_) return;  // current->flags & PF_KTHREAD: cond_resched()
+  uint64_t timeout = 0;
+  switch (reason) {
+    case VMSCAN_THROTTLE_CONGESTED:
+    case VMSCAN_THROTTLE_NOPROGRESS:
+      if (skip_throttle_noprogress(nid)) return;  // cond_resched()
+      timeout = 1;
+      break;
+    case VMSCAN_THROTTLE_WRITEBACK: timeout = params_.hz / 10; break;
+    case VMSCAN_THROTTLE_ISOLATED: timeout = params_.hz / 50; break;
+  }
+  // schedule_timeout(timeout): the timer fires at the tick jiffies + timeout.
+  const uint64_t hz = params_.hz;
+  const uint64_t now = time_now_ps();
+  const uint64_t expire = jiffies() + timeout;
+  const uint64_t wake = uint64_t(((unsigned __int128)expire * 1'000'000'000'000ull + hz - 1) / hz);
+  const uint64_t sleep_ps = wake > now ? wake - now : 0;
+  cost_.throttle_cycles += double(sleep_ps) * ghz_ / 1000.0;
+  ctr_.reclaim_throttles.inc();
+  ctr_.reclaim_throttle_ns.inc((sleep_ps + 500) / 1000);
+  const uint64_t usec_timeout = timeout * (1'000'000ull / hz);
+  trace_event("mm_vmscan_throttled", {mmusim::TraceField::dec("nid", uint64_t(nid)),
+                                      mmusim::TraceField::dec("usec_timeout", usec_timeout),
+                                      mmusim::TraceField::dec("usec_delayed", usec_timeout),
+                                      mmusim::TraceField::str("reason", kReason[reason])});
+  writeback_end_due();
+}
+
+// consider_reclaim_throttle() (mm/vmscan.c:6117), after shrink_zones()' nodes at one priority: over
+// 12% efficiency wakes NOPROGRESS sleepers (the port's sleeps are not cut short: nobody is woken);
+// cgroup reclaim (and kswapd) never throttle here; a direct reclaimer that got nothing at priority 1
+// sleeps in reclaim_throttle(NOPROGRESS).
+void Kernel::consider_reclaim_throttle(int nid, int priority, uint64_t nr_reclaimed) {
+  if (nr_reclaimed > (sc_nr_scanned_ >> 3)) return;
+  if (reclaim_target_) return;
+  if (priority == 1 && !nr_reclaimed) reclaim_throttle(nid, VMSCAN_THROTTLE_NOPROGRESS);
+}
+
+// NR_ZONE_WRITE_PENDING of the folio's node (zone_stat_mod_folio()).
+void Kernel::node_write_pending_mod(const folio* f, int64_t nr) {
+  uint64_t& v = node_write_pending_[size_t(pfn_to_nid(page_to_pfn(f)))];
+  MMUSIM_CHECK(nr >= 0 || v >= uint64_t(-nr), "NR_ZONE_WRITE_PENDING: pfn {:#x}: below zero", page_to_pfn(f));
+  v = uint64_t(int64_t(v) + nr);
+}
+
 // try_to_free_pages() (mm/vmscan.c:6511) -> do_try_to_free_pages() (6278): at each priority,
-// shrink_zones() over the zonelist (the nodes from `nid` on) -> shrink_node() ->
-// shrink_node_memcgs() (5889): every memcg's lruvec on the node (mem_cgroup_iter() from the
-// root; no memory.min/low protection).
+// shrink_zones() over the zonelist (the nodes from `nid` on) -> shrink_node(), then
+// consider_reclaim_throttle() for the first node.
 uint64_t Kernel::try_to_free_pages(int nid, uint64_t nr_pages) {
   ctr_.allocstall.inc();
   reclaim_target_ = nullptr;
   const uint64_t nr_to_reclaim = std::max(nr_pages, SWAP_CLUSTER_MAX);
   const unsigned nodes = std::max(1u, params_.nr_nodes);
   uint64_t nr_reclaimed = 0;
-  for (int priority = DEF_PRIORITY; priority >= 0 && nr_reclaimed < nr_to_reclaim; --priority)
+  for (int priority = DEF_PRIORITY; priority >= 0 && nr_reclaimed < nr_to_reclaim; --priority) {
+    sc_nr_scanned_ = 0;
     for (unsigned i = 0; i < nodes && nr_reclaimed < nr_to_reclaim; ++i)
-      for (const auto& memcg : memcgs_)
-        nr_reclaimed += shrink_lruvec(memcg->nodeinfo[(unsigned(nid) + i) % nodes], priority, nr_to_reclaim, false);
+      shrink_node(int((unsigned(nid) + i) % nodes), priority, nr_to_reclaim, &nr_reclaimed);
+    consider_reclaim_throttle(nid, priority, nr_reclaimed);
+  }
   trace_event("mm_vmscan_direct_reclaim_end", {mmusim::TraceField::dec("nr_reclaimed", nr_reclaimed),
                                                mmusim::TraceField::dec("node", uint64_t(nid))});
   return nr_reclaimed;
@@ -691,16 +810,20 @@ uint64_t Kernel::try_to_free_pages(int nid, uint64_t nr_pages) {
 
 // try_to_free_mem_cgroup_pages() (mm/vmscan.c:6596): nr_to_reclaim = max(nr_pages,
 // SWAP_CLUSTER_MAX), priority 12 down to 0 (do_try_to_free_pages()), the memcg's lruvec on every
-// node (shrink_zones() over the whole zonelist, shrink_node_memcgs() of the target's subtree).
+// node (shrink_zones() over the whole zonelist -> shrink_node() of the target's subtree); at the
+// end the target's lruvecs lose LRUVEC_CGROUP_CONGESTED.
 uint64_t Kernel::try_to_free_mem_cgroup_pages(mem_cgroup* memcg, uint64_t nr_pages) {
   const uint64_t nr_to_reclaim = std::max(nr_pages, SWAP_CLUSTER_MAX);
   uint64_t nr_reclaimed = 0;
   reclaim_target_ = memcg;
-  for (int priority = DEF_PRIORITY; priority >= 0 && nr_reclaimed < nr_to_reclaim; --priority)
+  for (int priority = DEF_PRIORITY; priority >= 0 && nr_reclaimed < nr_to_reclaim; --priority) {
+    sc_nr_scanned_ = 0;
     for (lruvec& lv : memcg->nodeinfo) {
       if (nr_reclaimed >= nr_to_reclaim) break;
-      nr_reclaimed += shrink_lruvec(lv, priority, nr_to_reclaim, true);
+      shrink_node(lv.nid, priority, nr_to_reclaim, &nr_reclaimed);
     }
+  }
+  for (lruvec& lv : memcg->nodeinfo) lv.flags &= ~LRUVEC_CGROUP_CONGESTED;
   reclaim_target_ = nullptr;
   trace_event("mm_vmscan_memcg_reclaim_end", {mmusim::TraceField::dec("nr_reclaimed", nr_reclaimed),
                                               mmusim::TraceField::dec("memcg", memcg->id)});

@@ -47,7 +47,8 @@ const char* kUsage =
     "\n"
     "--stats - and --trace - write to stdout (the JSON replaces the table).\n"
     "Later CONFIG files and then --set override earlier values. Exit status: 0 success,\n"
-    "2 a user error (the message names file:line, key and what is allowed), 1 an internal error.\n";
+    "2 a user error (the message names file:line, key and what is allowed), 1 an internal error,\n"
+    "3 the simulated kernel killed the workload (OOM kill, SIGSEGV, SIGBUS; statistics written).\n";
 
 // The usage, with the trace events of kTraceEvents (the one list).
 void print_usage(std::ostream& os) {

@@ -636,3 +636,53 @@ TEST_CASE("writeback: reclaim wakes the flusher, the written pages are reclaimed
     CHECK(e.load(t, vb + p * PAGE_SIZE + 4) == file_byte(file, p * PAGE_SIZE + 4));
   }
 }
+
+TEST_CASE("reclaim_throttle: memcg reclaim that meets only folios still under writeback and marked sleeps to the next tick; not when the node has much else to reclaim", "[filemap][reclaim][writeback][memcg]") {
+  for (const bool much_clean : {false, true}) {
+    INFO("clean page cache besides: " << much_clean);
+    Env e([](KernelParams& p) { p.memcg_max = 1ull << 20; });  // 256 pages
+    SlowWriteDisk disk;  // writes take 1 s
+    e.k.set_block_device(&disk);
+    mem_cgroup* cg = e.k.memcgs()[1].get();
+    task_struct* t = e.proc("p");
+    REQUIRE(t->mm->memcg == cg);
+    if (much_clean) {
+      // 512 clean page-cache pages on the node besides, read by a process in the root cgroup:
+      // the workload's reclaim does not take them, but the node's reclaimable pages are now
+      // enough that the writes in flight are not half of them.
+      task_struct* o = e.proc("other");
+      o->mm->memcg = nullptr;  // the root
+      address_space* big = e.k.file_create("big", 512 * PAGE_SIZE, 5);
+      const uint64_t vb = mmap_file(e, o, big, 512 * PAGE_SIZE, MAP_PRIVATE, 0, PROT_READ);
+      for (uint64_t p = 0; p < 512; ++p) REQUIRE(e.load(o, vb + p * PAGE_SIZE) == file_byte(big, p * PAGE_SIZE));
+      CHECK(cg->usage == 0);
+    }
+    address_space* file = e.k.file_create("shared", 32 * PAGE_SIZE, 21);
+    const uint64_t va = mmap_file(e, t, file, 32 * PAGE_SIZE, MAP_SHARED);
+    for (uint64_t p = 0; p < 32; ++p) REQUIRE(e.store(t, va + p * PAGE_SIZE + 3, int(0x40 + p)));
+    e.k.lru_add_drain();
+    e.k.clear_cost();
+    e.k.enter(t, 0, 0);
+    for (int round = 0; round < 4; ++round) {
+      e.k.try_to_free_mem_cgroup_pages(cg, 32);
+      e.k.check_invariants("try_to_free_mem_cgroup_pages", true);
+    }
+    INFO("throttles " << e.count("kernel.reclaim_throttles") << ", " << e.count("kernel.reclaim_throttle_ns") << " ns");
+    CHECK(e.k.nr_writeback() == 32);
+    for (const lruvec& lv : cg->nodeinfo) CHECK(lv.flags == 0);  // cleared when the reclaim ends
+    // The first round writes the pages (a batch all dirty wakes the flusher) and marks them for
+    // reclaim; from the second on, reclaim meets them at the inactive tail still under writeback
+    // (nr_congested == nr_dirty) from priority 4 (round 2) and 2 (rounds 3 and 4) down to 0, and
+    // every shrink_node() from the flag on sleeps: 5 + 3 + 3.
+    if (!much_clean) {
+      CHECK(e.count("kernel.reclaim_throttles") == 11);
+      // Each sleep is schedule_timeout(1) from a tick: one tick at HZ 250 (no prices here: the
+      // entry's time moves only by its sleeps).
+      CHECK(e.count("kernel.reclaim_throttle_ns") == 11 * 4000000);
+    } else {
+      // The same congestion, but 2 x 32 pages in flight <= 544 reclaimable on the node:
+      // skip_throttle_noprogress().
+      CHECK(e.count("kernel.reclaim_throttles") == 0);
+    }
+  }
+}
