@@ -1138,23 +1138,37 @@ class Kernel {
   bool in_flusher_ = false;              // the flusher's work is running (no recursion)
 
  private:
-  // What the kernel does outside the simulation (the program image, a file read before the run):
-  // no cost, no cache traffic, no lock timing while it lives (put back when it goes).
-  struct NotSimulated {
+  // The running entry's account, put back when this goes: what is done meanwhile is not the
+  // entry's work (the flusher's, a kernel thread's; or work outside the simulation). Its cost,
+  // its cycles so far and its store-barrier mark.
+  struct OtherContext {
     Kernel& k;
     const CostAccount cost = k.cost_;
     const double so_far = k.cycles_so_far_;
+    const bool barrier_seen = k.store_barrier_seen_;
+    const CostAccount before_barrier = k.before_store_barrier_;
+    explicit OtherContext(Kernel& kk) : k(kk) {}
+    ~OtherContext() {
+      k.cost_ = cost;
+      k.cycles_so_far_ = so_far;
+      k.store_barrier_seen_ = barrier_seen;
+      k.before_store_barrier_ = before_barrier;
+    }
+    OtherContext(const OtherContext&) = delete;
+    OtherContext& operator=(const OtherContext&) = delete;
+  };
+  // What the kernel does outside the simulation (the program image, a file read before the run):
+  // no cost, no cache traffic, no lock timing while it lives (put back when it goes).
+  struct NotSimulated : OtherContext {
     const bool touch = k.hw_touch_;
     LockObserver* const obs = k.lock_obs_;
     const bool reclaim = k.may_reclaim_;
-    explicit NotSimulated(Kernel& kk) : k(kk) {
+    explicit NotSimulated(Kernel& kk) : OtherContext(kk) {
       k.hw_touch_ = false;
       k.lock_obs_ = nullptr;
       k.may_reclaim_ = false;  // (a page cache filled before the run does not evict itself)
     }
     ~NotSimulated() {
-      k.cost_ = cost;
-      k.cycles_so_far_ = so_far;
       k.hw_touch_ = touch;
       k.lock_obs_ = obs;
       k.may_reclaim_ = reclaim;

@@ -243,17 +243,20 @@ uint64_t Kernel::wb_writeback(uint64_t nr_pages, bool for_background, const mem_
     wb_.written_stamp = wb_.written;
     wb_.bw_time_stamp = now;
   }
-  const CostAccount cost = cost_;
-  const double so_far = cycles_so_far_;
-  const bool barrier_seen = store_barrier_seen_;
-  const CostAccount before_barrier = before_store_barrier_;
   uint64_t total = 0;
+  {
+  // The flusher's work is a kworker's, not this entry's: its account is put back after.
+  const OtherContext flusher(*this);
   size_t idle = 0;  // inodes in a row that had nothing to write (all under writeback)
   while (!b_dirty_.empty() && idle < b_dirty_.size()) {
     if (for_background ? !wb_over_bg_thresh(memcg) : nr_pages == 0) break;
     address_space* mapping = b_dirty_.front();
-    // writeback_chunk_size(), WB_SYNC_NONE
-    uint64_t pages = std::min(INIT_BW / 2, global_dirty_limits().thresh / DIRTY_SCOPE);
+    // writeback_chunk_size(), WB_SYNC_NONE: half a second of the estimated write bandwidth, at
+    // most an eighth of the global domain's smoothed limit (before the first dirtier's check has
+    // set it, the threshold writeback_set_ratelimit() would have set at boot).
+    const uint64_t dirty_limit = global_wb_domain_.dirty_limit ? global_wb_domain_.dirty_limit
+                                                               : global_dirty_limits().thresh;
+    uint64_t pages = std::min(wb_.avg_write_bandwidth / 2, dirty_limit / DIRTY_SCOPE);
     pages = std::min(pages, nr_pages);
     pages = (pages + MIN_WRITEBACK_PAGES) / MIN_WRITEBACK_PAGES * MIN_WRITEBACK_PAGES;
     const uint64_t written = do_writepages(mapping, pages);
@@ -267,10 +270,7 @@ uint64_t Kernel::wb_writeback(uint64_t nr_pages, bool for_background, const mem_
     nr_pages -= std::min(nr_pages, written);
     idle = written ? 0 : idle + 1;
   }
-  cost_ = cost;
-  cycles_so_far_ = so_far;
-  store_barrier_seen_ = barrier_seen;
-  before_store_barrier_ = before_barrier;
+  }
   in_flusher_ = false;
   return total;
 }

@@ -637,7 +637,7 @@ TEST_CASE("writeback: reclaim wakes the flusher, the written pages are reclaimed
   }
 }
 
-TEST_CASE("reclaim_throttle: memcg reclaim that meets only folios still under writeback and marked sleeps to the next tick; not when the node has much else to reclaim", "[filemap][reclaim][writeback][memcg]") {
+TEST_CASE("reclaim_throttle: memcg reclaim that meets only folios still under writeback and marked sleeps to the next tick, but not when the node has much else to reclaim", "[filemap][reclaim][writeback][memcg]") {
   for (const bool much_clean : {false, true}) {
     INFO("clean page cache besides: " << much_clean);
     Env e([](KernelParams& p) { p.memcg_max = 1ull << 20; });  // 256 pages
