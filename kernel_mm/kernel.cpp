@@ -116,6 +116,14 @@ void KernelParams::visit(mmusim::Params& p) {
          "(mem_cgroup_get_nr_swap_pages()). 0: no swap for the cgroup; 1T (the default, more "
          "than swap.size can be): max. Below 1T it makes the cgroup by itself",
          PAGE_SIZE);
+  p.size("memcg.swap_high", memcg_swap_high, "1T", 0, kMemcgSwapUnlimited,
+         "The workload's memory cgroup's memory.swap.high (cgroup v2): over it, a task whose "
+         "batch charge found the cgroup's swap above it sleeps on its return to user mode, "
+         "longer the further over (calculate_high_delay() of the swap overage, added to memory.high's "
+         "and clamped with it to 2 s; memory.swap.events high); swap-outs are not refused, and "
+         "the swap cache is dropped sooner (mem_cgroup_swap_full() at half of it). 1T (the default): "
+         "max. Below 1T it makes the cgroup by itself",
+         PAGE_SIZE);
   p.size("swap.size", swap_size, "0", 0, 1ull << 40,
          "Swap space on the disk (a swap partition on the platform's NVMe SSD: non-rotational, "
          "not SWP_SYNCHRONOUS_IO, so swap-ins go through the swap cache with VMA readahead): "
@@ -294,6 +302,7 @@ KernelCounters::KernelCounters(mmusim::Stats& s)
       memcg_high_throttle_ns(s.counter("memcg.high_throttle_ns", "time tasks slept for memory.high (part of their faults' or system calls' time, not of the CPU's kernel work)", "ns")),
       memcg_swap_max_events(s.counter("memcg.swap_max_events", "swap-outs that found the memory cgroup at memory.swap.max (memory.swap.events: max)")),
       memcg_swap_fail(s.counter("memcg.swap_fail", "swap-outs that failed for memory.swap.max: the folio stayed in memory (memory.swap.events: fail)")),
+      memcg_swap_high_events(s.counter("memcg.swap_high_events", "returns to user mode of tasks owing reclaim or throttling that found the memory cgroup's swap over memory.swap.high (memory.swap.events: high; the swap part of the memcg.high_throttles sleeps)")),
       memcg_oom_events(s.counter("memcg.oom_events", "charges that found the memory cgroup at memory.max with nothing left to reclaim and called its OOM killer (memory.events: oom)")),
       memcg_oom_kill(s.counter("memcg.oom_kill", "processes the memory cgroup's OOM killer killed (memory.events: oom_kill)")),
       workingset_refault_file(s.counter("kernel.workingset_refault_file", "page-cache folios read again after reclaim evicted them (a shadow entry was found: WORKINGSET_REFAULT_FILE)", "pages")),
@@ -366,8 +375,10 @@ void Kernel::init_memmap() {
   mem_map_[1].refcount = 1;
   lru_batch_.resize(kMaxCpus);
   mem_cgroup_create("", 0);  // the root
-  if (params_.memcg_max || params_.memcg_high || params_.memcg_swap_max < KernelParams::kMemcgSwapUnlimited)
-    workload_memcg_ = mem_cgroup_create("workload", params_.memcg_max, params_.memcg_high, params_.memcg_swap_max);
+  if (params_.memcg_max || params_.memcg_high || params_.memcg_swap_max < KernelParams::kMemcgSwapUnlimited ||
+      params_.memcg_swap_high < KernelParams::kMemcgSwapUnlimited)
+    workload_memcg_ = mem_cgroup_create("workload", params_.memcg_max, params_.memcg_high, params_.memcg_swap_max,
+                                        params_.memcg_swap_high);
   memcg_stock_.assign(kMaxCpus, 0);
   if (params_.swap_size) swapon(params_.swap_size);
   // NUMA: node n holds the frames [n * node_span_, (n + 1) * node_span_), the last node also the

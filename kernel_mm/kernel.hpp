@@ -85,6 +85,7 @@ struct KernelParams {
   uint64_t memcg_max = 0;         // memcg.max: the workload's memory cgroup's memory.max (0: none)
   uint64_t memcg_high = 0;        // memcg.high: its memory.high (0: none, "max")
   uint64_t memcg_swap_max = kMemcgSwapUnlimited;  // memcg.swap_max: its memory.swap.max
+  uint64_t memcg_swap_high = kMemcgSwapUnlimited;  // memcg.swap_high: its memory.swap.high
   static constexpr uint64_t kMemcgSwapUnlimited = 1ull << 40;  // 1T: more than swap.size can be ("max")
   // CONFIG_HZ, for what the kernel counts in jiffies (memory.high's throttling): the platform's
   // sched.hz, or Kconfig's default 250 where sched.hz = 0 turns the tick off.
@@ -133,6 +134,9 @@ struct KernelCounters {
   mmusim::Counter &memcg_high_events, &memcg_high_throttles, &memcg_high_throttle_ns;
   // memory.swap.max: memory.swap.events' max and fail (swap-outs refused a slot by the limit).
   mmusim::Counter &memcg_swap_max_events, &memcg_swap_fail;
+  // memory.swap.high: memory.swap.events' high (the over-high checks on the return to user mode
+  // that found the cgroup's swap over it).
+  mmusim::Counter &memcg_swap_high_events;
   // The memcg's OOM killer (oom_kill.cpp): memory.events' oom and oom_kill.
   mmusim::Counter &memcg_oom_events, &memcg_oom_kill;
   // Refaults of evicted page cache (mm/workingset.c): /proc/vmstat's workingset_refault_file,
@@ -316,6 +320,7 @@ struct mem_cgroup {
   uint64_t high = UINT64_MAX;   // memory.high, pages
   uint64_t swap_usage = 0;      // page_counter_read(&memcg->swap): swap slots charged (memory.swap.current)
   uint64_t swap_max = UINT64_MAX;  // memory.swap.max, slots
+  uint64_t swap_high = UINT64_MAX;  // memory.swap.high, slots
   uint64_t peak = 0;            // memory.peak, pages
   // memory.stat's file_dirty and file_writeback (lruvec_page_state NR_FILE_DIRTY, NR_WRITEBACK
   // summed over the nodes), pages.
@@ -588,7 +593,8 @@ class Kernel {
   // with memory.max set: its children inherit it).
   const std::vector<std::unique_ptr<mem_cgroup>>& memcgs() const { return memcgs_; }
   mem_cgroup* mem_cgroup_create(const std::string& name, uint64_t max_bytes, uint64_t high_bytes = 0,
-                                uint64_t swap_max_bytes = KernelParams::kMemcgSwapUnlimited);
+                                uint64_t swap_max_bytes = KernelParams::kMemcgSwapUnlimited,
+                                uint64_t swap_high_bytes = KernelParams::kMemcgSwapUnlimited);
   // mem_cgroup_charge() (include/linux/memcontrol.h -> __mem_cgroup_charge(), mm/memcontrol.c:4536):
   // charge a new folio to mm's memcg (null mm: the current task's). Over the limit it reclaims
   // from the memcg (try_charge_memcg()); `may_retry` false is __GFP_NORETRY (readahead: one

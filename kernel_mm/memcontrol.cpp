@@ -10,9 +10,10 @@
 // memory.high: a batch charge that leaves the cgroup over it makes the task reclaim on its way
 // back to user mode, and sleep if reclaim cannot keep up (mem_cgroup_handle_over_high()).
 // memory.swap.max: swap slots charged to the swapped folio's memcg, uncharged when freed.
+// memory.swap.high: the swap overage adds its penalty to memory.high's on the return to user mode.
 // Not here: the per-CPU charge stock's precharge (consume_stock(): every charge goes to the
 // counter; the stock's fill only decides which charges are batch charges: stock_batch_charge()),
-// memory.min/low protection, swap.high, kernel memory (page tables and slab
+// memory.min/low protection, kernel memory (page tables and slab
 // are __GFP_ACCOUNT in the kernel, not charged here), cgroup v1's memsw, the OOM killer (a memcg
 // OOM stops the run), moving tasks between cgroups, nested cgroups.
 #include "base/error.hpp"
@@ -24,13 +25,14 @@ namespace kmm {
 constexpr int MAX_RECLAIM_RETRIES = 16;  // mm/memcontrol.c: rounds of reclaim before giving up
 
 mem_cgroup* Kernel::mem_cgroup_create(const std::string& name, uint64_t max_bytes, uint64_t high_bytes,
-                                      uint64_t swap_max_bytes) {
+                                      uint64_t swap_max_bytes, uint64_t swap_high_bytes) {
   auto m = std::make_unique<mem_cgroup>();
   m->id = uint16_t(memcgs_.size());
   m->name = name;
   m->max = max_bytes ? max_bytes >> PAGE_SHIFT : UINT64_MAX;
   m->high = high_bytes ? high_bytes >> PAGE_SHIFT : UINT64_MAX;
   m->swap_max = swap_max_bytes >= KernelParams::kMemcgSwapUnlimited ? UINT64_MAX : swap_max_bytes >> PAGE_SHIFT;
+  m->swap_high = swap_high_bytes >= KernelParams::kMemcgSwapUnlimited ? UINT64_MAX : swap_high_bytes >> PAGE_SHIFT;
   m->nodeinfo.resize(std::max(1u, params_.nr_nodes));
   for (size_t n = 0; n < m->nodeinfo.size(); ++n) {
     m->nodeinfo[n].nid = int(n);
@@ -58,7 +60,9 @@ int Kernel::try_charge_memcg(mem_cgroup* memcg, uint64_t nr_pages, bool may_retr
       // mode (set_notify_resume()); a charge the CPU's stock covered checks nothing. (One level
       // under the root: the loop over the parents is this memcg.)
       const uint64_t batch = stock_batch_charge(nr_pages);
-      if (batch && current_ && memcg->usage > memcg->high) {
+      // The allocating tasks will need to reclaim or be throttled to prevent further growth of
+      // the memory or swap footprints (mem_high || swap_high).
+      if (batch && current_ && (memcg->usage > memcg->high || memcg->swap_usage > memcg->swap_high)) {
         current_->memcg_nr_pages_over_high += unsigned(batch);
         // Reclaim is set up above to be called from the userland return path. But also attempt
         // synchronous reclaim to avoid excessive overrun while the task is still inside the kernel.
@@ -127,9 +131,12 @@ void Kernel::mem_cgroup_handle_over_high() {
   for (;;) {  // retry_reclaim: (task_is_dying(): no signals here)
     // The allocating task reclaims at least its batch; retries only what prevents breaching.
     const uint64_t nr_reclaimed = reclaim_high(memcg, in_retry ? SWAP_CLUSTER_MAX : nr_pages);
-    // memory.high is breached and reclaim is unable to keep up: throttle the allocator. (No
-    // swap.high: swap_find_max_overage() adds nothing.)
+    // memory.high is breached and reclaim is unable to keep up: throttle the allocator.
     penalty_jiffies = calculate_high_delay(nr_pages, calculate_overage(memcg->usage, memcg->high), params_.hz);
+    // swap_find_max_overage(): memory.swap.high's overage, a MEMCG_SWAP_HIGH event when there is one.
+    const uint64_t swap_overage = calculate_overage(memcg->swap_usage, memcg->swap_high);
+    if (swap_overage) ctr_.memcg_swap_high_events.inc();
+    penalty_jiffies += calculate_high_delay(nr_pages, swap_overage, params_.hz);
     // Clamp the delay per return to user mode (MEMCG_MAX_HIGH_DELAY_JIFFIES, 2 s).
     penalty_jiffies = std::min<uint64_t>(penalty_jiffies, 2ull * params_.hz);
     // Not worth a sleep: a small overage that reclaim may yet catch up with.
@@ -189,12 +196,13 @@ uint64_t Kernel::mem_cgroup_get_nr_swap_pages(const mem_cgroup* memcg) const {
 }
 
 // mem_cgroup_swap_full() (mm/memcontrol.c:5140): vm_swap_full(), or the memcg's swap usage at half
-// its memory.swap.max (or swap.high: not here).
+// its memory.swap.high or memory.swap.max.
 bool Kernel::mem_cgroup_swap_full(const folio* f) const {
   if (vm_swap_full()) return true;
   if (f->memcg_id == 0) return false;
   const mem_cgroup* memcg = memcgs_[f->memcg_id].get();
-  return memcg->swap_max != UINT64_MAX && memcg->swap_usage * 2 >= memcg->swap_max;
+  return (memcg->swap_high != UINT64_MAX && memcg->swap_usage * 2 >= memcg->swap_high) ||
+         (memcg->swap_max != UINT64_MAX && memcg->swap_usage * 2 >= memcg->swap_max);
 }
 
 int Kernel::mem_cgroup_charge(folio* f, mm_struct* mm, bool may_retry, bool may_reclaim) {

@@ -139,3 +139,45 @@ TEST_CASE("memcg.swap_max: with memory.high, what swap cannot take stays and the
   // Swap-outs reclaim tried past the limit failed and were counted (memory.swap.events).
   CHECK(e.count("memcg.swap_fail") == e.count("memcg.swap_max_events"));
 }
+
+TEST_CASE("memcg.swap_high: swap over memory.swap.high throttles the task by the swap overage, swap-outs go on", "[memcg][swap]") {
+  Env e([](KernelParams& p) {
+    p.memcg_max = 1ull << 20;  // 256 pages
+    p.swap_size = 4ull << 20;  // 1024 slots
+    p.memcg_swap_high = 64 * PAGE_SIZE;
+  });
+  task_struct* t = e.proc("p");
+  const mem_cgroup* cg = e.k.memcgs()[1].get();
+  CHECK(cg->swap_high == 64);
+  CHECK(cg->swap_max == UINT64_MAX);
+  const uint64_t va = e.mmap(t, 512 * PAGE_SIZE);
+  uint64_t slept_ns = 0;
+  for (uint64_t p = 0; p < 512; ++p) {
+    REQUIRE(e.store(t, va + p * PAGE_SIZE, uint8_t(p % 251 + 1)));
+    const uint64_t before = e.count("memcg.high_throttle_ns");
+    const uint64_t over = t->memcg_nr_pages_over_high;
+    const uint64_t swap = cg->swap_usage;
+    e.k.resume_user_mode_work();
+    const uint64_t slept = e.count("memcg.high_throttle_ns") - before;
+    if (over) {
+      // memory.high is max: the penalty is the swap overage's alone, as calculate_high_delay()
+      // computes it for the owed pages (HZ 250), clamped to 2 s; none at or below HZ / 100.
+      uint64_t jiffies = std::min<uint64_t>(calculate_high_delay(over, calculate_overage(swap, 64), 250), 500);
+      if (jiffies <= 2) jiffies = 0;
+      CHECK(slept == jiffies * 4'000'000);
+    } else {
+      CHECK(slept == 0);
+    }
+    slept_ns += slept;
+    e.k.clear_cost();
+  }
+  // swap.high is no limit: the cgroup's swap grew past it, holding what memory.max could not.
+  CHECK(cg->swap_usage > 128);
+  CHECK(cg->usage <= 256);
+  CHECK(e.count("memcg.swap_fail") == 0);
+  CHECK(e.count("memcg.high_events") == 0);  // memory.high itself was never crossed
+  CHECK(e.count("memcg.swap_high_events") > 0);
+  CHECK(e.count("memcg.high_throttles") > 0);
+  CHECK(slept_ns == e.count("memcg.high_throttle_ns"));
+  for (uint64_t p = 0; p < 512; ++p) REQUIRE(e.load(t, va + p * PAGE_SIZE) == int(p % 251 + 1));
+}
