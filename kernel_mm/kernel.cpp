@@ -141,6 +141,15 @@ void KernelParams::visit(mmusim::Params& p) {
             "writeback before balance_dirty_pages() holds a dirtier to the disk's rate (the "
             "kernel's default 20, mm/page-writeback.c; 0, which takes vm.dirty_bytes, is not "
             "provided)");
+  p.integer("kernel.dirty_writeback_centisecs", dirty_writeback_centisecs, 500, 0, 360000,
+            "vm.dirty_writeback_centisecs: while inodes are dirty the flusher wakes this often "
+            "(its delayed work, armed when the first inode becomes dirty) and writes the data "
+            "older than kernel.dirty_expire_centisecs (periodic 'kupdate' writeback) and, over a "
+            "background threshold, in the background (the kernel's default 500: 5 s; 0: never "
+            "periodically). The work runs at the first kernel entry from its time on");
+  p.integer("kernel.dirty_expire_centisecs", dirty_expire_centisecs, 3000, 0, 360000,
+            "vm.dirty_expire_centisecs: an inode dirty for longer than this is written by the "
+            "next periodic writeback (the kernel's default 3000: 30 s)");
   p.integer("kernel.dirty_background_ratio", dirty_background_ratio, 10, 0, 100,
             "vm.dirty_background_ratio, percent of the same: above it the flusher writes in the "
             "background (the kernel's default 10; at or above kernel.dirty_ratio, half of "
@@ -324,6 +333,7 @@ KernelCounters::KernelCounters(mmusim::Stats& s)
       folio_mkclean_ptes(s.counter("kernel.folio_mkclean_ptes", "PTEs of shared file mappings write-protected and cleaned for a folio's writeback, each with its TLB flush (folio_mkclean())", "ptes")),
       flusher_background(s.counter("kernel.flusher_background", "background writeback runs: dirty page cache over dirty_background_ratio of a domain (wb_start_background_writeback())")),
       flusher_vmscan(s.counter("kernel.flusher_vmscan", "writeback of every dirty page started by reclaim that found only dirty page cache (wakeup_flusher_threads(WB_REASON_VMSCAN))")),
+      flusher_periodic(s.counter("kernel.flusher_periodic", "periodic (kupdate) writeback works: every kernel.dirty_writeback_centisecs while inodes are dirty, the flusher writes those dirtied more than kernel.dirty_expire_centisecs ago (wb_check_old_data_flush(); trace event writeback_written, reason periodic, has the pages)")),
       balance_dirty_pages(s.counter("kernel.balance_dirty_pages", "dirtiers' checks of the dirty limits (balance_dirty_pages(), every nr_dirtied_pause pages a task dirties)")),
       dirty_over_freerun(s.counter("kernel.dirty_over_freerun", "checks that found a domain's dirty and writeback pages above its freerun ceiling ((dirty_ratio + dirty_background_ratio) / 2 of what can be dirty): the dirtier is throttled to its task_ratelimit (a pause, or a debt carried to the next check)")),
       dirty_throttle_pauses(s.counter("kernel.dirty_throttle_pauses", "dirtiers put to sleep by balance_dirty_pages() (io_schedule_timeout(pause)): dirtying faster than the disk writes")),

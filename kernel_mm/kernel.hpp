@@ -95,6 +95,8 @@ struct KernelParams {
   unsigned swappiness = 60;       // swap.swappiness: vm.swappiness (memory.swappiness)
   unsigned dirty_ratio = 20;      // kernel.dirty_ratio: vm.dirty_ratio, percent
   unsigned dirty_background_ratio = 10;  // kernel.dirty_background_ratio: vm.dirty_background_ratio
+  unsigned dirty_writeback_centisecs = 500;  // kernel.dirty_writeback_centisecs (0: no periodic writeback)
+  unsigned dirty_expire_centisecs = 3000;    // kernel.dirty_expire_centisecs
   NumaPolicy numa = NumaPolicy::first_touch;  // memory.numa
   // The machine's NUMA topology, from the platform (platform.sockets), not a key of its own: one
   // node per socket, CPUs [n * cpus_per_node, (n + 1) * cpus_per_node) on node n, memory split
@@ -150,7 +152,7 @@ struct KernelCounters {
   // nr_vmscan_immediate_reclaim, pgrotated; write requests, PTEs write-protected for writeback
   // (folio_mkclean), the flusher's runs by reason, and dirtiers' checks against the dirty limits.
   mmusim::Counter &nr_dirtied, &nr_written, &nr_vmscan_immediate_reclaim, &pgrotated, &file_write_requests,
-      &folio_mkclean_ptes, &flusher_background, &flusher_vmscan, &balance_dirty_pages, &dirty_over_freerun,
+      &folio_mkclean_ptes, &flusher_background, &flusher_vmscan, &flusher_periodic, &balance_dirty_pages, &dirty_over_freerun,
       &dirty_throttle_pauses, &dirty_throttle_ns;
   // Reclaim's own throttling (reclaim_throttle()): sleeps of reclaimers that found the LRU tail
   // congested with folios under writeback (CONGESTED) or direct reclaim without progress
@@ -371,6 +373,9 @@ class Kernel {
     current_ = tsk;
     cpu_ = cpu;
     now_ps_ = now_ps;
+    // The flusher's delayed work (wb->dwork) whose timer has fired runs first (no kernel threads:
+    // at the first entry from its time on).
+    if (wb_dwork_ps_ && now_ps >= wb_dwork_ps_) wb_workfn();
   }
   task_struct* current() const { return current_; }
   int smp_processor_id() const { return cpu_; }
@@ -1125,7 +1130,17 @@ class Kernel {
   void __folio_end_writeback(folio* f);
   // wb_writeback() (fs/fs-writeback.c): dirty inodes written, oldest first, in chunks of
   // writeback_chunk_size(), until nr_pages are written or (background) the thresholds are met.
-  uint64_t wb_writeback(uint64_t nr_pages, bool for_background, const mem_cgroup* memcg);
+  // The work's kind: every dirty page (WB_REASON_VMSCAN's start-all), background (while over a
+  // background threshold) or periodic (kupdate: the inodes dirtied dirty_expire_centisecs ago).
+  enum class WbWork : uint8_t { all, background, periodic };
+  uint64_t wb_writeback(uint64_t nr_pages, WbWork kind, const mem_cgroup* memcg);
+  // wb_workfn() -> wb_do_writeback() (fs/fs-writeback.c): the flusher's delayed work when its
+  // timer fires: wb_check_old_data_flush() (kupdate), wb_check_background_flush(); armed again
+  // while inodes are dirty (wb_wakeup_delayed(): dirty_writeback_centisecs).
+  void wb_workfn();
+  void wb_wakeup_delayed();
+  uint64_t wb_dwork_ps_ = 0;      // when the delayed work's timer fires (0: not queued)
+  uint64_t wb_last_old_flush_ = 0;  // wb->last_old_flush, jiffies
   bool wb_over_bg_thresh(const mem_cgroup* memcg) const;
   uint64_t nr_file_dirty_ = 0, nr_writeback_ = 0;
   bdi_writeback wb_;                     // (wb_init(): the estimates start at INIT_BW)

@@ -27,8 +27,8 @@
 // kernel threads; the remote TLB flushes of folio_mkclean() still reach the CPUs that hold the
 // mm); one wb for all inodes (no cgroup writeback: a memcg's background writeback writes every
 // dirty inode, and the wb's share of a domain is the whole domain); the bandwidth estimate moves
-// only in balance_dirty_pages() (not also after writeback ends); no periodic (kupdate, 5 s /
-// 30 s) writeback; no strictlimit, no per-CPU bdp_ratelimits.
+// only in balance_dirty_pages() (not also after writeback ends); periodic (kupdate) writeback
+// runs at the first kernel entry after its timer; no strictlimit, no per-CPU bdp_ratelimits.
 #include <algorithm>
 #include <cstring>
 
@@ -102,7 +102,11 @@ void Kernel::folio_account_dirtied(folio* f, address_space* mapping) {
   if (!mapping->inode_dirty) {
     mapping->inode_dirty = true;
     mapping->dirtied_when_ps = time_now_ps();
+    // If this is the first dirty inode for this bdi, we have to wake up the corresponding bdi
+    // thread to make sure background write-back happens later.
+    const bool wakeup_bdi = b_dirty_.empty();
     b_dirty_.push_back(mapping);
+    if (wakeup_bdi) wb_wakeup_delayed();
   }
 }
 
@@ -232,7 +236,10 @@ uint64_t Kernel::do_writepages(address_space* mapping, uint64_t nr_to_write) {
 // (cleaning PTEs, submitting requests) is charged to nobody: the flusher is a kernel thread of
 // another CPU, which the platform does not model. Its remote TLB flushes still reach the CPUs
 // that hold the mm. The 100 ms slice (writeback_sb_inodes()) cannot end a work that takes no time.
-uint64_t Kernel::wb_writeback(uint64_t nr_pages, bool for_background, const mem_cgroup* memcg) {
+// A periodic (kupdate) work writes only the inodes dirtied before now - dirty_expire_centisecs
+// (queue_io()'s dirtied_before), every dirty page of them within the work's pages.
+uint64_t Kernel::wb_writeback(uint64_t nr_pages, WbWork kind, const mem_cgroup* memcg) {
+  const bool for_background = kind == WbWork::background;
   if (in_flusher_) return 0;  // writeback_in_progress(wb)
   in_flusher_ = true;
   // wb_bandwidth_estimate_start(): after more than a second without writeback the bandwidth
@@ -248,9 +255,22 @@ uint64_t Kernel::wb_writeback(uint64_t nr_pages, bool for_background, const mem_
   // The flusher's work is a kworker's, not this entry's: its account is put back after.
   const OtherContext flusher(*this);
   size_t idle = 0;  // inodes in a row that had nothing to write (all under writeback)
+  const uint64_t expire_ps = uint64_t(params_.dirty_expire_centisecs) * 10'000'000'000ull;
+  const uint64_t now_ps = time_now_ps();
   while (!b_dirty_.empty() && idle < b_dirty_.size()) {
     if (for_background ? !wb_over_bg_thresh(memcg) : nr_pages == 0) break;
     address_space* mapping = b_dirty_.front();
+    // (Expired: dirtied at or before now - dirty_expire_centisecs.)
+    auto expired = [&](const address_space* m) { return m->dirtied_when_ps + expire_ps <= now_ps; };
+    if (kind == WbWork::periodic && !expired(mapping)) {
+      // Not expired: behind the others; the work ends when none is left that is.
+      bool any = false;
+      for (const address_space* m : b_dirty_) any = any || expired(m);
+      if (!any) break;
+      b_dirty_.erase(b_dirty_.begin());
+      b_dirty_.push_back(mapping);
+      continue;
+    }
     // writeback_chunk_size(), WB_SYNC_NONE: half a second of the estimated write bandwidth, at
     // most an eighth of the global domain's smoothed limit (before the first dirtier's check has
     // set it, the threshold writeback_set_ratelimit() would have set at boot).
@@ -292,7 +312,7 @@ void Kernel::wb_start_background_writeback(const mem_cgroup* memcg) {
   ctr_.flusher_background.inc();
   trace_event("writeback_start", {mmusim::TraceField::str("reason", "background"),
                                   mmusim::TraceField::dec("nr_dirty", nr_file_dirty_)});
-  const uint64_t written = wb_writeback(UINT64_MAX, true, memcg);
+  const uint64_t written = wb_writeback(UINT64_MAX, WbWork::background, memcg);
   trace_event("writeback_written", {mmusim::TraceField::str("reason", "background"),
                                     mmusim::TraceField::dec("pages", written)});
 }
@@ -304,9 +324,47 @@ void Kernel::wakeup_flusher_threads_vmscan() {
   ctr_.flusher_vmscan.inc();
   trace_event("writeback_start", {mmusim::TraceField::str("reason", "vmscan"),
                                   mmusim::TraceField::dec("nr_dirty", nr_file_dirty_)});
-  const uint64_t written = wb_writeback(nr_file_dirty_, false, nullptr);
+  const uint64_t written = wb_writeback(nr_file_dirty_, WbWork::all, nullptr);
   trace_event("writeback_written", {mmusim::TraceField::str("reason", "vmscan"),
                                     mmusim::TraceField::dec("pages", written)});
+}
+
+// wb_wakeup_delayed() (mm/backing-dev.c): queue the flusher's delayed work
+// dirty_writeback_centisecs from now, unless it is queued already (queue_delayed_work()).
+void Kernel::wb_wakeup_delayed() {
+  if (wb_dwork_ps_ || !params_.dirty_writeback_centisecs) return;
+  const uint64_t hz = params_.hz;
+  // msecs_to_jiffies(dirty_writeback_interval * 10), rounded up; the timer fires at that tick.
+  const uint64_t timeout = (uint64_t(params_.dirty_writeback_centisecs) * 10 * hz + 999) / 1000;
+  const uint64_t expire = jiffies() + timeout;
+  wb_dwork_ps_ = std::max<uint64_t>(1, uint64_t(((unsigned __int128)expire * 1'000'000'000'000ull + hz - 1) / hz));
+}
+
+// wb_workfn() (fs/fs-writeback.c) -> wb_do_writeback(): no queued works here (the port runs
+// them when they are woken), then wb_check_old_data_flush() and wb_check_background_flush(); then
+// the delayed work is queued again while the wb has dirty inodes (wb_has_dirty_io()).
+void Kernel::wb_workfn() {
+  wb_dwork_ps_ = 0;
+  if (in_flusher_) return;
+  // wb_check_old_data_flush(): every dirty_writeback_centisecs since the last one, every dirty
+  // page of the inodes dirtied longer than dirty_expire_centisecs ago (WB_REASON_PERIODIC).
+  const uint64_t now = jiffies();
+  const uint64_t interval = (uint64_t(params_.dirty_writeback_centisecs) * 10 * params_.hz + 999) / 1000;
+  if (params_.dirty_writeback_centisecs && now >= wb_last_old_flush_ + interval) {
+    wb_last_old_flush_ = now;
+    if (const uint64_t nr_pages = nr_file_dirty_) {
+      ctr_.flusher_periodic.inc();
+      trace_event("writeback_start", {mmusim::TraceField::str("reason", "periodic"),
+                                      mmusim::TraceField::dec("nr_dirty", nr_pages)});
+      const uint64_t written = wb_writeback(nr_pages, WbWork::periodic, nullptr);
+      trace_event("writeback_written", {mmusim::TraceField::str("reason", "periodic"),
+                                        mmusim::TraceField::dec("pages", written)});
+    }
+  }
+  // wb_check_background_flush(): the wb's domains (the global one, and the workload cgroup's,
+  // whose wb the one wb here also is).
+  wb_start_background_writeback(workload_memcg_);
+  if (!b_dirty_.empty()) wb_wakeup_delayed();
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -686,3 +686,43 @@ TEST_CASE("reclaim_throttle: memcg reclaim that meets only folios still under wr
     }
   }
 }
+
+TEST_CASE("writeback: periodic (kupdate) writeback writes what has been dirty for dirty_expire_centisecs, every dirty_writeback_centisecs", "[filemap][writeback]") {
+  for (const unsigned interval : {500u, 0u}) {
+    INFO("dirty_writeback_centisecs " << interval);
+    Env e([interval](KernelParams& p) { p.dirty_writeback_centisecs = interval; });
+    constexpr uint64_t s = 1'000'000'000'000ull;  // ps
+    task_struct* t = e.proc("p");
+    address_space* file = e.k.file_create("shared", 16 * PAGE_SIZE, 3);
+    const uint64_t va = mmap_file(e, t, file, 16 * PAGE_SIZE, MAP_SHARED);
+    // 16 dirty pages at time 0: far below the background threshold, nothing else writes them.
+    for (uint64_t p = 0; p < 16; ++p) REQUIRE(e.store(t, va + p * PAGE_SIZE, 7));
+    CHECK(e.k.nr_file_dirty() == 16);
+    // The first dirty inode queued the flusher's delayed work 5 s (1,250 jiffies) ahead.
+    e.k.enter(t, 0, 5 * s - 1);
+    CHECK(e.count("kernel.flusher_periodic") == 0);
+    e.k.enter(t, 0, 5 * s);
+    // At 5 s the work runs (with the interval): nothing has been dirty for 30 s yet.
+    CHECK(e.count("kernel.flusher_periodic") == (interval ? 1 : 0));
+    CHECK(e.k.nr_file_dirty() == 16);
+    // The next entry is at 31 s: the work queued again for 10 s runs then, and the inode has been
+    // dirty for 31 s: all 16 pages go out in one request.
+    e.k.enter(t, 0, 31 * s);
+    e.k.check_invariants("periodic writeback", true);
+    if (interval) {
+      CHECK(e.count("kernel.flusher_periodic") == 2);
+      CHECK(e.count("kernel.file_write_requests") == 1);
+      CHECK(e.k.nr_file_dirty() == 0);
+      CHECK(e.k.nr_writeback() + e.count("kernel.nr_written") == 16);
+      CHECK_FALSE(file->inode_dirty);
+      // Clean: the work is not queued again.
+      e.k.enter(t, 0, 100 * s);
+      CHECK(e.count("kernel.flusher_periodic") == 2);
+    } else {
+      // vm.dirty_writeback_centisecs = 0: never.
+      CHECK(e.count("kernel.flusher_periodic") == 0);
+      CHECK(e.k.nr_file_dirty() == 16);
+      CHECK(e.count("kernel.file_write_requests") == 0);
+    }
+  }
+}
