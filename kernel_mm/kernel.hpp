@@ -1155,6 +1155,10 @@ class Kernel {
   void trace_balance_dirty_pages(const dirty_throttle_control& dtc, uint64_t dirty_ratelimit, uint64_t task_ratelimit,
                                  uint64_t dirtied, int64_t period, int64_t pause, uint64_t start_time);
   uint64_t jiffies() const;  // the simulated time now, in ticks of params_.hz
+  uint64_t jiffies_to_ps(uint64_t j) const;  // when tick `j` comes (a timer set for it fires then)
+  // The flusher's work for `reason` (trace events writeback_start / writeback_written around it).
+  uint64_t wb_start_work(const char* reason, mmusim::Counter& runs, uint64_t nr_pages, WbWork kind,
+                         const mem_cgroup* memcg);
   void wb_init();
   bool in_flusher_ = false;              // the flusher's work is running (no recursion)
 
@@ -1268,9 +1272,10 @@ class Kernel {
     uint64_t nr_dirty = 0, nr_unqueued_dirty = 0, nr_congested = 0, nr_writeback = 0;
   };
   // scan_control's nr (mm/vmscan.c): what shrink_inactive_list() found during one shrink_node(),
-  // pages; and sc->nr_scanned of one priority (do_try_to_free_pages() resets it).
+  // pages (the counts kswapd's flags use are left out: no kswapd); and sc->nr_scanned of one
+  // priority of direct reclaim (do_try_to_free_pages() resets it).
   struct {
-    uint64_t dirty = 0, unqueued_dirty = 0, congested = 0, writeback = 0, taken = 0, file_taken = 0;
+    uint64_t dirty = 0, congested = 0;
   } sc_nr_;
   uint64_t sc_nr_scanned_ = 0;
   // shrink_node() (mm/vmscan.c:5968) on node `nid`: the lruvecs of the reclaim's target (every

@@ -309,35 +309,34 @@ bool Kernel::wb_over_bg_thresh(const mem_cgroup* memcg) const {
 // (wb_check_background_flush(): LONG_MAX pages while over the background thresholds).
 void Kernel::wb_start_background_writeback(const mem_cgroup* memcg) {
   if (in_flusher_ || !wb_over_bg_thresh(memcg)) return;
-  ctr_.flusher_background.inc();
-  trace_event("writeback_start", {mmusim::TraceField::str("reason", "background"),
-                                  mmusim::TraceField::dec("nr_dirty", nr_file_dirty_)});
-  const uint64_t written = wb_writeback(UINT64_MAX, WbWork::background, memcg);
-  trace_event("writeback_written", {mmusim::TraceField::str("reason", "background"),
-                                    mmusim::TraceField::dec("pages", written)});
+  wb_start_work("background", ctr_.flusher_background, UINT64_MAX, WbWork::background, memcg);
 }
 
 // wakeup_flusher_threads(WB_REASON_VMSCAN) (fs/fs-writeback.c) -> wb_start_writeback() ->
 // wb_check_start_all(): every dirty page (get_nr_dirty_pages()).
 void Kernel::wakeup_flusher_threads_vmscan() {
   if (in_flusher_ || nr_file_dirty_ == 0) return;
-  ctr_.flusher_vmscan.inc();
-  trace_event("writeback_start", {mmusim::TraceField::str("reason", "vmscan"),
+  wb_start_work("vmscan", ctr_.flusher_vmscan, nr_file_dirty_, WbWork::all, nullptr);
+}
+
+uint64_t Kernel::wb_start_work(const char* reason, mmusim::Counter& runs, uint64_t nr_pages, WbWork kind,
+                               const mem_cgroup* memcg) {
+  runs.inc();
+  trace_event("writeback_start", {mmusim::TraceField::str("reason", reason),
                                   mmusim::TraceField::dec("nr_dirty", nr_file_dirty_)});
-  const uint64_t written = wb_writeback(nr_file_dirty_, WbWork::all, nullptr);
-  trace_event("writeback_written", {mmusim::TraceField::str("reason", "vmscan"),
+  const uint64_t written = wb_writeback(nr_pages, kind, memcg);
+  trace_event("writeback_written", {mmusim::TraceField::str("reason", reason),
                                     mmusim::TraceField::dec("pages", written)});
+  return written;
 }
 
 // wb_wakeup_delayed() (mm/backing-dev.c): queue the flusher's delayed work
 // dirty_writeback_centisecs from now, unless it is queued already (queue_delayed_work()).
 void Kernel::wb_wakeup_delayed() {
   if (wb_dwork_ps_ || !params_.dirty_writeback_centisecs) return;
-  const uint64_t hz = params_.hz;
   // msecs_to_jiffies(dirty_writeback_interval * 10), rounded up; the timer fires at that tick.
-  const uint64_t timeout = (uint64_t(params_.dirty_writeback_centisecs) * 10 * hz + 999) / 1000;
-  const uint64_t expire = jiffies() + timeout;
-  wb_dwork_ps_ = std::max<uint64_t>(1, uint64_t(((unsigned __int128)expire * 1'000'000'000'000ull + hz - 1) / hz));
+  const uint64_t timeout = (uint64_t(params_.dirty_writeback_centisecs) * 10 * params_.hz + 999) / 1000;
+  wb_dwork_ps_ = std::max<uint64_t>(1, jiffies_to_ps(jiffies() + timeout));
 }
 
 // wb_workfn() (fs/fs-writeback.c) -> wb_do_writeback(): no queued works here (the port runs
@@ -352,14 +351,7 @@ void Kernel::wb_workfn() {
   const uint64_t interval = (uint64_t(params_.dirty_writeback_centisecs) * 10 * params_.hz + 999) / 1000;
   if (params_.dirty_writeback_centisecs && now >= wb_last_old_flush_ + interval) {
     wb_last_old_flush_ = now;
-    if (const uint64_t nr_pages = nr_file_dirty_) {
-      ctr_.flusher_periodic.inc();
-      trace_event("writeback_start", {mmusim::TraceField::str("reason", "periodic"),
-                                      mmusim::TraceField::dec("nr_dirty", nr_pages)});
-      const uint64_t written = wb_writeback(nr_pages, WbWork::periodic, nullptr);
-      trace_event("writeback_written", {mmusim::TraceField::str("reason", "periodic"),
-                                        mmusim::TraceField::dec("pages", written)});
-    }
+    if (nr_file_dirty_) wb_start_work("periodic", ctr_.flusher_periodic, nr_file_dirty_, WbWork::periodic, nullptr);
   }
   // wb_check_background_flush(): the wb's domains (the global one, and the workload cgroup's,
   // whose wb the one wb here also is).
@@ -421,6 +413,11 @@ void Kernel::wb_init() {
 
 uint64_t Kernel::jiffies() const {
   return uint64_t((unsigned __int128)time_now_ps() * params_.hz / 1'000'000'000'000ull);
+}
+
+uint64_t Kernel::jiffies_to_ps(uint64_t j) const {
+  const uint64_t hz = params_.hz;
+  return uint64_t(((unsigned __int128)j * 1'000'000'000'000ull + hz - 1) / hz);
 }
 
 namespace {

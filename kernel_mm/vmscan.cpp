@@ -507,10 +507,6 @@ uint64_t Kernel::shrink_inactive_list(uint64_t nr_to_scan, lruvec& lv, lru_list 
   if (stat.nr_unqueued_dirty == nr_taken) wakeup_flusher_threads_vmscan();
   sc_nr_.dirty += stat.nr_dirty;
   sc_nr_.congested += stat.nr_congested;
-  sc_nr_.unqueued_dirty += stat.nr_unqueued_dirty;
-  sc_nr_.writeback += stat.nr_writeback;
-  sc_nr_.taken += nr_taken;
-  if (is_file_lru(lru)) sc_nr_.file_taken += nr_taken;
   lru_note_cost(lv, is_file_lru(lru), nr_pageout, nr_scanned - std::min<uint64_t>(nr_scanned, nr_reclaimed));
   (cgroup ? ctr_.memcg_pgsteal : ctr_.pgsteal_direct).inc(nr_reclaimed);
   return nr_reclaimed;
@@ -755,15 +751,13 @@ void Kernel::reclaim_throttle(int nid, vmscan_throttle_state reason) {
     case VMSCAN_THROTTLE_ISOLATED: timeout = params_.hz / 50; break;
   }
   // schedule_timeout(timeout): the timer fires at the tick jiffies + timeout.
-  const uint64_t hz = params_.hz;
   const uint64_t now = time_now_ps();
-  const uint64_t expire = jiffies() + timeout;
-  const uint64_t wake = uint64_t(((unsigned __int128)expire * 1'000'000'000'000ull + hz - 1) / hz);
+  const uint64_t wake = jiffies_to_ps(jiffies() + timeout);
   const uint64_t sleep_ps = wake > now ? wake - now : 0;
   cost_.throttle_cycles += double(sleep_ps) * ghz_ / 1000.0;
   ctr_.reclaim_throttles.inc();
   ctr_.reclaim_throttle_ns.inc((sleep_ps + 500) / 1000);
-  const uint64_t usec_timeout = timeout * (1'000'000ull / hz);
+  const uint64_t usec_timeout = timeout * (1'000'000ull / params_.hz);
   trace_event("mm_vmscan_throttled", {mmusim::TraceField::dec("nid", uint64_t(nid)),
                                       mmusim::TraceField::dec("usec_timeout", usec_timeout),
                                       mmusim::TraceField::dec("usec_delayed", usec_timeout),
@@ -817,7 +811,6 @@ uint64_t Kernel::try_to_free_mem_cgroup_pages(mem_cgroup* memcg, uint64_t nr_pag
   uint64_t nr_reclaimed = 0;
   reclaim_target_ = memcg;
   for (int priority = DEF_PRIORITY; priority >= 0 && nr_reclaimed < nr_to_reclaim; --priority) {
-    sc_nr_scanned_ = 0;
     for (lruvec& lv : memcg->nodeinfo) {
       if (nr_reclaimed >= nr_to_reclaim) break;
       shrink_node(lv.nid, priority, nr_to_reclaim, &nr_reclaimed);
