@@ -742,12 +742,12 @@ std::vector<std::pair<const ParamSpec*, const Setting*>> Config::effective() con
 // Params binder
 
 ParamSpec Params::spec(const std::string& key, ParamType t, std::string def, const std::string& desc,
-                       const std::string& unit) {
+                       const std::string& unit) const {
   ParamSpec s;
-  s.key = key;
+  s.key = prefix_ + key;
   s.type = t;
   s.default_text = std::move(def);
-  s.desc = desc;
+  s.desc = desc_prefix_ + desc;
   s.unit = unit;
   return s;
 }
@@ -774,11 +774,11 @@ void Params::real(const std::string& key, double& field, double def, double lo, 
   ParamSpec s = spec(key, ParamType::Float, fmt::format("{}", def), desc, unit);
   s.min = lo;
   s.max = hi;
-  if (bind(std::move(s))) field = config_->get_float(key);
+  if (bind(std::move(s))) field = config_->get_float(prefix_ + key);
 }
 
 void Params::boolean(const std::string& key, bool& field, bool def, const std::string& desc) {
-  if (bind(spec(key, ParamType::Bool, def ? "true" : "false", desc, ""))) field = config_->get_bool(key);
+  if (bind(spec(key, ParamType::Bool, def ? "true" : "false", desc, ""))) field = config_->get_bool(prefix_ + key);
 }
 
 void Params::size(const std::string& key, uint64_t& field, const std::string& def, uint64_t lo,
@@ -787,17 +787,17 @@ void Params::size(const std::string& key, uint64_t& field, const std::string& de
   s.min = double(lo);
   s.max = double(hi);
   s.align = align;
-  if (bind(std::move(s))) field = config_->get_size(key);
+  if (bind(std::move(s))) field = config_->get_size(prefix_ + key);
 }
 
 void Params::duration(const std::string& key, Duration& field, const std::string& def,
                       const std::string& desc) {
-  if (bind(spec(key, ParamType::Duration, def, desc, ""))) field = config_->get_duration(key);
+  if (bind(spec(key, ParamType::Duration, def, desc, ""))) field = config_->get_duration(prefix_ + key);
 }
 
 void Params::string(const std::string& key, std::string& field, const std::string& def,
                     const std::string& desc) {
-  if (bind(spec(key, ParamType::String, def, desc, ""))) field = config_->get_string(key);
+  if (bind(spec(key, ParamType::String, def, desc, ""))) field = config_->get_string(prefix_ + key);
 }
 
 }  // namespace mmusim

@@ -206,6 +206,16 @@ class Params {
   }
   static Params reading(const Config& config) { return Params(nullptr, &config); }
   bool is_declaring() const { return schema_ != nullptr; }
+  // The same binder under a key prefix: `visit()`s written for "tlb.dtlb.entries" then declare and
+  // read "ecore.tlb.dtlb.entries" (a second parameter family of the same structure, e.g. the
+  // i7-12700's E-cores). `desc_prefix` starts each description. Prefixes nest.
+  Params prefixed(const std::string& key_prefix, const std::string& desc_prefix = "") const {
+    Params p(*this);
+    p.prefix_ += key_prefix;
+    p.desc_prefix_ += desc_prefix;
+    return p;
+  }
+  const std::string& key_prefix() const { return prefix_; }
 
   template <typename T>
   void integer(const std::string& key, T& field, int64_t def, int64_t lo, int64_t hi,
@@ -213,7 +223,7 @@ class Params {
     ParamSpec s = spec(key, ParamType::Int, std::to_string(def), desc, unit);
     s.min = double(lo);
     s.max = double(hi);
-    if (bind(std::move(s))) field = static_cast<T>(config_->get_int(key));
+    if (bind(std::move(s))) field = static_cast<T>(config_->get_int(prefix_ + key));
   }
   void real(const std::string& key, double& field, double def, double lo, double hi,
             const std::string& desc, const std::string& unit = "");
@@ -235,15 +245,16 @@ class Params {
       if (c.second == def) s.default_text = c.first;
     }
     if (!bind(std::move(s))) return;
-    const std::string& v = config_->get_string(key);
+    const std::string& v = config_->get_string(prefix_ + key);
     for (auto& c : choices)
       if (v == c.first) field = c.second;
   }
 
  private:
   Params(Schema* s, const Config* c) : schema_(s), config_(c) {}
-  static ParamSpec spec(const std::string& key, ParamType t, std::string def,
-                        const std::string& desc, const std::string& unit);
+  // The spec of `key` under this binder's prefix.
+  ParamSpec spec(const std::string& key, ParamType t, std::string def, const std::string& desc,
+                 const std::string& unit) const;
   // Declaring: adds the spec and returns false. Reading: returns true (the caller reads).
   bool bind(ParamSpec&& spec);
 
@@ -251,6 +262,8 @@ class Params {
   const Config* config_;
   std::string variant_;
   const StatedDefaults* stated_ = nullptr;
+  std::string prefix_;       // prepended to every key
+  std::string desc_prefix_;  // prepended to every description
 };
 
 // Edit distance, for "did you mean" suggestions.

@@ -113,6 +113,36 @@ void visit_hw_params(hw::CoreMmuParams& p, Params& v) {
   p.core.visit(v);
 }
 
+std::optional<hw::CoreMmuParams> ecore_preset(PlatformName name) {
+  if (name == PlatformName::i7_12700kf) return hw::CoreMmuParams::gracemont_structure();
+  return std::nullopt;
+}
+
+void visit_ecore_params(hw::CoreMmuParams& e, Params& v) {
+  for (auto& t : e.l1) t.visit(v);
+  if (e.has_itlb) e.itlb.visit(v);
+  e.l2.visit(v);
+  e.walker.visit(v);
+  e.caches.l1d.visit(v);
+  e.caches.l2.visit(v);  // the L2 of the core's cluster
+  v.integer("cache.llc_latency", e.caches.llc_latency, e.caches.llc_latency, 0, 10000,
+            "load-to-use latency of an LLC hit from this core, in its cycles (0: the LLC's "
+            "cache.llc.latency)",
+            "cycles");
+  e.core.visit(v);
+}
+
+hw::CoreMmuParams platform_ecore_params(PlatformName name) {
+  static const Schema schema = build_schema();
+  std::optional<hw::CoreMmuParams> e = ecore_preset(name);
+  if (!e) panic("platform {} has no E-cores", platform_name(name));
+  Config cfg(schema);
+  cfg.set("platform.name", platform_name(name), "platform_ecore_params");
+  Params rd = Params::reading(cfg).prefixed("ecore.");
+  visit_ecore_params(*e, rd);
+  return *e;
+}
+
 HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stats, Trace& trace)
     : Platform(n), sys_(cfg, stats, trace, mmu_), os_(sys_) {
   // A task waiting for the disk sleeps and its core runs another (os/fault_delivery.cpp).

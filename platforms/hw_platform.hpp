@@ -7,6 +7,7 @@
 #include <array>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "models/cache/coherence.hpp"
@@ -57,6 +58,16 @@ class PlatformMmuHw : public kmm::MmuHw {
 hw::CoreMmuParams platform_preset(PlatformName name);
 hw::CoreMmuParams platform_hw_params(PlatformName name);
 void visit_hw_params(hw::CoreMmuParams& p, Params& v);
+// The E-cores of a platform that has them (the i7-12700kf's Gracemont cores): their structure,
+// whose keys are the `ecore.`-prefixed family (ecore.tlb.dtlb.entries, ecore.core.rob_entries,
+// ...); nullopt for a platform without E-cores.
+std::optional<hw::CoreMmuParams> ecore_preset(PlatformName name);
+// The E-core's own hardware under `v` (already prefixed "ecore."): TLBs, walker, L1D, the
+// cluster's L2, core, and the LLC hit latency in its cycles (cache.llc_latency). Not the LLC or
+// memory: those are the platform's, shared with the P-cores.
+void visit_ecore_params(hw::CoreMmuParams& e, Params& v);
+// The E-core preset with platform `name`'s built-in config read in (its defaults).
+hw::CoreMmuParams platform_ecore_params(PlatformName name);
 
 class HwPlatform : public Platform {
  public:

@@ -79,6 +79,10 @@ Schema declare_schema(const std::function<std::string(kmm::Cost)>& hw_default,
     Params vp = Params::declaring(s, variant, it == stated.end() ? nullptr : &it->second);
     hw::CoreMmuParams hp = platform_preset(name);
     visit_hw_params(hp, vp);
+    if (std::optional<hw::CoreMmuParams> ep = ecore_preset(name)) {
+      Params ev = vp.prefixed("ecore.", "E-core: ");
+      visit_ecore_params(*ep, ev);
+    }
   }
   s.set_variant_key("platform.name");
   return s;
@@ -126,6 +130,19 @@ Schema build_schema() {
       for (auto& [key, st] : other_keys)
         if (!d.count(key)) d[key] = {st.text, "from " + st.source};
     for (auto& [key, st] : keys) d[key] = st;
+    // An E-core's core.X the file leaves out is its P-core's (the pipeline rules and the
+    // simulator's own knobs; the widths and buffers it states). Only core.*: a TLB, walker or
+    // cache of the E-core taken from the P-core's would be a wrong value no one stated.
+    bool has_ecores = false;
+    for (PlatformName pn : {PlatformName::i7_12700kf, PlatformName::neoverse_n1, PlatformName::xeon_e5_2699v3})
+      if (platform == platform_name(pn) && ecore_preset(pn)) has_ecores = true;
+    if (has_ecores) {
+      std::vector<std::pair<std::string, StatedDefault>> inherited;
+      for (auto& [key, st] : d)
+        if (key.rfind("core.", 0) == 0 && !keys.count("ecore." + key))
+          inherited.push_back({"ecore." + key, {st.text, "as " + key + ": " + st.source}});
+      for (auto& [key, st] : inherited) d[key] = st;
+    }
   }
   Schema s = declare_schema(
       [&](kmm::Cost c) {

@@ -214,7 +214,7 @@ MemoryHierarchy::MemoryHierarchy(const HierarchyParams& p, double core_ghz, Stat
   }
   latency_[L1D] = l1d_.latency();
   latency_[L2] = l2_.latency();
-  latency_[LLC] = llc_->latency();
+  latency_[LLC] = p.llc_latency ? p.llc_latency : llc_->latency();
   latency_[DRAM] = uint32_t(std::llround(p.memory_latency.cycles(core_ghz)));
   inclusive_ = p.llc_inclusive;
   kernel_evictions_ = &stats.counter("cache.llc.kernel_evictions",

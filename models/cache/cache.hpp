@@ -195,6 +195,9 @@ struct HierarchyParams {
   // Several sockets (platform.sockets > 1): another node's memory, over the socket link.
   Duration memory_remote_latency;     // memory.remote_latency (0: not set)
   double memory_remote_bandwidth = 0;  // memory.remote_bandwidth, GB/s per socket (0: not set)
+  // An LLC hit as this hierarchy's core sees it, in its cycles, where that differs from the
+  // LLC's own latency (a core at another clock, e.g. ecore.cache.llc_latency); 0: the LLC's.
+  uint32_t llc_latency = 0;
 
   void visit(Params& p);
 };

@@ -51,6 +51,20 @@ CoreMmuParams CoreMmuParams::haswell_structure() {
   return p;
 }
 
+// Gracemont (the i7-12700's E-cores), from CPUID leaf 0x18 of an Alder Lake E-core
+// (docs/research-smt-ecores.md §2.1): one L1 DTLB for loads and stores (48 entries, fully
+// associative, 4K only: a 2M page is cached as the touched 4K fragment, Tlb::placement()), a 4K
+// instruction TLB, and a second level of two arrays: 2048 entries for 4K and 2M, 8 for 1G.
+CoreMmuParams CoreMmuParams::gracemont_structure() {
+  CoreMmuParams p;
+  p.l1 = {tlb("dtlb", {""})};
+  p.itlb = tlb("itlb", {""});
+  p.has_itlb = true;
+  p.l2 = tlb("stlb", {"4k_2m", "1g"});
+  x86_walker_and_caches(p);
+  return p;
+}
+
 CoreMmuParams CoreMmuParams::neoverse_n1_structure() {
   CoreMmuParams p;
   // Cortex-A76 TRM §A5.2: one L1 DTLB for loads and stores, a unified L2 TLB.

@@ -40,6 +40,9 @@ struct CoreMmuParams {
   static CoreMmuParams golden_cove_structure();
   static CoreMmuParams neoverse_n1_structure();
   static CoreMmuParams haswell_structure();
+  // The i7-12700's Gracemont E-core (its keys are the `ecore.`-prefixed family, hw_platform.hpp
+  // visit_ecore_params).
+  static CoreMmuParams gracemont_structure();
 };
 
 class CoreMmu {

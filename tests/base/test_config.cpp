@@ -192,6 +192,43 @@ TEST_CASE("config: the binder fills fields from set values, enums mapped to thei
   CHECK(f.offset == -12);
 }
 
+TEST_CASE("config: a prefixed binder declares and reads a second family of the same keys", "[config]") {
+  Schema sc;
+  StatedDefaults stated;
+  stated["x.core.rob_entries"] = {"256", "file.cfg:7"};
+  Fixture plain, pre;
+  Params d = Params::declaring(sc, "v", &stated);
+  plain.visit(d);
+  Params dp = d.prefixed("x.", "X: ");
+  CHECK(dp.key_prefix() == "x.");
+  pre.visit(dp);
+  const ParamSpec* rob = sc.find("x.core.rob_entries");
+  REQUIRE(rob);
+  CHECK(rob->default_text == "256");  // the stated default, under the prefixed key
+  CHECK(rob->default_sources.at("v") == "file.cfg:7");
+  CHECK(rob->desc == "X: reorder buffer entries");
+  CHECK(sc.find("core.rob_entries")->default_text == "512");
+  REQUIRE(sc.find("x.tlb.stlb.entries"));
+  CHECK(sc.find("x.tlb.stlb.entries")->desc == "X: STLB entries");
+  CHECK(dp.prefixed("y.").key_prefix() == "x.y.");
+
+  Config c(sc);
+  c.set("x.core.width", "3", "test");
+  c.set("core.width", "5", "test");
+  c.set("x.kernel.wp_reuse", "block16", "test");
+  Fixture a, b;
+  Params r = Params::reading(c);
+  a.visit(r);
+  Params rp = r.prefixed("x.");
+  b.visit(rp);
+  CHECK(a.width == 5);
+  CHECK(b.width == 3);
+  CHECK(a.rob_entries == 512);
+  CHECK(b.rob_entries == 256);
+  CHECK(a.wp_reuse == WpReuse::Off);
+  CHECK(b.wp_reuse == WpReuse::Block16);
+}
+
 TEST_CASE("config: schema declarations that are bugs are InternalErrors", "[config]") {
   Schema s;
   int x = 0;

@@ -19,6 +19,11 @@ inline const hw::CoreMmuParams& n1() {
   static const hw::CoreMmuParams p = platform_hw_params(PlatformName::neoverse_n1);
   return p;
 }
+// The i7-12700kf's Gracemont E-core (the ecore.* keys of its built-in config file).
+inline const hw::CoreMmuParams& i7_ecore() {
+  static const hw::CoreMmuParams p = platform_ecore_params(PlatformName::i7_12700kf);
+  return p;
+}
 // A TLB of a preset under another name (its statistics and keys are tlb.<name>.*).
 inline hw::TlbParams named(hw::TlbParams t, const std::string& name) {
   t.name = name;

@@ -227,6 +227,28 @@ TEST_CASE("tlb: a size no array holds is stored as the largest smaller size held
   CHECK(count(s, "tlb.only2m.fills") == 0);
 }
 
+TEST_CASE("tlb: the Gracemont DTLB (4K only) holds a 2M translation as the touched 4K page; its STLB as 2M",
+          "[tlb]") {
+  Stats s;
+  Tlb l1(presets::i7_ecore().l1.at(0), s);
+  const TlbEntry* e = l1.fill(0x4012'3456, tr(0x4000'0000, 0x8000'0000, PageSize::k2M));
+  REQUIRE(e);
+  CHECK(e->size == PageSize::k4K);
+  CHECK(e->vbase == 0x4012'3000);
+  CHECK(e->pbase == 0x8012'3000);
+  CHECK(l1.lookup(0x4012'3fff, 1) != nullptr);
+  CHECK(l1.lookup(0x4012'4000, 1) == nullptr);  // the next 4K of the same 2M page: a miss
+  Tlb stlb(presets::i7_ecore().l2, s);
+  const TlbEntry* e2 = stlb.fill(0x4012'3456, tr(0x4000'0000, 0x8000'0000, PageSize::k2M));
+  REQUIRE(e2);
+  CHECK(e2->size == PageSize::k2M);
+  CHECK(stlb.lookup(0x401f'f000, 1) != nullptr);
+  // A 1G page goes to the 8-entry 1G array.
+  const TlbEntry* e3 = stlb.fill(0x8000'1000, tr(0x8000'0000, 0x1'0000'0000, PageSize::k1G));
+  REQUIRE(e3);
+  CHECK(e3->size == PageSize::k1G);
+}
+
 TEST_CASE("tlb: a contiguous block is one 64K entry serving 16 pages, TLBI of any page drops it",
           "[tlb]") {
   Stats s;

@@ -113,6 +113,69 @@ TEST_CASE("platform files: the C++ presets state no hardware value", "[platform_
   CHECK(named.setting("core.lfence_latency").origin.rfind("default (neoverse-n1: from configs/platforms/i7-12700kf.cfg:", 0) == 0);
 }
 
+TEST_CASE("platform files: the i7-12700kf's E-core keys (ecore.*), stated in its file or as core.X", "[platform_files]") {
+  const Schema schema = build_schema();
+  size_t ecore_keys = 0;
+  for (const ParamSpec& spec : schema.all()) {
+    if (spec.key.rfind("ecore.", 0) != 0) continue;
+    ++ecore_keys;
+    INFO(spec.key);
+    // A variant key of the i7 only, with its default from the i7's file.
+    REQUIRE(spec.variants.size() == 1);
+    CHECK(spec.variants[0] == "i7-12700kf");
+    const std::string& src = spec.default_sources.at("i7-12700kf");
+    CHECK(src.find("configs/platforms/") != std::string::npos);
+    CHECK(spec.desc.rfind("E-core: ", 0) == 0);
+    // Only ecore.core.* may be inherited from the P-core's key.
+    if (src.rfind("as ", 0) == 0) CHECK(spec.key.rfind("ecore.core.", 0) == 0);
+  }
+  CHECK(ecore_keys > 50);
+  Config named(schema);
+  named.set("platform.name", "i7-12700kf", "test");
+  CHECK(named.setting("ecore.core.exec_delay").text == named.setting("core.exec_delay").text);
+  CHECK(named.setting("ecore.core.exec_delay").origin.rfind("default (i7-12700kf: as core.exec_delay: configs/platforms/i7-12700kf.cfg:", 0) == 0);
+  CHECK(named.setting("ecore.core.rob_entries").origin.rfind("default (i7-12700kf: configs/platforms/i7-12700kf.cfg:", 0) == 0);
+  // A changed P-core key does not move the E-core's default (a default, not a link).
+  named.set("core.exec_delay", "9", "test");
+  CHECK(named.setting("ecore.core.exec_delay").text == "5");
+  // The E-core keys belong to the i7 alone.
+  Config n1(schema);
+  n1.set("platform.name", "neoverse-n1", "test");
+  n1.set("ecore.tlb.dtlb.entries", "64", "test");
+  CHECK_THROWS_AS(n1.check_variant_keys(), UserError);
+
+  // The structure alone has no value; with the file read in, the Gracemont core of CPUID 0x18
+  // and leaf 4 (docs/research-smt-ecores.md §2.1).
+  const hw::CoreMmuParams structure = *ecore_preset(PlatformName::i7_12700kf);
+  CHECK(structure.l1.at(0).arrays.at(0).entries == 0);
+  CHECK(structure.core.rob == 0);
+  CHECK_FALSE(ecore_preset(PlatformName::neoverse_n1));
+  CHECK_FALSE(ecore_preset(PlatformName::xeon_e5_2699v3));
+  const hw::CoreMmuParams e = platform_ecore_params(PlatformName::i7_12700kf);
+  REQUIRE(e.l1.size() == 1);  // one DTLB for loads and stores
+  CHECK(e.l1.at(0).arrays.at(0).entries == 48);
+  CHECK(e.l1.at(0).arrays.at(0).ways == 48);
+  CHECK(e.l1.at(0).arrays.at(0).page_sizes == "4K");
+  REQUIRE(e.l2.arrays.size() == 2);
+  CHECK(e.l2.arrays.at(0).entries == 2048);
+  CHECK(e.l2.arrays.at(0).ways == 4);
+  CHECK(e.l2.arrays.at(0).page_sizes == "4K+2M");
+  CHECK(e.l2.arrays.at(1).entries == 8);
+  CHECK(e.l2.arrays.at(1).page_sizes == "1G");
+  CHECK(e.itlb.arrays.at(0).entries == 64);
+  CHECK(e.core.rob == 256);
+  CHECK(e.core.store_buffer == 50);
+  CHECK(e.core.exec_delay == 5);  // inherited
+  CHECK(e.caches.l1d.size == 32 * 1024);
+  CHECK(e.caches.l2.size == 2 * 1024 * 1024);
+  CHECK(e.caches.llc_latency == 57);
+  // The LLC and memory are the platform's, not the E-core's: not read here.
+  CHECK(e.caches.llc.size == 0);
+  CHECK(e.caches.memory_latency.value == 0);
+  // And the P-core preset has no LLC latency of its own.
+  CHECK(platform_hw_params(PlatformName::i7_12700kf).caches.llc_latency == 0);
+}
+
 TEST_CASE("platform files: the hardware prices have no default in the kernel port", "[platform_files]") {
   // Declared without the platform files, a hardware item is a 0 placeholder; a software item has
   // its price from kernel_mm/cost.hpp.
