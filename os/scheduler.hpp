@@ -67,25 +67,43 @@ class Scheduler {
   // `threads_per_core`: SMT (2): logical CPUs 2n and 2n+1 are the hardware threads of core n, as
   // Linux numbers an Alder Lake's P-cores (docs/research-smt-ecores.md §3).
   // `sockets`: CPUs [n * cpus / sockets, (n + 1) * cpus / sockets) are socket n's (a NUMA node).
-  void set_cpus(unsigned cpus, unsigned threads_per_core = 1, unsigned sockets = 1) {
+  // `ecores`: the last `ecores` of the `cpus` are single-threaded E-cores, numbered after every
+  // P-core thread (the i7-12700: CPUs 16-19 with SMT, 8-11 without; research §3.1).
+  void set_cpus(unsigned cpus, unsigned threads_per_core = 1, unsigned sockets = 1, unsigned ecores = 0) {
     running_.assign(cpus, nullptr);
     runq_.assign(cpus, {});
     threads_per_core_ = threads_per_core;
     sockets_ = sockets;
+    ecores_ = ecores;
   }
+  // How the workload's threads are placed (sched.placement).
+  enum class Placement : uint8_t {
+    spread,     // as Linux spreads busy pinned-by-nobody threads: idle cores first (below)
+    by_number,  // thread i on CPU i mod CPUs: `taskset -c i`
+  };
+  void set_placement(Placement p) { placement_ = p; }
+  Placement placement() const { return placement_; }
 
   // A new task placed on `cpu` (not yet runnable: make_runnable()).
   SimTask* add(kmm::task_struct* t, std::unique_ptr<wl::Program> prog, int cpu);
   // Queues the task on its CPU and wakes that CPU (it may idle).
   void make_runnable(SimTask* t);
-  // The CPU the workload's thread `index` is pinned to: one thread per core first, then the
-  // cores' second hardware threads (Linux's placement of busy threads on the P-cores: idle cores
-  // before SMT siblings, docs/research-smt-ecores.md §3).
+  // The CPU the workload's thread `index` is pinned to. `spread`: one thread per P-core first,
+  // then the E-cores, then the P-cores' second hardware threads: the steady state Linux reaches
+  // for N busy threads on a hybrid part (capacity-aware placement fills the idle big cores, then
+  // the idle small ones, and uses an SMT sibling only when no core is idle;
+  // docs/research-smt-ecores.md §3.4). Without E-cores: every core, then the siblings.
+  // `by_number`: CPU index mod CPUs.
   int cpu_for_thread(unsigned index) const {
-    const unsigned k = index % unsigned(running_.size());
-    if (threads_per_core_ < 2) return int(k);
-    const unsigned cores = unsigned(running_.size()) / threads_per_core_;
-    return int((k % cores) * threads_per_core_ + k / cores);
+    const unsigned cpus = unsigned(running_.size());
+    unsigned k = index % cpus;
+    if (placement_ == Placement::by_number) return int(k);
+    const unsigned pcores = (cpus - ecores_) / threads_per_core_;
+    if (k < pcores) return int(k * threads_per_core_);
+    k -= pcores;
+    if (k < ecores_) return int(pcores * threads_per_core_ + k);
+    k -= ecores_;  // the siblings: thread 1 of each P-core, then thread 2, ...
+    return int((k % pcores) * threads_per_core_ + 1 + k / pcores);
   }
 
   // Where a fork child starts: wake_up_new_task() -> select_task_rq_fair(SD_BALANCE_FORK) ->
@@ -131,6 +149,8 @@ class Scheduler {
   std::vector<SimTask*> running_;
   unsigned threads_per_core_ = 1;
   unsigned sockets_ = 1;
+  unsigned ecores_ = 0;
+  Placement placement_ = Placement::spread;
   std::vector<std::deque<SimTask*>> runq_;
   std::vector<SimTask*> sleeping_;  // in the order they went to sleep
   std::function<void(int)> wake_;

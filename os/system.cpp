@@ -107,6 +107,12 @@ void PlatformParams::visit(Params& p) {
             "cycle-level platforms: the scheduler tick (CONFIG_HZ), at which an expired slice is "
             "preempted; Kconfig.hz's default 250 [M; distributions differ: 250 or 1000]; 0: no "
             "preemption (a task runs until it blocks or exits)");
+  p.enumeration("sched.placement", placement, Scheduler::Placement::spread,
+                {{"spread", Scheduler::Placement::spread}, {"by-number", Scheduler::Placement::by_number}},
+                "where the workload's thread i runs (pinned; there is no migration): spread = as "
+                "Linux spreads busy threads, one per core first (the P-cores, then the E-cores), "
+                "then the cores' second hardware threads [docs/research-smt-ecores.md §3.4]; "
+                "by-number = CPU i mod the CPUs (taskset -c i)");
 }
 
 uint64_t PlatformParams::slice_ps() const {
@@ -210,6 +216,7 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
     fatal("{}: platform.cores = {} with platform.smt = true makes {} logical CPUs; at most 64",
           cfg.setting("platform.cores").origin, pp_.cores, pp_.cpus());
   sched_.set_cpus(pp_.cpus(), pp_.threads_per_core(), pp_.sockets);
+  sched_.set_placement(pp_.placement);
   sched_.set_slice(pp_.slice_ps());
   if (pp_.cpus() > 1) {
     fork_start_waits_ = &stats.counter("sched.fork_start_waits",

@@ -79,6 +79,7 @@ struct PlatformParams {
   // scales it for the number of CPUs, expiring at the tick (sched.hz; 0: no preemption).
   Duration base_slice;
   unsigned hz = 0;
+  Scheduler::Placement placement = Scheduler::Placement::spread;  // sched.placement
   uint64_t slice_ps() const;
   void visit(Params& p);
   pg::Isa effective_isa() const;

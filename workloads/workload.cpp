@@ -660,9 +660,9 @@ void WorkloadParams::visit(Params& p) {
                 "(seq-read)");
   p.size("workload.stride", stride, "4K", 1, 1ull << 30, "bytes between stores, for pattern = stride");
   p.integer("workload.threads", threads, 1, 1, 256,
-            "threads of the parent sharing the measured pass: thread i is pinned to CPU i mod "
-            "platform.cores and takes the i-th share of the pass (of the random order for "
-            "random-byte); they start together behind a barrier after the child has exited. "
+            "threads of the parent sharing the measured pass: thread i is pinned to a CPU "
+            "(sched.placement: one per core first, then SMT siblings) and takes the i-th share of "
+            "the pass (of the random order for random-byte); they start together behind a barrier after the child has exited. "
             "file-faults, swap-readers: the reader threads");
   p.integer("workload.mmap_threads", mmap_threads, 0, 0, 64,
             "file-faults, swap-readers: threads that map 64 KiB of anonymous memory, write a byte "

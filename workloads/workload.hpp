@@ -112,7 +112,7 @@ class Workload {
   virtual std::unique_ptr<Program> thread_program(unsigned index, uint64_t a, uint64_t b) {
     return nullptr;
   }
-  // The CPU a thread is pinned to (as the benchmarks pin them): thread i on CPU i mod cores.
+  // The threads the workload runs (each pinned to a CPU: Scheduler::cpu_for_thread()).
   virtual unsigned threads() const { return 1; }
   // Bytes of the measured region (for progress and faults.region).
   virtual uint64_t region_bytes() const = 0;

@@ -29,6 +29,43 @@ TEST_CASE("scheduler: threads pinned to CPU i mod cores", "[os]") {
   CHECK(s.cpu_for_thread(9) == 1);
 }
 
+TEST_CASE("scheduler: hybrid placement, P-cores then E-cores then SMT siblings; by-number", "[os]") {
+  auto order = [](const Scheduler& s, unsigned n) {
+    std::vector<int> v;
+    for (unsigned i = 0; i < n; ++i) v.push_back(s.cpu_for_thread(i));
+    return v;
+  };
+  Scheduler s(1);
+  // The whole i7-12700: 8 P-cores x 2 threads (CPUs 0-15), E-cores 16-19 (research §3.1, §3.4).
+  s.set_cpus(20, 2, 1, 4);
+  CHECK(order(s, 21) == std::vector<int>{0, 2, 4, 6, 8, 10, 12, 14, 16, 17, 18, 19,
+                                          1, 3, 5, 7, 9, 11, 13, 15, 0});
+  // SMT off: P-cores 0-7, E-cores 8-11.
+  s.set_cpus(12, 1, 1, 4);
+  CHECK(order(s, 13) == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0});
+  // No E-core: every core, then the siblings, as before.
+  s.set_cpus(8, 2);
+  CHECK(order(s, 9) == std::vector<int>{0, 2, 4, 6, 1, 3, 5, 7, 0});
+  // taskset -c i.
+  s.set_cpus(20, 2, 1, 4);
+  s.set_placement(Scheduler::Placement::by_number);
+  CHECK(order(s, 21) == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+                                          16, 17, 18, 19, 0});
+}
+
+TEST_CASE("scheduler: a fork child goes to an idle E-core before an idle SMT sibling", "[os]") {
+  Tasks k(20);
+  Scheduler s(1);
+  s.set_cpus(20, 2, 1, 4);
+  int n = 0;
+  for (int cpu : {0, 2, 4, 6, 8, 10, 12, 14}) s.make_runnable(s.add(&k.t[size_t(n++)], nullptr, cpu));
+  CHECK(s.cpu_for_fork(0) == 16);
+  for (int cpu : {16, 17, 18}) s.make_runnable(s.add(&k.t[size_t(n++)], nullptr, cpu));
+  CHECK(s.cpu_for_fork(0) == 19);
+  s.make_runnable(s.add(&k.t[size_t(n++)], nullptr, 19));
+  CHECK(s.cpu_for_fork(0) == 1);  // every core busy: the first sibling
+}
+
 TEST_CASE("scheduler: a CPU runs its queue in order, skipping blocked and exited tasks", "[os]") {
   Tasks k(4);
   Scheduler s(2);

@@ -455,6 +455,25 @@ TEST_CASE("SMT: threads go one per core first, then to the second hardware threa
   CHECK(s.cpu_for_thread(5) == 1);
 }
 
+TEST_CASE("SMT: sched.placement: thread 1 on the other core (spread) or on CPU 1, the sibling (by-number)", "[multicore][smt]") {
+  for (const char* pl : {"spread", "by-number"}) {
+    INFO(pl);
+    std::string trace;
+    run({"platform.cores=2", "platform.smt=true", "workload.threads=2", "workload.size=2M",
+         std::string("sched.placement=") + pl},
+        &trace);
+    const std::string cpu = std::string(pl) == "spread" ? "[002]" : "[001]";
+    bool found = false;
+    std::istringstream in(trace);
+    for (std::string line; std::getline(in, line);)
+      if (line.find("sched_switch:") != std::string::npos && line.find("next_pid=3") != std::string::npos) {
+        CHECK(line.find(cpu) != std::string::npos);
+        found = true;
+      }
+    CHECK(found);
+  }
+}
+
 TEST_CASE("SMT: 16 threads on 8 cores run to the end, checked, and the same seed gives the same results", "[multicore][smt][determinism]") {
   // With the kernel's invariant checker on, which compares every TLB entry of every hardware
   // thread (the shared arrays, untagged) with the page tables.
