@@ -373,6 +373,9 @@ class Kernel {
     current_ = tsk;
     cpu_ = cpu;
     now_ps_ = now_ps;
+    // The entry's time is the cycles of the CPU that runs it (before the flusher's work, which
+    // runs on this CPU's account).
+    ghz_ = size_t(cpu) < cpu_ghz_.size() ? cpu_ghz_[size_t(cpu)] : base_ghz_;
     // The flusher's delayed work (wb->dwork) whose timer has fired runs first (no kernel threads:
     // at the first entry from its time on).
     if (wb_dwork_ps_ && now_ps >= wb_dwork_ps_) wb_workfn();
@@ -452,9 +455,13 @@ class Kernel {
   // entry's time so far, and (several cores) an observer of the locks.
   void set_lock_timing(const CostModel* prices, double ghz, LockObserver* obs) {
     prices_ = prices;
-    ghz_ = ghz;
+    ghz_ = base_ghz_ = ghz;
     lock_obs_ = obs;
   }
+  // Each CPU's clock, where they differ (E-cores): an entry's prices and times are in the cycles
+  // of the CPU it runs on (enter()). Empty: the set_lock_timing() clock for every CPU.
+  void set_cpu_clocks(std::vector<double> ghz_of_cpu) { cpu_ghz_ = std::move(ghz_of_cpu); }
+  double clock_ghz() const { return ghz_; }
   // `line_pa`: the physical address of the lock word (lock_pa()); taking or releasing a lock
   // writes it (an atomic, or the unlock's store).
   void lock_event(const void* lock, LockClass cls, bool write, bool acquire, uint64_t line_pa) {
@@ -1237,7 +1244,9 @@ class Kernel {
   bool store_barrier_seen_ = false;
   CostAccount before_store_barrier_;
   const CostModel* prices_ = nullptr;
-  double ghz_ = 1;
+  double ghz_ = 1;                // the clock of the current entry's CPU
+  double base_ghz_ = 1;           // set_lock_timing()'s: every CPU's without set_cpu_clocks()
+  std::vector<double> cpu_ghz_;   // set_cpu_clocks()
   double cycles_so_far_ = 0;
   LockObserver* lock_obs_ = nullptr;
   BlockDev* bdev_ = nullptr;

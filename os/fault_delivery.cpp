@@ -21,7 +21,7 @@ FaultOutcome System::page_fault(int cpu, SimTask& t, uint64_t va, uint64_t syndr
   out.ret = k.handle_user_fault(t.t, va, syndrome, ip);
   k.resume_user_mode_work();  // (irqentry_exit_to_user_mode(): memory.high's reclaim and throttling)
   k.charge(kmm::Cost::exc_exit);
-  if (const kmm::CostAccount* b = k.cost_before_store_barrier()) out.store_barrier_at = cost_.cycles(*b, pp_.clock_ghz);
+  if (const kmm::CostAccount* b = k.cost_before_store_barrier()) out.store_barrier_at = cost_.cycles(*b, ghz(cpu));
   out.exit_drains_stores = k.arch().exception_return_drains_stores();
   out.record = k.last_fault();
   const double io_wait = k.cost().io_wait_cycles;
@@ -41,7 +41,7 @@ FaultOutcome System::page_fault(int cpu, SimTask& t, uint64_t va, uint64_t syndr
   // not kept).
   if (io_sleep_ && io_wait + lock_wait + throttle > 0) {
     out.sleep_cycles = std::min(io_wait + lock_wait + throttle, out.cycles);
-    sched_.sleep_until(cpu, now_ps + cycles_to_ps(out.cycles));
+    sched_.sleep_until(cpu, now_ps + cycles_to_ps(out.cycles, cpu));
     if (io_wait > 0) io_sleeps_.inc();
     if (lock_wait > 0) lock_sleeps_.inc();
   }
@@ -61,7 +61,7 @@ FaultOutcome System::page_fault(int cpu, SimTask& t, uint64_t va, uint64_t syndr
     trace_.event(now_ps, cpu, tt, "page_fault_user",
                  {TraceField::hex("address", va), TraceField::hex("ip", ip),
                   TraceField::hex("error_code", syndrome)});
-    trace_.event(now_ps + cycles_to_ps(out.cycles), cpu, tt, "mm_fault_done",
+    trace_.event(now_ps + cycles_to_ps(out.cycles, cpu), cpu, tt, "mm_fault_done",
                  {TraceField::hex("address", va), TraceField::str("result", kmm::fault_kind_name(out.record.kind)),
                   TraceField::dec("ptes", out.record.ptes_changed)});
   }

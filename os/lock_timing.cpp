@@ -7,7 +7,7 @@
 
 namespace mmusim {
 
-LockTiming::LockTiming(Stats& stats, double ghz) : ghz_(ghz) {
+LockTiming::LockTiming(Stats& stats, double ghz) : base_ghz_(ghz), ghz_(ghz) {
   for (size_t i = 0; i < ctr_.size(); ++i) {
     std::string n = kmm::lock_class_name(kmm::LockClass(i));
     ctr_[i].acquisitions = &stats.counter("kernel.lock." + n + ".acquisitions", n + " acquisitions (multi-core platforms)");

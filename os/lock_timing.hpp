@@ -50,8 +50,10 @@ class LockTiming : public kmm::LockObserver, public EntryHistory {
   };
   LockTiming(Stats& stats, double ghz);
 
-  void begin(int cpu, uint64_t start_ps) {
+  // `ghz`: the entry's CPU's clock, its cycles' (0: the constructor's).
+  void begin(int cpu, uint64_t start_ps, double ghz = 0) {
     cpu_ = cpu;
+    ghz_ = ghz > 0 ? ghz : base_ghz_;
     start_ps_ = start_ps;
     delay_ = 0;
     slept_ = 0;
@@ -143,7 +145,8 @@ class LockTiming : public kmm::LockObserver, public EntryHistory {
   };
   uint64_t ps(double cycles) const { return uint64_t(cycles * 1000.0 / ghz_ + 0.5); }
 
-  double ghz_;
+  double base_ghz_;
+  double ghz_;  // the current entry's CPU's
   int cpu_ = 0;
   LineTransfers* lines_ = nullptr;
   uint64_t start_ps_ = 0;

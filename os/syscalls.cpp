@@ -136,7 +136,7 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
       k.charge(kmm::Cost::syscall);
       // A recorded system call the port does not model: its class's time (workload.syscall_time).
       if (u.addr >= 1 && u.addr <= wp_.syscall_time.size())
-        extra_cycles = wp_.syscall_time[u.addr - 1].cycles(pp_.clock_ghz);
+        extra_cycles = wp_.syscall_time[u.addr - 1].cycles(ghz(cpu));
       break;
   }
   // A call that charged memory may have made the memcg's OOM killer kill tasks (the caller
@@ -175,14 +175,14 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
   const double lock_slept = locks_ ? locks_->slept() : 0.0;
   if (io_sleep_ && lock_slept + throttle > 0 && !out.blocked && !out.exited) {
     out.sleep_cycles = std::min(lock_slept + throttle, out.cycles);
-    sched_.sleep_until(cpu, now_ps + cycles_to_ps(out.cycles));
+    sched_.sleep_until(cpu, now_ps + cycles_to_ps(out.cycles, cpu));
     if (lock_slept > 0) lock_sleeps_.inc();
   }
-  if (forked) forked->not_before_ps = now_ps + cycles_to_ps(out.cycles);
+  if (forked) forked->not_before_ps = now_ps + cycles_to_ps(out.cycles, cpu);
   if (sleep_ns) {
     // Its result is 0 when it wakes; it leaves the CPU now.
     t.prog->syscall_return(0);
-    sched_.sleep_until(cpu, now_ps + cycles_to_ps(out.cycles) + sleep_ns * 1000);
+    sched_.sleep_until(cpu, now_ps + cycles_to_ps(out.cycles, cpu) + sleep_ns * 1000);
     out.blocked = true;
   }
   if (!out.blocked && !out.exited) t.prog->syscall_return(out.ret);

@@ -181,6 +181,11 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
 
   fault_meter_ = std::make_unique<wl::FaultLatencyMeter>(
       pp_.clock_ghz, [this](int kind, double ns) { record_fault_latency(kind, ns); });
+  if (pp_.ecores) {
+    std::vector<double> clocks(pp_.cpus());
+    for (unsigned c = 0; c < pp_.cpus(); ++c) clocks[c] = ghz(int(c));
+    fault_meter_->set_cpu_clocks(std::move(clocks));
+  }
   check_resources(cfg);
   kernel_ = std::make_unique<kmm::Kernel>(kp_, pp_.effective_isa(), hw, stats, &trace);
   workload_ = wl::make_workload(wp_, &stats);
@@ -227,6 +232,11 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
   }
   // The kernel's prices give its entries their time so far (lock events, disk requests).
   kernel_->set_lock_timing(&cost_, pp_.clock_ghz, locks_.get());
+  if (pp_.ecores) {
+    std::vector<double> clocks(pp_.cpus());
+    for (unsigned c = 0; c < pp_.cpus(); ++c) clocks[c] = ghz(int(c));
+    kernel_->set_cpu_clocks(std::move(clocks));
+  }
   disk_ = std::make_unique<BlockDevice>(pp_.disk, pp_.clock_ghz, stats);
   kernel_->set_block_device(disk_.get());
   auto lg = log::get("system");
@@ -277,7 +287,7 @@ void System::apply_thp_setup() {
 
 void System::enter_kernel(int cpu, uint64_t now_ps) {
   if (sync_) sync_(cpu, now_ps);
-  if (locks_) locks_->begin(cpu, now_ps);
+  if (locks_) locks_->begin(cpu, now_ps, ghz(cpu));
 }
 
 double System::leave_kernel() {
@@ -286,13 +296,13 @@ double System::leave_kernel() {
   if (locks_) {
     c += locks_->end(c);
     // The entry's end in simulated time: what it unmapped is unmapped and flushed by then.
-    kernel_->entry_end(kernel_->now_ps() + uint64_t(c * 1000.0 / pp_.clock_ghz + 0.5));
+    kernel_->entry_end(kernel_->now_ps() + cycles_to_ps(c, kernel_->smp_processor_id()));
   }
   return c;
 }
 
 double System::account(const kmm::CostAccount& a) {
-  double c = cost_.cycles(a, pp_.clock_ghz, [&](size_t i, uint64_t k) { cost_counters_[i]->inc(k); });
+  double c = cost_.cycles(a, ghz(kernel_->smp_processor_id()), [&](size_t i, uint64_t k) { cost_counters_[i]->inc(k); });
   kernel_cycles_frac_ += c - a.sleep_cycles();  // (the task slept: not the kernel's work)
   uint64_t whole = uint64_t(kernel_cycles_frac_);
   kernel_cycles_->inc(whole);
@@ -344,7 +354,7 @@ SimTask* System::schedule(int cpu, uint64_t now_ps, double* cycles) {
   // A fork child switched to before its parent's fork() has returned: the CPU waits for it.
   double wait = 0;
   if (next->not_before_ps > now_ps) {
-    wait = double(next->not_before_ps - now_ps) * pp_.clock_ghz / 1000.0;
+    wait = double(next->not_before_ps - now_ps) * ghz(cpu) / 1000.0;
     now_ps = next->not_before_ps;
     if (fork_start_waits_) fork_start_waits_->inc();
   }

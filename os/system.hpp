@@ -51,7 +51,16 @@ struct PlatformParams {
   unsigned sockets = 1;  // platform.sockets: the cores split evenly, one NUMA node each
   bool smt = false;  // platform.smt: two hardware threads per core (the i7-12700kf's P-cores)
   unsigned threads_per_core() const { return smt ? 2 : 1; }
-  unsigned cpus() const { return cores * threads_per_core(); }  // logical CPUs
+  // E-cores (the i7-12700's Gracemont cores): single-threaded, numbered after every P-core thread,
+  // at their own clock.
+  unsigned ecores = 0;
+  double ecore_clock_ghz = 0;
+  unsigned pcpus() const { return cores * threads_per_core(); }  // the P-cores' logical CPUs
+  unsigned cpus() const { return pcpus() + ecores; }            // logical CPUs
+  bool is_ecore(int cpu) const { return cpu >= 0 && unsigned(cpu) >= pcpus(); }
+  // The clock of the CPU that spends a cycle: every conversion between a CPU's cycles and time
+  // uses it (the P-cores': clock_ghz).
+  double ghz_of(int cpu) const { return is_ecore(cpu) ? ecore_clock_ghz : clock_ghz; }
   unsigned cpus_per_socket() const { return cpus() / sockets; }
   unsigned socket_of(unsigned cpu) const { return cpu / cpus_per_socket(); }
   double clock_ghz = 0;
@@ -120,8 +129,12 @@ class System {
   wl::Workload& workload() { return *workload_; }
   Stats& stats() { return stats_; }
   Trace& trace() { return trace_; }
+  // The P-cores' clock (platform.clock_ghz); a CPU's own: ghz(cpu).
   double ghz() const { return pp_.clock_ghz; }
+  double ghz(int cpu) const { return pp_.ghz_of(cpu); }
   uint64_t cycles_to_ps(double cycles) const { return uint64_t(cycles * 1000.0 / pp_.clock_ghz + 0.5); }
+  // `cycles` of CPU `cpu` in ps.
+  uint64_t cycles_to_ps(double cycles, int cpu) const { return uint64_t(cycles * 1000.0 / pp_.ghz_of(cpu) + 0.5); }
 
   // The task `cpu` runs now (null: idle), after a context switch if the previous one blocked or
   // exited. `now_ps` stamps the switch; the switch's cost is returned through `cycles`.

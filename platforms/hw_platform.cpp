@@ -48,13 +48,17 @@ double PlatformMmuHw::arm64_tlbi(int cpu, kmm::TlbiOp op, uint16_t asid, uint64_
 // sender sees the unlock when the csd's line has come back to it (coherence.transfer_latency).
 double PlatformMmuHw::x86_ipi(int from, int to, double sent_at, double work) {
   if (ipis) ipis->inc();
-  cores.at(size_t(to))->core().interrupt(ipi_handler_cycles + work);
+  // The handler and flush_tlb_func() run in the receiver's cycles (a cycle-priced item costs the
+  // same cycles on any core); the sender waits in its own.
+  cores.at(size_t(to))->core().interrupt(ipi_handler_cycles[size_t(to)] + work);
   hw::TraceContext& tc = cores.at(size_t(from))->trace_context();
   if (tc.on())
     tc.trace->event(kernel ? kernel->now_ps() : tc.time_ps, from, tc.task, "tlb_shootdown",
                     {TraceField::str("kind", "ipi"), TraceField::dec("from", unsigned(from)),
                      TraceField::dec("to", unsigned(to))});
-  return sent_at + ipi_latency_cycles + ipi_handler_cycles / 2 + work + ack_cycles;
+  const double remote = ipi_handler_cycles[size_t(to)] / 2 + work;
+  const double in_senders = cpu_ghz.empty() ? remote : remote * ghz_of(from) / ghz_of(to);
+  return sent_at + ipi_latency_cycles[size_t(from)] + in_senders + ack_cycles[size_t(from)];
 }
 
 void PlatformMmuHw::kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool write) {
@@ -78,7 +82,7 @@ void PlatformMmuHw::count_kernel_lines(const hw::MemoryHierarchy::Touch& t) {
 double PlatformMmuHw::kernel_copy_source(int cpu, uint64_t pa, uint64_t bytes) {
   if (cores.empty()) return 0;
   hw::MemoryHierarchy& mh = cores.at(size_t(cpu))->caches();
-  const uint64_t now = kernel ? uint64_t(double(kernel->time_now_ps()) * ghz / 1000.0) : 0;
+  const uint64_t now = kernel ? uint64_t(double(kernel->time_now_ps()) * ghz_of(cpu) / 1000.0) : 0;
   const hw::MemoryHierarchy::Touch t = mh.touch(pa, bytes, false, now, unsigned(copy_mlp));
   count_kernel_lines(t);
   const double wait = std::max(double(t.latency_cycles) / copy_mlp, double(t.dram_done_cycles));
@@ -210,12 +214,16 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
   // REP MOVSB's full-line stores take fill buffers too (docs/x86-memory-path.md)].
   mmu_.copy_mlp = std::max(1.0, double(p.core.fill_buffers) / 2);
   mmu_.ghz = pp.clock_ghz;
+  if (pp.ecores)
+    for (unsigned c = 0; c < pp.cpus(); ++c) mmu_.cpu_ghz.push_back(pp.ghz_of(int(c)));
   mmu_.copy_wait = &stats.counter("cache.kernel.copy_wait_cycles",
                                   "cycles the kernel's page copies (copy_user_highpage) waited for source lines "
                                   "beyond the L1D: their latencies over half the fill buffers", "cycles");
-  mmu_.ipi_handler_cycles = pp.ipi_handler.cycles(pp.clock_ghz);
-  mmu_.ipi_latency_cycles = pp.ipi_latency.cycles(pp.clock_ghz);
-  mmu_.ack_cycles = pp.line_transfer.cycles(pp.clock_ghz);
+  for (unsigned c = 0; c < pp.cpus(); ++c) {
+    mmu_.ipi_handler_cycles.push_back(pp.ipi_handler.cycles(pp.ghz_of(int(c))));
+    mmu_.ipi_latency_cycles.push_back(pp.ipi_latency.cycles(pp.ghz_of(int(c))));
+    mmu_.ack_cycles.push_back(pp.line_transfer.cycles(pp.ghz_of(int(c))));
+  }
   if (pp.cpus() > 1) {
     Counter* wakeups = &stats.counter("sched.idle_wakeups",
                                       "tasks woken onto an idle CPU that waited for its idle state's exit "
@@ -224,8 +232,9 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
                                       "tasks woken onto an idle CPU in the shallow idle state (the menu governor "
                                       "predicted a short idle: platform.idle_shallow_exit_latency)");
     for (auto& c : cores_) {
-      c->set_idle_exit(pp.idle_exit_latency.cycles(pp.clock_ghz), wakeups);
-      c->set_idle_shallow(pp.idle_shallow_exit_latency.cycles(pp.clock_ghz),
+      const double ghz = c->ghz();  // the C-states' exit latencies in the core's own cycles
+      c->set_idle_exit(pp.idle_exit_latency.cycles(ghz), wakeups);
+      c->set_idle_shallow(pp.idle_shallow_exit_latency.cycles(ghz),
                           uint32_t(pp.idle_deep_residency.ns(pp.clock_ghz) / 1000.0 + 0.5), shallow);
     }
     mmu_.ipis = &stats.counter("kernel.tlb_shootdown_ipis", "x86 TLB-shootdown IPIs sent to other CPUs");
@@ -266,7 +275,7 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
     }
     sys_.set_line_transfers(lines_.get());
     // A core's walks read the page tables as they were at the walk's simulated time.
-    for (auto& c : cores_) c->walker().set_entry_history(sys_.entry_history(), pp.clock_ghz);
+    for (auto& c : cores_) c->walker().set_entry_history(sys_.entry_history(), c->ghz());
     // Kernel entries in simulated-time order.
     sys_.set_sync([this](int cpu, uint64_t ps) { cores_.at(size_t(cpu))->sync_to(ps); });
     // Every core's local time is at or ahead of SystemC's: frames freed later are kept (Kernel::buddy_free).
@@ -330,15 +339,17 @@ void HwPlatform::finish(double host_seconds) {
   if (!sys_.all_exited())
     panic("the simulation stopped with tasks that never ran to exit(): every remaining task is "
           "blocked (a deadlock of the workload)");
-  uint64_t end = 0;
-  for (auto& c : cores_) end = std::max(end, c->core().now());
+  // The run ends when the last core does: each core's cycles in its own clock (one clock: the
+  // largest cycle count, converted once, as the conversion is monotone).
+  uint64_t end_ps = 0;
+  for (auto& c : cores_) end_ps = std::max(end_ps, sys_.cycles_to_ps(double(c->core().now()), c->cpu()));
   if (lines_ && sys_.stats().region_seen()) {
     const uint64_t faults = sys_.stats().region_value("faults.region");
     sys_.stats().set_scalar("coherence.transfers_per_fault",
                             faults ? double(sys_.stats().region_value("coherence.transfers")) / double(faults) : 0,
                             "kernel cache-line transfers between cores per region fault (the measured region)");
   }
-  sys_.finish(sys_.cycles_to_ps(double(end)), uops(), host_seconds);
+  sys_.finish(end_ps, uops(), host_seconds);
 }
 
 double HwPlatform::progress() const { return cores_.empty() ? 0 : cores_[0]->core().progress(); }

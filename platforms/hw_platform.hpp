@@ -36,9 +36,10 @@ class PlatformMmuHw : public kmm::MmuHw {
   std::vector<hw::CoreModule*> cores;
   // Multi-core: what an IPI costs its receiver (platform.ipi_handler), the interconnect's
   // broadcast-TLBI timing (null: one core).
-  double ipi_handler_cycles = 0;   // the receiver's interrupt entry and exit
-  double ipi_latency_cycles = 0;   // platform.ipi_latency: ICR write to the handler's start
-  double ack_cycles = 0;           // the csd line back to the sender (coherence.transfer_latency)
+  // Per CPU, in its own cycles:
+  std::vector<double> ipi_handler_cycles;  // the receiver's interrupt entry and exit
+  std::vector<double> ipi_latency_cycles;  // platform.ipi_latency: ICR write to the handler's start
+  std::vector<double> ack_cycles;          // the csd line back to the sender (coherence.transfer_latency)
   hw::TlbiBroadcast* tlbi = nullptr;
   const kmm::Kernel* kernel = nullptr;  // for the current time of a kernel entry
   Counter* ipis = nullptr;
@@ -48,7 +49,9 @@ class PlatformMmuHw : public kmm::MmuHw {
   // A page copy's source misses in flight at once (half the core's fill buffers: the copy's
   // destination lines take the other half), and the cycles copies waited for them.
   double copy_mlp = 1;
-  double ghz = 1;  // platform.clock_ghz: the kernel's time in the cores' cycles
+  double ghz = 1;  // platform.clock_ghz: the kernel's time in the P-cores' cycles
+  std::vector<double> cpu_ghz;  // each CPU's clock, where they differ (E-cores); empty: `ghz`
+  double ghz_of(int cpu) const { return cpu_ghz.empty() ? ghz : cpu_ghz[size_t(cpu)]; }
   Counter* copy_wait = nullptr;
 };
 

@@ -24,12 +24,14 @@ class FaultLatencyMeter {
   using Sink = std::function<void(int kind, double ns)>;
   // `ghz`: the core clock (its cycles are the meter's time); `sink` takes each sample.
   FaultLatencyMeter(double ghz, Sink sink) : ghz_(ghz), sink_(std::move(sink)) {}
+  // Each CPU's clock where they differ (E-cores): a CPU's samples are its cycles (empty: `ghz`).
+  void set_cpu_clocks(std::vector<double> ghz_of_cpu) { cpu_ghz_ = std::move(ghz_of_cpu); }
 
   void rdtscp_retired(int cpu, uint64_t cycle) {
     Cpu& c = at(cpu);
     c.prev_tsc = c.tsc;
     c.tsc = cycle;
-    if (c.pending_kind >= 0 && c.seen_rdtscp) sink_(c.pending_kind, double(c.tsc - c.prev_tsc) / ghz_);
+    if (c.pending_kind >= 0 && c.seen_rdtscp) sink_(c.pending_kind, double(c.tsc - c.prev_tsc) / ghz(cpu));
     c.pending_kind = -1;
     c.seen_rdtscp = true;
   }
@@ -43,7 +45,7 @@ class FaultLatencyMeter {
   void faulted_retired(int cpu, uint64_t cycle) {
     Cpu& c = at(cpu);
     if (!c.seen_rdtscp && c.pending_kind >= 0) {
-      sink_(c.pending_kind, double(cycle - c.first_head) / ghz_);
+      sink_(c.pending_kind, double(cycle - c.first_head) / ghz(cpu));
       c.pending_kind = -1;
     }
   }
@@ -59,7 +61,9 @@ class FaultLatencyMeter {
     if (size_t(cpu) >= cpus_.size()) cpus_.resize(size_t(cpu) + 1);
     return cpus_[size_t(cpu)];
   }
+  double ghz(int cpu) const { return size_t(cpu) < cpu_ghz_.size() ? cpu_ghz_[size_t(cpu)] : ghz_; }
   double ghz_;
+  std::vector<double> cpu_ghz_;
   Sink sink_;
   std::vector<Cpu> cpus_;
 };

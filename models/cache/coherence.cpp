@@ -89,8 +89,13 @@ double KernelLineCoherence::access(int cpu, uint64_t pa, bool write, uint64_t t,
     all_transfers_->inc();
     if (s > t) c.queued->inc();
     const bool remote = !socket_of_.empty() && socket_of_[size_t(from)] != socket_of_[size_t(cpu)];
-    cycles = double(s - t) * ghz_ / 1000.0 + (remote ? remote_transfer_cycles_ : transfer_cycles_);
-    at = t + ps(cycles);
+    // In the requester's cycles.
+    const double g = cpu_ghz_.empty() ? ghz_ : cpu_ghz_[size_t(cpu)];
+    const double transfer = remote ? remote_transfer_cycles_
+                            : cpu_ghz_.empty() ? transfer_cycles_
+                                               : transfer_ns_(from, cpu) * g;
+    cycles = double(s - t) * g / 1000.0 + transfer;
+    at = t + ps(cycles, g);
     cycles_frac_[cls] += cycles;
     const uint64_t whole = uint64_t(cycles_frac_[cls]);
     c.cycles->inc(whole);

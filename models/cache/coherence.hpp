@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -55,6 +56,14 @@ class KernelLineCoherence : public LineTransfers {
     socket_of_ = std::move(socket_of);
     remote_transfer_cycles_ = remote_transfer_cycles;
   }
+  // CPUs at different clocks (E-cores): each CPU's clock, and what a transfer from holder `from`
+  // to requester `to` takes in ns (the pair's latency: P-core to P-core, to or from an E-core,
+  // between E-cores); the requester waits in its own cycles. Not set: every CPU at the
+  // constructor's clock and transfer. (The line's occupancy stays a time at that clock.)
+  void set_cpu_timing(std::vector<double> ghz_of_cpu, std::function<double(int from, int to)> transfer_ns) {
+    cpu_ghz_ = std::move(ghz_of_cpu);
+    transfer_ns_ = std::move(transfer_ns);
+  }
 
 
  private:
@@ -69,12 +78,15 @@ class KernelLineCoherence : public LineTransfers {
   };
   bool held_elsewhere(int cpu, uint64_t pa);
   static constexpr uint64_t kRecentPs = 20'000'000;  // 20 us: about one core.quantum at 4.9 GHz
-  uint64_t ps(double cycles) const { return uint64_t(cycles * 1000.0 / ghz_ + 0.5); }
+  uint64_t ps(double cycles) const { return ps(cycles, ghz_); }
+  static uint64_t ps(double cycles, double ghz) { return uint64_t(cycles * 1000.0 / ghz + 0.5); }
 
   std::vector<MemoryHierarchy*> caches_;
   double transfer_cycles_, occupancy_cycles_, ghz_;
   std::vector<unsigned> socket_of_;  // empty: one socket
   double remote_transfer_cycles_ = 0;
+  std::vector<double> cpu_ghz_;                        // empty: ghz_ for every CPU
+  std::function<double(int, int)> transfer_ns_;        // set with cpu_ghz_
   uint64_t start_ps_ = 0;
   std::unordered_map<uint64_t, Line> lines_;
   struct ClassCounters {

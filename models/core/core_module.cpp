@@ -6,7 +6,7 @@ namespace mmusim::hw {
 CoreModule::CoreModule(sc_core::sc_module_name n, int cpu, const CoreMmuParams& p, pg::Isa isa,
                        Os& os, PhysMem& mem, Stats& stats, Trace* trace, Cache* shared_llc,
                        CoreMmu* sibling, uint16_t asid_tag)
-    : sc_core::sc_module(n), cpu_(cpu), ghz_(os.ghz()), quantum_(p.core.quantum), asid_tag_(asid_tag), os_(&os) {
+    : sc_core::sc_module(n), cpu_(cpu), ghz_(os.ghz(cpu)), quantum_(p.core.quantum), asid_tag_(asid_tag), os_(&os) {
   tctx_.trace = trace;
   tctx_.cpu = cpu;
   if (sibling) {

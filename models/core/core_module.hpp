@@ -28,6 +28,8 @@ class CoreModule : public sc_core::sc_module {
   CoreMmu& mmu() { return *mmu_; }
   bool owns_mmu() const { return own_mmu_ != nullptr; }
   uint16_t asid_tag() const { return asid_tag_; }
+  double ghz() const { return ghz_; }  // this CPU's clock: its cycles'
+  int cpu() const { return cpu_; }
 
   Tlb& l1_load() { return mmu_->l1_load(); }
   Tlb& l1_store() { return mmu_->l1_store(); }

@@ -62,7 +62,7 @@ OooCore::OooCore(int cpu, const CoreParams& p, pg::Isa isa, Os& os, PhysMem& mem
       maint_(mmu.maintenance()),
       caches_(mmu.caches()),
       trace_(trace),
-      ghz_(os.ghz()),
+      ghz_(os.ghz(cpu)),
       path_(mmu.translation_path(p.translation_rules(isa), trace)),
       asid_tag_(asid_tag),
       shared_mmu_(shared_mmu ? &mmu : nullptr),

@@ -83,6 +83,8 @@ class Os {
   // The micro-op that faulted retired at `cycle`.
   virtual void faulted_retired(int cpu, uint64_t cycle) = 0;
   virtual double ghz() const = 0;
+  // CPU `cpu`'s clock, where CPUs differ (E-cores); its cycles are that CPU's.
+  virtual double ghz(int cpu) const { return ghz(); }
 };
 
 }  // namespace mmusim::hw

@@ -42,6 +42,7 @@ class SystemOs : public hw::Os {
   }
   void faulted_retired(int cpu, uint64_t cycle) override { s_.fault_meter().faulted_retired(cpu, cycle); }
   double ghz() const override { return s_.ghz(); }
+  double ghz(int cpu) const override { return s_.ghz(cpu); }
 
  private:
   System& s_;

@@ -341,3 +341,36 @@ TEST_CASE("faults: which instructions wait for the store buffer, per architectur
   CHECK_FALSE((a & bit(Cost::lock_op)));  // acquire/release atomics do not wait for older stores
   CHECK_FALSE(arm.a.exception_return_drains_stores());
 }
+
+// CPUs at different clocks (the i7-12700's E-cores): an entry's prices and its time are in the
+// cycles of the CPU it runs on (Kernel::set_cpu_clocks, enter()).
+TEST_CASE("kernel: an entry's prices and time in the cycles of its CPU's clock", "[kernel][clocks]") {
+  kmmtest::Env e;
+  kmm::task_struct* t = e.proc("p");
+  kmm::CostModel prices;
+  prices.d[size_t(kmm::Cost::syscall)] = mmusim::Duration{100, true};     // 100 ns
+  prices.d[size_t(kmm::Cost::exc_entry)] = mmusim::Duration{700, false};  // 700 cycles
+  e.k.set_lock_timing(&prices, 2.0, nullptr);
+  e.k.set_cpu_clocks({2.0, 4.0});
+  const uint64_t start = 1'000'000;
+  for (int cpu : {0, 1}) {
+    INFO("cpu " << cpu);
+    const double ghz = cpu ? 4.0 : 2.0;
+    e.k.clear_cost();
+    e.k.enter(t, cpu, start);
+    CHECK(e.k.clock_ghz() == ghz);
+    e.k.charge(kmm::Cost::syscall);
+    CHECK(e.k.cycles_now() == Approx(100 * ghz));       // 200 or 400 cycles: 100 ns either way
+    CHECK(e.k.time_now_ps() == start + 100'000);
+    e.k.charge(kmm::Cost::exc_entry);
+    CHECK(e.k.cycles_now() == Approx(100 * ghz + 700));  // 700 cycles: 350 or 175 ns
+    CHECK(e.k.time_now_ps() == start + 100'000 + uint64_t(700'000 / ghz));
+  }
+  // Without a table every CPU is at set_lock_timing()'s clock.
+  e.k.set_cpu_clocks({});
+  e.k.clear_cost();
+  e.k.enter(t, 1, start);
+  e.k.charge(kmm::Cost::syscall);
+  CHECK(e.k.cycles_now() == Approx(200));
+  e.k.clear_cost();
+}

@@ -138,3 +138,19 @@ TEST_CASE("coherence: a queued spinlock under N waiters hands the lock word over
   CHECK(r.stat("coherence.ptl.transfers") == 6);
   CHECK(r.stat("coherence.ptl.queued") == 2);
 }
+
+TEST_CASE("coherence: CPUs at different clocks: a transfer costs its pair's ns in the requester's cycles", "[coherence][clocks]") {
+  Rig r(3);  // 35-cycle transfers at 1 GHz; CPU 2 becomes a 4 GHz core
+  // Pairs: 35 ns between CPUs 0 and 1, 50 ns to or from CPU 2.
+  r.coh->set_cpu_timing({1.0, 1.0, 4.0}, [](int from, int to) { return from == 2 || to == 2 ? 50.0 : 35.0; });
+  const uint64_t pa = 0x30000;
+  r.access(0, pa, true, 0);
+  CHECK(r.access(2, pa, true, 1000) == Approx(200));  // 50 ns at 4 GHz
+  CHECK(r.access(1, pa, true, 2000) == Approx(50));   // 50 ns at 1 GHz
+  CHECK(r.access(0, pa, true, 3000) == Approx(35));   // P to P
+  // Queued behind a transfer: the wait too is in the requester's cycles. CPU 1 takes the line at
+  // 4000 ns; CPU 2 asks at the same time and waits the 35 ns occupancy (140 cycles) first.
+  r.coh->begin(4000 * kNs);
+  CHECK(r.access(1, pa, true, 4000) == Approx(35));
+  CHECK(r.access(2, pa, true, 4000) == Approx(35 * 4 + 200));
+}

@@ -106,3 +106,17 @@ TEST_CASE("checked loads: the bytes a load read against the workload's reference
   CHECK(wl::loaded_value_matches(u, ~uint64_t(0)));
   CHECK_FALSE(wl::loaded_value_matches(u, ~uint64_t(0) >> 1));
 }
+
+TEST_CASE("fault latency: a CPU's samples are in its own clock's cycles", "[latency][clocks]") {
+  Samples s;
+  auto m = s.meter(4.0);
+  m.set_cpu_clocks({4.0, 2.0});
+  for (int cpu : {0, 1}) {
+    m.rdtscp_retired(cpu, 0);
+    m.fault_taken(cpu, 10, false, kReuse, true);
+    m.rdtscp_retired(cpu, 1000);
+  }
+  REQUIRE(s.v.size() == 2);
+  CHECK(s.v[0].second == Approx(250.0));  // 1000 cycles at 4 GHz
+  CHECK(s.v[1].second == Approx(500.0));  // at 2 GHz
+}

@@ -67,6 +67,28 @@ struct HwRig {
 
 }  // namespace
 
+TEST_CASE("kernel locks in simulated time: an entry waits in its CPU's cycles", "[multicore][clocks]") {
+  Stats stats;
+  LockTiming lt(stats, 1.0);  // 1 GHz: a cycle is a nanosecond
+  int ptl;
+  using LC = kmm::LockClass;
+  lt.begin(0, 0);
+  lt.acquire(&ptl, LC::ptl, true, 0, 0);
+  lt.release(&ptl, LC::ptl, true, 40, 0);  // held until 40 ns
+  CHECK(lt.end(40) == 0);
+  // A 2 GHz CPU starts at 10 ns and asks 10 of its cycles (5 ns) later: it waits 25 ns, 50 cycles.
+  lt.begin(1, 10'000, 2.0);
+  lt.acquire(&ptl, LC::ptl, true, 10, 0);
+  lt.release(&ptl, LC::ptl, true, 20, 0);
+  CHECK(lt.end(20) == Approx(50));
+  // Its hold ended 70 of its cycles after its start: at 45 ns. Without a clock, the next entry is
+  // at the constructor's: a 1 GHz CPU asking at 42 ns waits 3 ns, 3 cycles.
+  lt.begin(0, 42'000);
+  lt.acquire(&ptl, LC::ptl, true, 0, 0);
+  lt.release(&ptl, LC::ptl, true, 1, 0);
+  CHECK(lt.end(1) == Approx(3));
+}
+
 TEST_CASE("kernel locks in simulated time: rwsem semantics", "[multicore]") {
   Stats stats;
   LockTiming lt(stats, 1.0);  // 1 GHz: a cycle is a nanosecond
