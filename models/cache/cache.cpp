@@ -197,9 +197,10 @@ size_t Cache::occupancy() const {
 // MemoryHierarchy
 
 MemoryHierarchy::MemoryHierarchy(const HierarchyParams& p, double core_ghz, Stats& stats,
-                                 Cache* shared_llc)
+                                 Cache* shared_llc, Cache* shared_l2)
     : l1d_(p.l1d, stats),
-      l2_(p.l2, stats),
+      own_l2_(shared_l2 ? nullptr : std::make_unique<Cache>(p.l2, stats)),
+      l2_(shared_l2 ? shared_l2 : own_l2_.get()),
       dram_(p.memory_read_bandwidth > 0 ? double(kLineBytes) / p.memory_read_bandwidth * core_ghz : 1, stats),
       dram_wb_(p.memory_write_bandwidth > 0 ? double(kLineBytes) / p.memory_write_bandwidth * core_ghz : 1, stats) {
   MMUSIM_CHECK(core_ghz > 0, "core clock {} GHz", core_ghz);
@@ -213,7 +214,7 @@ MemoryHierarchy::MemoryHierarchy(const HierarchyParams& p, double core_ghz, Stat
     llc_ = own_llc_.get();
   }
   latency_[L1D] = l1d_.latency();
-  latency_[L2] = l2_.latency();
+  latency_[L2] = l2_->latency();
   latency_[LLC] = p.llc_latency ? p.llc_latency : llc_->latency();
   latency_[DRAM] = uint32_t(std::llround(p.memory_latency.cycles(core_ghz)));
   inclusive_ = p.llc_inclusive;
@@ -252,11 +253,11 @@ MemoryHierarchy::Touch MemoryHierarchy::touch(uint64_t pa, uint64_t bytes, bool 
       if (peers_ && write && l1d_.last_hit_shared()) upgrade(a, false);
     } else {
       if (l1d_.evicted_dirty() != Cache::kNoLine) write_back(l1d_.evicted_dirty(), 1, kUntimed);
-      if (l2_.install(a)) {
+      if (l2_->install(a)) {
         l = L2;
         if (peers_) l2_hit_state(a, write, false);
       } else {
-        if (l2_.evicted_dirty() != Cache::kNoLine) write_back(l2_.evicted_dirty(), 2, kUntimed);
+        if (l2_->evicted_dirty() != Cache::kNoLine) write_back(l2_->evicted_dirty(), 2, kUntimed);
         if (peers_) snoop_miss(a, write, false);
         if (numa_) {
           l = numa_beyond_l2(a, write, kUntimed, false);
@@ -288,11 +289,11 @@ MemoryHierarchy::Level MemoryHierarchy::access_beyond_l1(uint64_t pa, uint64_t t
   victim_wait_ = 0;  // (read only after a miss to DRAM: dram_fill_wait)
   if (peers_) snoop_cycles_ = 0;
   if (l1d_.evicted_dirty() != Cache::kNoLine) write_back(l1d_.evicted_dirty(), 1, t);
-  if (l2_.access(pa)) {
+  if (l2_->access(pa)) {
     if (peers_) l2_hit_state(pa, write);
     return L2;
   }
-  if (l2_.evicted_dirty() != Cache::kNoLine) write_back(l2_.evicted_dirty(), 2, t);
+  if (l2_->evicted_dirty() != Cache::kNoLine) write_back(l2_->evicted_dirty(), 2, t);
   if (peers_) snoop_miss(pa, write);
   if (numa_) return numa_beyond_l2(pa, write, t, true);
   const bool hit = llc_->access(pa);
@@ -318,7 +319,7 @@ MemoryHierarchy::Level MemoryHierarchy::numa_beyond_l2(uint64_t pa, bool write, 
   if (there && !write) {
     llc_->set_shared(pa, true, false);
     l1d_.set_shared(pa, true, false);
-    l2_.set_shared(pa, true, false);
+    l2_->set_shared(pa, true, false);
   } else if (write) {
     llc_->set_shared(pa, false, false);
   }
@@ -346,22 +347,60 @@ MemoryHierarchy::Level MemoryHierarchy::numa_beyond_l2(uint64_t pa, bool write, 
   return DRAM;
 }
 
+void MemoryHierarchy::set_cluster(const std::vector<MemoryHierarchy*>* mates) {
+  MMUSIM_CHECK(!peers_, "set_cluster() after set_peers()");
+  mates_ = mates && !mates->empty() ? mates : nullptr;
+  l2_owner_ = !mates_ || mates_->front() == this;
+  if (!mates_) return;
+  MMUSIM_CHECK(std::find(mates_->begin(), mates_->end(), this) != mates_->end(),
+               "a cluster's mates include the hierarchy");
+  for (const MemoryHierarchy* m : *mates_)
+    MMUSIM_CHECK(m->l2_ == l2_, "the mates of a cluster share one L2 (shared_l2)");
+}
+
+void MemoryHierarchy::set_peers(Peers* p) {
+  peers_ = p;
+  if (!p) return;
+  const uint64_t mask = (uint64_t(1) << Peers::kPresenceBits) - 1;
+  MemoryHierarchy* owner = mates_ ? mates_->front() : this;
+  if (owner->own_mine_.empty()) owner->own_mine_.assign(size_t(1) << Peers::kPresenceBits, 0);
+  mine_ = owner->own_mine_.data();
+  l1d_.track_presence(mine_, p->lines_all.data(), mask);
+  if (l2_owner_) l2_->track_presence(mine_, p->lines_all.data(), mask);
+}
+
+// A write to a line this core holds shared: every other copy goes. First the mates' L1Ds (the
+// cluster's L2 keeps its copy: it is this core's too), then, while the presence counts say an
+// agent outside the cluster may hold the line, the other cores' L1D and L2 (a cluster's L2
+// through its owner only). The wait: the farthest holder's transfer.
 void MemoryHierarchy::upgrade(uint64_t pa, bool timed) {
   bool others = false;
+  uint32_t wait = 0;
+  if (mates_)
+    for (MemoryHierarchy* m : *mates_) {
+      if (m == this || !m->l1d_.maybe_present(pa) || !m->l1d_.probe(pa)) continue;
+      m->l1d_.invalidate(pa);
+      others = true;
+      wait = std::max(wait, transfer_from(kFromMate));
+      if (timed && peers_->invalidations) peers_->invalidations->inc();
+    }
   for (MemoryHierarchy* o : peers_->all) {
     if (!others_may_hold(pa)) break;
-    if (o == this || (!o->l1d_.maybe_present(pa) && !o->l2_.maybe_present(pa))) continue;
-    const bool a = o->l1d_.probe(pa), b = o->l2_.probe(pa);
+    if (o->l2_ == l2_) continue;  // this core, or a mate
+    const bool with_l2 = o->l2_owner_;
+    if (!o->l1d_.maybe_present(pa) && !(with_l2 && o->l2_->maybe_present(pa))) continue;
+    const bool a = o->l1d_.probe(pa), b = with_l2 && o->l2_->probe(pa);
     if (!a && !b) continue;
     o->l1d_.invalidate(pa);
-    o->l2_.invalidate(pa);
+    if (with_l2) o->l2_->invalidate(pa);
     others = true;
+    wait = std::max(wait, transfer_from(holder_class(o)));
     if (timed && peers_->invalidations) peers_->invalidations->inc();
   }
   l1d_.set_shared(pa, false, false);
-  l2_.set_shared(pa, false, false);
+  l2_->set_shared(pa, false, false);
   // (No source gives the cost of an RFO for a line held shared: taken as one transfer, U.)
-  if (others) snoop_cycles_ = peers_->transfer_cycles;
+  if (others) snoop_cycles_ = std::max(snoop_cycles_, wait);
   // Several sockets: a copy in another socket's LLC goes too (the invalidation crosses the link).
   if (numa_ && llc_->probe_shared(pa)) {
     llc_->set_shared(pa, false, false);
@@ -371,36 +410,81 @@ void MemoryHierarchy::upgrade(uint64_t pa, bool timed) {
   }
 }
 
+// An L2 hit. A cluster's L2 holds lines its mates' L1Ds may hold too, in any state (the L2 is
+// not inclusive, and a mate's L1D writes silently to a line it holds exclusive): the mates' L1Ds
+// are snooped (Gracemont's L2 serves its four cores: docs/research-smt-ecores.md §2). A modified
+// copy is written back into the L2 (dirty there) and forwarded: the access waits for the
+// in-cluster transfer beyond the L2's latency. A read leaves the mates' copies and this one
+// shared; a write invalidates them (and waits for that too). Then the L2's own state: a line an
+// agent outside may share is upgraded on a write (upgrade()), and is shared in the L1D on a read.
 void MemoryHierarchy::l2_hit_state(uint64_t pa, bool write, bool timed) {
-  if (!l2_.last_hit_shared()) return;
+  const bool outside_shared = l2_->last_hit_shared();
+  if (mates_) {
+    bool held = false, modified = false;
+    for (MemoryHierarchy* m : *mates_) {
+      if (m == this || !m->l1d_.maybe_present(pa) || !m->l1d_.probe(pa)) continue;
+      held = true;
+      const bool dirty = m->l1d_.probe_dirty(pa);
+      if (dirty) {
+        modified = true;
+        l2_->write_back_into(pa);
+      }
+      if (write) {
+        m->l1d_.invalidate(pa);
+        if (timed && !dirty && peers_->invalidations) peers_->invalidations->inc();
+      } else {
+        m->l1d_.set_shared(pa, true, true);
+      }
+    }
+    if (held && !write) l1d_.set_shared(pa, true, false);
+    if (modified || (held && write)) {
+      const uint32_t x = transfer_from(kFromMate);
+      snoop_cycles_ = std::max(snoop_cycles_, x > latency_[L2] ? x - latency_[L2] : 0);
+      if (timed && modified && peers_->transfers) peers_->transfers->inc();
+    }
+  }
+  if (!outside_shared) return;
   if (write) upgrade(pa, timed);
   else l1d_.set_shared(pa, true, false);
 }
 
+// An L2 miss: the mates' L1Ds (a cluster), then, if the presence counts say one may hold the
+// line, the agents outside the cluster: each core's L1D, with its L2 when it owns it (a
+// cluster's L2 is probed through its owner, once).
 void MemoryHierarchy::snoop_miss(uint64_t pa, bool write, bool timed) {
-  if (!others_may_hold(pa)) return;
   bool held = false, modified = false, remote = false;
-  for (MemoryHierarchy* o : peers_->all) {
-    if (o == this || (!o->l1d_.maybe_present(pa) && !o->l2_.maybe_present(pa))) continue;
-    const bool a = o->l1d_.probe(pa), b = o->l2_.probe(pa);
-    if (!a && !b) continue;
+  uint32_t from_modified = 0, from_nearest = ~uint32_t(0);  // the transfer from the holder(s)
+  auto snoop = [&](MemoryHierarchy* o, bool with_l2, Holder k) {
+    const bool a = o->l1d_.maybe_present(pa) && o->l1d_.probe(pa);
+    const bool b = with_l2 && o->l2_->maybe_present(pa) && o->l2_->probe(pa);
+    if (!a && !b) return;
     held = true;
-    const bool dirty = o->l1d_.probe_dirty(pa) || o->l2_.probe_dirty(pa);
-    modified = modified || dirty;
-    remote = remote || (dirty && o->socket_ != socket_);
+    const bool dirty = (a && o->l1d_.probe_dirty(pa)) || (b && o->l2_->probe_dirty(pa));
+    from_nearest = std::min(from_nearest, transfer_from(k));
+    if (dirty) {
+      modified = true;
+      from_modified = transfer_from(k);
+      remote = remote || o->socket_ != socket_;
+    }
     if (write) {
       o->l1d_.invalidate(pa);
-      o->l2_.invalidate(pa);
+      if (with_l2) o->l2_->invalidate(pa);
       if (timed && !dirty && peers_->invalidations) peers_->invalidations->inc();
     } else {
       o->l1d_.set_shared(pa, true, true);
-      o->l2_.set_shared(pa, true, true);
+      if (with_l2) o->l2_->set_shared(pa, true, true);
     }
-  }
+  };
+  if (mates_)
+    for (MemoryHierarchy* m : *mates_)
+      if (m != this) snoop(m, false, kFromMate);
+  if (others_may_hold(pa))
+    for (MemoryHierarchy* o : peers_->all)
+      if (o->l2_ != l2_) snoop(o, o->l2_owner_, holder_class(o));
   if (!held) return;
   if (!write) {
     l1d_.set_shared(pa, true, false);
-    l2_.set_shared(pa, true, false);
+    l2_->set_shared(pa, true, false);
   }
   // The line comes from the core that holds it (modified; or clean and not in the
   // non-inclusive LLC): it is in the LLC after (a modified one written back there).
@@ -409,14 +493,16 @@ void MemoryHierarchy::snoop_miss(uint64_t pa, bool write, bool timed) {
     if (modified && !llc_->write_back_into(pa)) llc_->install(pa, true);
     else if (!in_llc) llc_->install(pa, false);
     llc_victim(kUntimed, !timed);
-    const uint32_t transfer = remote && numa_ ? numa_->remote_transfer : peers_->transfer_cycles;
+    const uint32_t transfer = remote && numa_ ? numa_->remote_transfer
+                              : modified      ? from_modified
+                                              : from_nearest;
     snoop_cycles_ = transfer > latency_[LLC] ? transfer - latency_[LLC] : 0;
     if (timed && modified && peers_->transfers) peers_->transfers->inc();
   }
 }
 
 void MemoryHierarchy::write_back(uint64_t pa, int level, uint64_t t) {
-  if (level <= 1 && l2_.write_back_into(pa)) return;
+  if (level <= 1 && l2_->write_back_into(pa)) return;
   if (level <= 2 && llc_->write_back_into(pa)) return;
   if (t == kUntimed) dram_wb_.write_back_untimed();
   else victim_wait_ = dram_wb_.write_back(t);
@@ -428,9 +514,9 @@ void MemoryHierarchy::write_back(uint64_t pa, int level, uint64_t t) {
 // are probed. A modified copy is written to DRAM (its data was newer than the LLC's).
 void MemoryHierarchy::back_invalidate(uint64_t pa, uint64_t t, bool kernel) {
   auto drop = [&](MemoryHierarchy* h) {
-    const bool a = h->l1d_.probe(pa), b = h->l2_.probe(pa);
+    const bool a = h->l1d_.probe(pa), b = h->l2_->probe(pa);
     if (!a && !b) return;
-    const bool dirty = h->l1d_.invalidate(pa) | h->l2_.invalidate(pa);
+    const bool dirty = h->l1d_.invalidate(pa) | h->l2_->invalidate(pa);
     if (back_invalidations_) back_invalidations_->inc(uint64_t(a) + uint64_t(b));
     if (kernel && h != this && kernel_back_invalidations_other_)
       kernel_back_invalidations_other_->inc(uint64_t(a) + uint64_t(b));
@@ -447,7 +533,7 @@ void MemoryHierarchy::back_invalidate(uint64_t pa, uint64_t t, bool kernel) {
 
 void MemoryHierarchy::invalidate_all() {
   l1d_.invalidate_all();
-  l2_.invalidate_all();
+  l2_->invalidate_all();
   llc_->invalidate_all();
 }
 

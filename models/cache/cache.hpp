@@ -2,7 +2,8 @@
 // Data caches, tag only: where a line is, not what it holds (the bytes live in PhysMem). A Cache
 // is one set-associative level with a replacement policy (LRU unless cache.<name>.replacement
 // says otherwise: models/replacement); a MemoryHierarchy chains L1D -> L2 -> LLC ->
-// DRAM for one core and answers "how many cycles until this load's data is usable".
+// DRAM for one core and answers "how many cycles until this load's data is usable". The L2 is the
+// core's own, or its cluster's (several cores sharing one: MemoryHierarchy::set_cluster).
 //
 // Write-back caches: a store dirties its line in the L1D; a dirty line evicted from a level is
 // written into the next level that holds it (dirtying it there), and one the LLC evicts goes to
@@ -208,8 +209,11 @@ class MemoryHierarchy {
 
   // `core_ghz` converts memory.latency to cycles. `shared_llc`: an LLC owned elsewhere and shared
   // by several cores' hierarchies (then p.llc is ignored); null: this hierarchy owns one.
+  // `shared_l2`: likewise an L2 owned elsewhere, shared by the cores of a cluster (Gracemont's
+  // 4-core module and its 2 MB L2: docs/research-smt-ecores.md §2; then p.l2 is ignored, and
+  // set_cluster() names the cores that share it); null: this hierarchy's own, private L2.
   MemoryHierarchy(const HierarchyParams& p, double core_ghz, Stats& stats,
-                  Cache* shared_llc = nullptr);
+                  Cache* shared_llc = nullptr, Cache* shared_l2 = nullptr);
 
   // The level that served `pa` at cycle `t` (filling the levels above it; `write`: the line is
   // dirty in the L1D). Dirty lines evicted on the way are written back (write_back).
@@ -232,6 +236,11 @@ class MemoryHierarchy {
   // Exclusive. Alder Lake's L3 is not inclusive and a snoop filter tracks the cores' lines
   // (docs/research-coherence.md §3): probing the other cores' tags is that filter, without
   // capacity.
+  // A cluster (set_cluster: cores sharing one L2) is coherent on two levels: its cores' L1Ds
+  // are probed directly by a mate (an L2 miss, an upgrade, and an L2 hit, which may find a mate's
+  // L1D holding the line modified), and the agents outside it (other cores, other clusters'
+  // L1Ds and L2) as above; a cluster's L2 is one agent, probed and counted once (with its
+  // owner's L1D, as a core's private L1D and L2 count once).
   struct Peers {
     std::vector<MemoryHierarchy*> all;  // every core's hierarchy once (SMT siblings share one)
     uint32_t transfer_cycles = 0;
@@ -243,14 +252,24 @@ class MemoryHierarchy {
     static constexpr unsigned kPresenceBits = 16;
     std::vector<uint16_t> lines_all = std::vector<uint16_t>(size_t(1) << kPresenceBits, 0);
   };
-  void set_peers(Peers* p) {
-    peers_ = p;
-    if (p) {
-      const uint64_t mask = (uint64_t(1) << Peers::kPresenceBits) - 1;
-      mine_.assign(size_t(1) << Peers::kPresenceBits, 0);
-      l1d_.track_presence(mine_.data(), p->lines_all.data(), mask);
-      l2_.track_presence(mine_.data(), p->lines_all.data(), mask);
-    }
+  // (After set_cluster().) The presence counts of a cluster are one array, its owner's: the
+  // mates' L1Ds and the L2 (tracked by the owner alone) count there.
+  void set_peers(Peers* p);
+  // A cluster: `mates` (outliving this hierarchy; it included) are the hierarchies sharing this
+  // one's L2 (the shared_l2 of each), mates[0] being the L2's owner, which probes it for the
+  // agents outside. Null (the default): a private L2, which this hierarchy owns. Call before
+  // set_peers(); without peers (one core) nothing is snooped.
+  void set_cluster(const std::vector<MemoryHierarchy*>* mates);
+  // The cycles this hierarchy's core waits for a line from another agent, in its own cycles, by
+  // the holder: a core with a private L2 (a P-core), a core of another cluster, a mate in this
+  // one. Until set, every holder's is Peers::transfer_cycles (what setups without a cluster use).
+  // A miss waits for the holder of the modified copy (a clean copy not in the LLC: the nearest
+  // holder's); an upgrade for the farthest copy it invalidates.
+  void set_transfer_cycles(uint32_t from_private, uint32_t from_other_cluster, uint32_t from_mate) {
+    xfer_cycles_[kFromPrivate] = from_private;
+    xfer_cycles_[kFromOtherCluster] = from_other_cluster;
+    xfer_cycles_[kFromMate] = from_mate;
+    xfer_set_ = true;
   }
   // Several sockets (platform.sockets > 1; Numa is the platform's, one for all hierarchies). Each
   // socket has its own LLC and memory (a NUMA node: the physical addresses
@@ -357,12 +376,21 @@ class MemoryHierarchy {
   void invalidate_all();  // this core's L1D and L2, and the LLC
 
   Cache& l1d() { return l1d_; }
-  Cache& l2() { return l2_; }
+  Cache& l2() { return *l2_; }
   Cache& llc() { return *llc_; }
+
+  // Several cores: whether an agent outside this core's cluster (outside this core, without a
+  // cluster) may hold `pa`'s line in its L1D or L2. Exact when it says none (public for the tests).
+  bool others_may_hold(uint64_t pa) const {
+    const size_t g = size_t(((pa >> kLineShift) * 0xC2B2AE3D27D4EB4Full >> 24) &
+                            ((uint64_t(1) << Peers::kPresenceBits) - 1));
+    return peers_->lines_all[g] != mine_[g];
+  }
 
  private:
   Cache l1d_;
-  Cache l2_;
+  std::unique_ptr<Cache> own_l2_;
+  Cache* l2_;
   std::unique_ptr<Cache> own_llc_;
   Cache* llc_;
   DramChannel dram_;     // fills: memory.read_bandwidth
@@ -412,11 +440,19 @@ class MemoryHierarchy {
     if (inclusive_ && llc_->evicted() != Cache::kNoLine) back_invalidate(llc_->evicted(), t, kernel);
   }
   void back_invalidate(uint64_t pa, uint64_t t, bool kernel);
-  std::vector<uint16_t> mine_;  // this core's part of Peers::all
-  bool others_may_hold(uint64_t pa) const {
-    const size_t g = size_t(((pa >> kLineShift) * 0xC2B2AE3D27D4EB4Full >> 24) &
-                            ((uint64_t(1) << Peers::kPresenceBits) - 1));
-    return peers_->lines_all[g] != mine_[g];
+  // This core's (its cluster's) part of Peers::lines_all: own_mine_ of the L2's owner.
+  std::vector<uint16_t> own_mine_;
+  uint16_t* mine_ = nullptr;
+  // The cluster sharing l2_ (null: none, the L2 is this core's), and whether this hierarchy is
+  // the L2's owner (mates[0], or no cluster).
+  const std::vector<MemoryHierarchy*>* mates_ = nullptr;
+  bool l2_owner_ = true;
+  enum Holder : uint8_t { kFromPrivate = 0, kFromOtherCluster = 1, kFromMate = 2 };
+  uint32_t xfer_cycles_[3] = {0, 0, 0};
+  bool xfer_set_ = false;
+  uint32_t transfer_from(Holder h) const { return xfer_set_ ? xfer_cycles_[h] : peers_->transfer_cycles; }
+  Holder holder_class(const MemoryHierarchy* o) const {
+    return o->l2_ == l2_ ? kFromMate : o->mates_ ? kFromOtherCluster : kFromPrivate;
   }
   // MESI (several cores): this core writes a line it holds shared; it misses the line in its
   // L1D and L2 (`write`: wants it exclusive); its L1D got the line from its L2. Return the

@@ -31,11 +31,11 @@ KernelLineCoherence::KernelLineCoherence(std::vector<MemoryHierarchy*> caches, d
 // Whether a core other than `cpu` (and its SMT sibling) has the line in its L1D or L2. (Not
 // only the one the history names: the MESI states of the private caches follow the accesses in
 // the order the port ran them, and a later-run entry's access may have taken the line from it
-// already.)
+// already.) A cluster's mates share `cpu`'s L2: a line there is `cpu`'s own, not held elsewhere.
 bool KernelLineCoherence::held_elsewhere(int cpu, uint64_t pa) {
   MemoryHierarchy* self = caches_.at(size_t(cpu));
   for (MemoryHierarchy* h : caches_)
-    if (h != self && (h->l1d().probe(pa) || h->l2().probe(pa))) return true;
+    if (h != self && (h->l1d().probe(pa) || (&h->l2() != &self->l2() && h->l2().probe(pa)))) return true;
   return false;
 }
 

@@ -83,9 +83,9 @@ CoreMmuParams CoreMmuParams::neoverse_n1_structure() {
 }
 
 CoreMmu::CoreMmu(const CoreMmuParams& p, pg::Isa isa, PhysMem& mem, double ghz, Stats& stats,
-                 TraceContext* trace, Cache* shared_llc)
+                 TraceContext* trace, Cache* shared_llc, Cache* shared_l2)
     : isa_(isa), mem_(mem), ghz_(ghz), trace_(trace) {
-  caches_ = std::make_unique<MemoryHierarchy>(p.caches, ghz, stats, shared_llc);
+  caches_ = std::make_unique<MemoryHierarchy>(p.caches, ghz, stats, shared_llc, shared_l2);
   l1_load_ = std::make_unique<Tlb>(p.l1.at(0), stats, trace);
   if (p.l1.size() > 1) {
     l1_store_owned_ = std::make_unique<Tlb>(p.l1.at(1), stats, trace);

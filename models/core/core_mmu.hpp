@@ -48,9 +48,10 @@ struct CoreMmuParams {
 class CoreMmu {
  public:
   // `shared_llc`: the last-level cache all cores share (null: this core has its own). `trace`
-  // (may be null) is where the TLBs' and the walks' events go.
+  // (may be null) is where the TLBs' and the walks' events go. `shared_l2`: the L2 of this
+  // core's cluster (null: its own; MemoryHierarchy::set_cluster).
   CoreMmu(const CoreMmuParams& p, pg::Isa isa, PhysMem& mem, double ghz, Stats& stats,
-          TraceContext* trace, Cache* shared_llc = nullptr);
+          TraceContext* trace, Cache* shared_llc = nullptr, Cache* shared_l2 = nullptr);
 
   MemoryHierarchy& caches() { return *caches_; }
   Tlb& l1_load() { return *l1_load_; }

@@ -5,14 +5,14 @@ namespace mmusim::hw {
 
 CoreModule::CoreModule(sc_core::sc_module_name n, int cpu, const CoreMmuParams& p, pg::Isa isa,
                        Os& os, PhysMem& mem, Stats& stats, Trace* trace, Cache* shared_llc,
-                       CoreMmu* sibling, uint16_t asid_tag)
+                       CoreMmu* sibling, uint16_t asid_tag, Cache* shared_l2)
     : sc_core::sc_module(n), cpu_(cpu), ghz_(os.ghz(cpu)), quantum_(p.core.quantum), asid_tag_(asid_tag), os_(&os) {
   tctx_.trace = trace;
   tctx_.cpu = cpu;
   if (sibling) {
     mmu_ = sibling;
   } else {
-    own_mmu_ = std::make_unique<CoreMmu>(p, isa, mem, ghz_, stats, &tctx_, shared_llc);
+    own_mmu_ = std::make_unique<CoreMmu>(p, isa, mem, ghz_, stats, &tctx_, shared_llc, shared_l2);
     mmu_ = own_mmu_.get();
   }
   core_ = std::make_unique<OooCore>(cpu, p.core, isa, os, mem, *mmu_, stats, &tctx_, asid_tag,

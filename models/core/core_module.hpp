@@ -21,10 +21,11 @@ class CoreModule : public sc_core::sc_module {
   // `shared_llc`: the last-level cache all cores share (null: this core has its own).
   // `sibling`: SMT: the CoreMmu (caches, TLBs, walkers) of the physical core this hardware thread
   // shares with another (null: its own); `asid_tag` is ORed into the ASIDs of its translations, so
-  // that the shared TLBs keep each thread's entries apart.
+  // that the shared TLBs keep each thread's entries apart. `shared_l2`: the L2 of this core's
+  // cluster (null: its own; MemoryHierarchy::set_cluster).
   CoreModule(sc_core::sc_module_name n, int cpu, const CoreMmuParams& p, pg::Isa isa, Os& os,
              PhysMem& mem, Stats& stats, Trace* trace, Cache* shared_llc = nullptr,
-             CoreMmu* sibling = nullptr, uint16_t asid_tag = 0);
+             CoreMmu* sibling = nullptr, uint16_t asid_tag = 0, Cache* shared_l2 = nullptr);
   CoreMmu& mmu() { return *mmu_; }
   bool owns_mmu() const { return own_mmu_ != nullptr; }
   uint16_t asid_tag() const { return asid_tag_; }

@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// Caches: geometry, LRU, exact load-to-use latency per level, bulk touch, shared LLC, parameters.
+// Caches: geometry, LRU, exact load-to-use latency per level, bulk touch, shared LLC, parameters;
+// MESI between cores, and a cluster of cores sharing one L2.
 #include <catch2/catch.hpp>
+
+#include <memory>
+#include <random>
+#include <vector>
 
 #include "models/presets.hpp"
 #include "base/error.hpp"
@@ -631,4 +636,203 @@ TEST_CASE("cache: two sockets: remote memory, a line forwarded from the other so
   CHECK(first == kDram + 100);
   CHECK(second > first);
   CHECK(second <= first + 49);
+}
+
+namespace {
+// Gracemont's cluster (docs/research-smt-ecores.md §2): four E-core hierarchies sharing one L2
+// (mates[0] owns it), and one P-core hierarchy with its private L2, all on one LLC. Transfers in
+// cycles at 4.9 GHz: an E-core takes a line from a P-core in 39 ns (191), from a mate in 50 ns
+// (245: the request goes out to the ring); a P-core from a P-core in 35 ns (171), from an E-core
+// in 39 ns. (200: from another cluster, of which there is none here.)
+struct ClusterRig {
+  static constexpr uint32_t kFromP = 191, kFromOther = 200, kFromMate = 245, kPP = 171;
+  Stats s;
+  HierarchyParams pp = presets::i7().caches;
+  HierarchyParams ep = presets::i7_ecore().caches;
+  std::unique_ptr<Cache> llc, l2;
+  std::vector<std::unique_ptr<MemoryHierarchy>> h;  // E0-E3, then the P-core
+  std::vector<MemoryHierarchy*> mates;
+  MemoryHierarchy::Peers peers;
+  uint64_t t = 1000000;
+  // `small`: tiny caches (the differential test: conflicts, evictions, write-backs).
+  explicit ClusterRig(bool small = false) {
+    // The E-cores share the P-cores' LLC and memory (the ecore.* family has neither).
+    ep.llc = pp.llc;
+    ep.memory_latency = pp.memory_latency;
+    ep.memory_read_bandwidth = pp.memory_read_bandwidth;
+    ep.memory_write_bandwidth = pp.memory_write_bandwidth;
+    if (small) {
+      for (HierarchyParams* p : {&pp, &ep}) {
+        p->l1d = CacheParams{"l1d", 4 * 64, 2, p->l1d.latency};
+        p->l2 = CacheParams{"l2", 16 * 64, 4, p->l2.latency};
+        p->llc = CacheParams{"llc", 64 * 64, 8, p->llc.latency};
+      }
+    }
+    llc = std::make_unique<Cache>(pp.llc, s);
+    l2 = std::make_unique<Cache>(ep.l2, s);
+    for (int i = 0; i < 4; ++i) {
+      h.push_back(std::make_unique<MemoryHierarchy>(ep, kGhz, s, llc.get(), l2.get()));
+      mates.push_back(h.back().get());
+    }
+    h.push_back(std::make_unique<MemoryHierarchy>(pp, kGhz, s, llc.get()));
+    for (MemoryHierarchy* m : mates) m->set_cluster(&mates);
+    for (auto& x : h) peers.all.push_back(x.get());
+    peers.transfer_cycles = kPP;
+    peers.transfers = &s.counter("t.transfers", "");
+    peers.invalidations = &s.counter("t.invalidations", "");
+    for (auto& x : h) x->set_peers(&peers);
+    for (MemoryHierarchy* m : mates) m->set_transfer_cycles(kFromP, kFromOther, kFromMate);
+    h[4]->set_transfer_cycles(kPP, kFromP, 0);
+  }
+  MemoryHierarchy& e(int i) { return *h[size_t(i)]; }
+  MemoryHierarchy& p() { return *h[4]; }
+  uint32_t access(MemoryHierarchy& x, uint64_t pa, bool write) { return x.access(pa, write, t += 10000); }
+  uint64_t stat(const char* k) { return s.find_counter(k)->value(); }
+};
+
+// Whether an agent outside `self`'s cluster (another core; a cluster's L2 not self's) holds pa.
+bool held_outside(const std::vector<std::unique_ptr<MemoryHierarchy>>& all, MemoryHierarchy& self,
+                  uint64_t pa) {
+  for (auto& o : all)
+    if (&o->l2() != &self.l2() && (o->l1d().probe(pa) || o->l2().probe(pa))) return true;
+  return false;
+}
+
+// Random reads, writes and kernel touches by every hierarchy over `lines` lines (tiny caches: the
+// lines conflict). After each, for the line and every hierarchy: others_may_hold() false means no
+// agent outside its cluster holds the line (brute force), and a line modified in an L1D is in no
+// other L1D and in no L2 but that core's own. Returns how often others_may_hold() said none.
+uint64_t random_coherence_run(std::vector<std::unique_ptr<MemoryHierarchy>>& all, unsigned lines,
+                              unsigned accesses) {
+  std::mt19937_64 rng(12345);
+  uint64_t t = 1000000, said_none = 0, checked = 0;
+  auto check_line = [&](uint64_t pa) {
+    for (auto& x : all) {
+      ++checked;
+      if (!x->others_may_hold(pa)) {
+        ++said_none;
+        if (held_outside(all, *x, pa)) return false;
+      }
+      if (x->l1d().probe_dirty(pa))
+        for (auto& o : all)
+          if (o != x && (o->l1d().probe(pa) || (&o->l2() != &x->l2() && o->l2().probe(pa)))) return false;
+    }
+    return true;
+  };
+  for (unsigned i = 0; i < accesses; ++i) {
+    MemoryHierarchy& x = *all[rng() % all.size()];
+    const uint64_t pa = 0x100000 + (rng() % lines) * 64 * 3;
+    const unsigned kind = unsigned(rng() % 10);
+    const bool write = rng() % 2;
+    if (kind == 0) x.touch(pa, 64, write);
+    else x.access(pa, write, t += 1000);
+    if (!check_line(pa)) {
+      FAIL("access " << i << " line " << std::hex << pa << ": a copy outside the presence counts, or two writers");
+    }
+  }
+  CHECK(checked == uint64_t(accesses) * all.size());
+  return said_none;
+}
+}  // namespace
+
+TEST_CASE("cache: four cores sharing one L2: the mates' L1Ds are snooped, the L2 is one agent",
+          "[cache][coherence][cluster]") {
+  ClusterRig r;
+  const uint32_t e_l2 = r.ep.l2.latency, p_llc = r.pp.llc.latency;
+  // E0 reads a; E1 finds it in the cluster's L2 (no transfer: E0's copy is clean), and both
+  // L1D copies are shared.
+  const uint64_t a = 0x70000;
+  r.access(r.e(0), a, false);
+  CHECK(r.access(r.e(1), a, false) == e_l2);
+  CHECK(r.e(0).l1d().probe_shared(a));
+  CHECK(r.e(1).l1d().probe_shared(a));
+  // E0 writes: E1's copy is invalidated (one invalidation, one in-cluster round trip); the
+  // cluster's L2 keeps the line.
+  CHECK(r.access(r.e(0), a, true) == r.ep.l1d.latency + ClusterRig::kFromMate);
+  CHECK_FALSE(r.e(1).l1d().probe(a));
+  CHECK(r.l2->probe(a));
+  CHECK(r.stat("t.invalidations") == 1);
+  CHECK(r.access(r.e(0), a, true) == r.ep.l1d.latency);  // Modified: no one to ask
+  // E1 reads the line Modified in E0's L1D: an L2 hit that waits for the mate's transfer; the
+  // data is written back into the L2 (dirty there), both copies are shared and clean.
+  CHECK(r.access(r.e(1), a, false) == ClusterRig::kFromMate);
+  CHECK(r.l2->probe_dirty(a));
+  CHECK_FALSE(r.e(0).l1d().probe_dirty(a));
+  CHECK(r.e(0).l1d().probe_shared(a));
+  CHECK(r.e(1).l1d().probe_shared(a));
+  CHECK(r.stat("t.transfers") == 1);
+  // E2 writes it (an L2 hit): the mates' shared copies go, each counted once.
+  CHECK(r.access(r.e(2), a, true) == ClusterRig::kFromMate);
+  CHECK_FALSE(r.e(0).l1d().probe(a));
+  CHECK_FALSE(r.e(1).l1d().probe(a));
+  CHECK(r.stat("t.invalidations") == 3);
+
+  // The P-core writes a line that E1's and E2's L1Ds and the cluster's L2 hold clean: all three
+  // copies go, the L2 counted once (by its owner, E0, which holds nothing in its L1D), and the
+  // LLC serves the miss (no copy was modified).
+  const uint64_t b = 0x90000;
+  r.access(r.e(1), b, false);
+  CHECK(r.access(r.e(2), b, false) == e_l2);
+  const uint64_t inv = r.stat("t.invalidations");
+  CHECK(r.access(r.p(), b, true) == p_llc);
+  CHECK_FALSE(r.l2->probe(b));
+  CHECK_FALSE(r.e(1).l1d().probe(b));
+  CHECK_FALSE(r.e(2).l1d().probe(b));
+  CHECK(r.stat("t.invalidations") == inv + 3);
+  // E3 reads it back from the P-core (modified there): the P-to-E transfer, and the line is shared
+  // by the P-core's caches and the cluster's (L1D and L2). E3's write then invalidates the
+  // P-core's copies: the P-to-E round trip.
+  CHECK(r.access(r.e(3), b, false) == ClusterRig::kFromP);
+  CHECK(r.p().l1d().probe_shared(b));
+  CHECK(r.l2->probe_shared(b));
+  CHECK(r.e(3).l1d().probe_shared(b));
+  CHECK(r.access(r.e(3), b, true) == r.ep.l1d.latency + ClusterRig::kFromP);
+  CHECK_FALSE(r.p().l1d().probe(b));
+  CHECK_FALSE(r.p().l2().probe(b));
+  CHECK_FALSE(r.l2->probe_shared(b));
+  // E0 hits the L2 and finds E3's modified copy: the mate's transfer, as for a.
+  CHECK(r.access(r.e(0), b, false) == ClusterRig::kFromMate);
+  // The P-core reads a line modified in E2's L1D: the E-to-P transfer.
+  const uint64_t c = 0xb0000;
+  r.access(r.e(2), c, true);
+  CHECK(r.access(r.p(), c, false) == ClusterRig::kFromP);
+  CHECK_FALSE(r.e(2).l1d().probe_dirty(c));
+  CHECK(r.llc->probe_dirty(c));
+  // A line modified in E0's L1D that the cluster's L2 no longer holds (it is not inclusive): E1's
+  // L2 miss finds it in the mate's L1D, and waits for the mate's transfer.
+  const uint64_t d = 0xd0000;
+  r.access(r.e(0), d, true);
+  r.l2->invalidate(d);
+  CHECK(r.access(r.e(1), d, false) == ClusterRig::kFromMate);
+  CHECK(r.e(0).l1d().probe_shared(d));
+  CHECK_FALSE(r.e(0).l1d().probe_dirty(d));
+}
+
+TEST_CASE("cache: presence counts stay exact when they say none, and one writer at a time (random)",
+          "[cache][coherence][cluster]") {
+  SECTION("four cores sharing one L2 and a P-core") {
+    ClusterRig r(true);
+    const uint64_t none = random_coherence_run(r.h, 24, 100000);
+    CHECK(none > 10000);  // the check ran on both answers
+    CHECK(r.stat("t.transfers") > 1000);
+    CHECK(r.stat("t.invalidations") > 1000);
+  }
+  SECTION("two cores with private L2s") {
+    Stats s;
+    HierarchyParams p = presets::i7().caches;
+    p.l1d = CacheParams{"l1d", 4 * 64, 2, 5};
+    p.l2 = CacheParams{"l2", 16 * 64, 4, 15};
+    p.llc = CacheParams{"llc", 64 * 64, 8, 60};
+    Cache llc(p.llc, s);
+    std::vector<std::unique_ptr<MemoryHierarchy>> h;
+    for (int i = 0; i < 2; ++i) h.push_back(std::make_unique<MemoryHierarchy>(p, kGhz, s, &llc));
+    MemoryHierarchy::Peers peers;
+    for (auto& x : h) peers.all.push_back(x.get());
+    peers.transfer_cycles = 171;
+    peers.transfers = &s.counter("t.transfers", "");
+    for (auto& x : h) x->set_peers(&peers);
+    const uint64_t none = random_coherence_run(h, 24, 100000);
+    CHECK(none > 10000);
+    CHECK(s.find_counter("t.transfers")->value() > 1000);
+  }
 }

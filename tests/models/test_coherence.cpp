@@ -104,6 +104,36 @@ TEST_CASE("coherence: a core whose caches lost the line does not forward it", "[
   CHECK(r.access(0, pa, true, 40000) == Approx(35));
 }
 
+TEST_CASE("coherence: a line in a cluster's shared L2 is the mates' own, and another core's to fetch",
+          "[coherence][cluster]") {
+  // E-cores 0 and 1 share one L2 (Gracemont's cluster); core 2 is a P-core with its own.
+  Stats stats;
+  HierarchyParams ep = presets::i7_ecore().caches;
+  const HierarchyParams& pp = presets::i7().caches;
+  ep.memory_latency = pp.memory_latency;
+  ep.memory_read_bandwidth = pp.memory_read_bandwidth;
+  ep.memory_write_bandwidth = pp.memory_write_bandwidth;
+  Cache llc(pp.llc, stats), l2(ep.l2, stats);
+  MemoryHierarchy e0(ep, kGhz, stats, &llc, &l2), e1(ep, kGhz, stats, &llc, &l2), p(pp, kGhz, stats, &llc);
+  const std::vector<MemoryHierarchy*> mates{&e0, &e1};
+  e0.set_cluster(&mates);
+  e1.set_cluster(&mates);
+  KernelLineCoherence coh({&e0, &e1, &p}, 35, 35, kGhz, {"lock"}, stats);
+  // E-core 0 writes two lines at 0; its L1D then evicts them into the cluster's L2.
+  const uint64_t a = 0x40000, b = 0x80000;
+  for (uint64_t pa : {a, b}) {
+    CHECK(coh.access(0, pa, true, 0, 0) == 0);
+    e0.touch(pa, 8, true);
+    REQUIRE(e0.l1d().invalidate(pa));
+    REQUIRE(l2.write_back_into(pa));
+  }
+  // 30 us later (older than KernelLineCoherence::kRecentPs, so the tags decide): for its mate the
+  // line is in its own L2, nothing moves; the P-core takes it from the cluster's L2.
+  CHECK(coh.access(1, a, true, 30000 * kNs, 0) == 0);
+  CHECK(coh.access(2, b, true, 30000 * kNs, 0) == Approx(35));
+  CHECK(stats.total_value("coherence.lock.transfers") == 1);
+}
+
 TEST_CASE("coherence: a queued spinlock under N waiters hands the lock word over once per waiter", "[coherence]") {
   // Through the OS's lock timing: CPU 0 holds a PTE lock from 0 to 500 ns; CPUs 1-3 ask for it at
   // 100 ns. Each acquisition pulls the lock word (its atomic), waits for the holder's release,
