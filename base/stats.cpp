@@ -51,7 +51,22 @@ void check_key(const std::map<std::string, size_t, std::less<>>& index, const st
 }
 }  // namespace
 
+std::string Stats::scoped(const std::string& key) const {
+  if (scope_.empty() || key.rfind("memory.", 0) == 0 || key.rfind("cache.llc.", 0) == 0) return key;
+  return scope_ + key;
+}
+
 Counter& Stats::counter(const std::string& key, const std::string& desc, const std::string& unit) {
+  if (!scope_.empty()) {
+    const std::string k = scoped(key);
+    if (k.size() != key.size()) {
+      const std::string saved = std::move(scope_);
+      scope_.clear();
+      Counter& c = counter(k, desc, unit);
+      scope_ = saved;
+      return c;
+    }
+  }
   auto it = index_.find(key);
   if (it != index_.end()) {
     Entry& e = entries_[it->second];
@@ -70,6 +85,16 @@ Counter& Stats::counter(const std::string& key, const std::string& desc, const s
 
 Distribution& Stats::distribution(const std::string& key, const std::string& desc,
                                   const std::string& unit) {
+  if (!scope_.empty()) {
+    const std::string k = scoped(key);
+    if (k.size() != key.size()) {
+      const std::string saved = std::move(scope_);
+      scope_.clear();
+      Distribution& d = distribution(k, desc, unit);
+      scope_ = saved;
+      return d;
+    }
+  }
   auto it = index_.find(key);
   if (it != index_.end()) {
     Entry& e = entries_[it->second];

@@ -61,6 +61,11 @@ class Stats {
   Counter& counter(const std::string& key, const std::string& desc, const std::string& unit = "");
   Distribution& distribution(const std::string& key, const std::string& desc,
                              const std::string& unit = "");
+  // A prefix put before every counter and distribution key registered from now on ("" : none),
+  // except the keys of resources every core shares (memory.*, cache.llc.*): the E-cores' modules
+  // count under "ecore." (their cycles are another clock's). See StatsScope.
+  void set_scope(std::string prefix) { scope_ = std::move(prefix); }
+  const std::string& scope() const { return scope_; }
   // A value computed at the end of the run (times, rates). Not region-relative.
   void set_scalar(const std::string& key, double value, const std::string& desc,
                   const std::string& unit = "");
@@ -111,6 +116,21 @@ class Stats {
   RegionState region_state_ = RegionState::None;
   std::vector<uint64_t> begin_, end_;           // counter values at the region marks
   std::vector<size_t> dist_begin_, dist_end_;   // sample indices at the region marks
+  std::string scope_;
+  std::string scoped(const std::string& key) const;
+};
+
+// Stats::set_scope() for the lifetime of this object (the previous scope restored after).
+class StatsScope {
+ public:
+  StatsScope(Stats& s, std::string prefix) : s_(s), old_(s.scope()) { s_.set_scope(std::move(prefix)); }
+  ~StatsScope() { s_.set_scope(old_); }
+  StatsScope(const StatsScope&) = delete;
+  StatsScope& operator=(const StatsScope&) = delete;
+
+ private:
+  Stats& s_;
+  std::string old_;
 };
 
 // A prefix for a module's keys: StatGroup g(stats, "tlb.stlb"); g.counter("hits", ...).

@@ -39,6 +39,15 @@ void PlatformParams::visit(Params& p) {
   p.real("platform.clock_ghz", clock_ghz, 4.9, 0.1, 10.0,
          "core clock; converts the kernel's cost account and memory latencies in ns to cycles",
          "GHz");
+  p.integer("platform.ecores", ecores, 0, 0, 16,
+            "i7-12700kf: Gracemont E-cores besides the platform.cores P-cores, in clusters of 4 "
+            "sharing an L2 (the part has 4: platform.cores = 8, platform.smt = true, "
+            "platform.ecores = 4 is the whole 20-thread part). They are the logical CPUs after "
+            "every P-core thread, run at platform.ecore_clock_ghz, and their hardware is the "
+            "ecore.* keys; their statistics are ecore.core.*, ecore.tlb.*, ecore.cache.l1d/l2.*, "
+            "ecore.walker.* (docs/design-ecores.md)");
+  p.real("platform.ecore_clock_ghz", ecore_clock_ghz, 3.8, 0.1, 10.0,
+         "the E-cores' clock (platform.ecores): their cycles, and the kernel's on them", "GHz");
   p.enumeration("log.level", log_level, std::string("warn"),
                 {{"off", std::string("off")},
                  {"error", std::string("error")},
@@ -89,6 +98,13 @@ void PlatformParams::visit(Params& p) {
              "multi-core: a kernel access to a cache line another core holds in a state that "
              "forbids it (modified there, or wanted exclusive) waits this long for the line "
              "(core-to-core latency; models/cache/coherence.hpp)");
+  p.duration("coherence.transfer_latency_pe", line_transfer_pe, "35ns",
+             "E-cores (platform.ecores): coherence.transfer_latency between a P-core and an E-core");
+  p.duration("coherence.transfer_latency_ee", line_transfer_ee, "35ns",
+             "E-cores: coherence.transfer_latency between two E-cores of one cluster (sharing "
+             "its L2)");
+  p.duration("coherence.transfer_latency_ee_cross", line_transfer_ee_cross, "35ns",
+             "E-cores: coherence.transfer_latency between E-cores of two clusters");
   p.duration("coherence.remote_transfer_latency", remote_line_transfer, "0ns",
              "several sockets: a line another socket's caches hold modified comes over the "
              "socket link in this long (the remote HitM latency); 0 = not set (required when "
@@ -207,6 +223,23 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
     fatal("{}: platform.smt = true is impossible with platform.name = {}: only the i7-12700kf's "
           "P-cores have two hardware threads",
           cfg.setting("platform.smt").origin, cfg.get_string("platform.name"));
+  if (pp_.ecores && pp_.name != PlatformName::i7_12700kf)
+    fatal("{}: platform.ecores = {} is impossible with platform.name = {}: only the i7-12700kf has "
+          "E-cores",
+          cfg.setting("platform.ecores").origin, pp_.ecores, cfg.get_string("platform.name"));
+  if (pp_.ecores && pp_.sockets > 1)
+    fatal("{}: platform.ecores = {} with platform.sockets = {}: the i7-12700kf is one socket",
+          cfg.setting("platform.ecores").origin, pp_.ecores, pp_.sockets);
+  // (The platform file, included by the experiment configs, states them all: a value other than
+  // the platform's default is one the user set.)
+  if (!pp_.ecores)
+    for (auto& [spec, st] : cfg.effective())
+      if (spec->key.rfind("ecore.", 0) == 0 && !cfg.is_default(spec->key) &&
+          st->text != (spec->variant_defaults.count(cfg.variant())
+                           ? spec->variant_defaults.at(cfg.variant()) : spec->default_text))
+        fatal("{}: {} is set, but platform.ecores = 0: there is no E-core for it; set "
+              "platform.ecores (1 to 16) or remove it",
+              st->origin, spec->key);
   if (wl::is_timed_loop(wp_.name) && pp_.name == PlatformName::functional)
     fatal("{}: workload.name = {} runs for workload.duration of simulated time (its main thread "
           "sleeps that long): the functional platform has no timed sleeps; use a cycle-level platform "
@@ -218,9 +251,10 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
           "(sched.hz = 100 to 1000)",
           cfg.setting("sched.hz").origin, cfg.get_string("workload.name"));
   if (pp_.cpus() > 64)
-    fatal("{}: platform.cores = {} with platform.smt = true makes {} logical CPUs; at most 64",
-          cfg.setting("platform.cores").origin, pp_.cores, pp_.cpus());
-  sched_.set_cpus(pp_.cpus(), pp_.threads_per_core(), pp_.sockets);
+    fatal("{}: platform.cores = {}{}{} makes {} logical CPUs; at most 64",
+          cfg.setting("platform.cores").origin, pp_.cores, pp_.smt ? " with platform.smt = true" : "",
+          pp_.ecores ? fmt::format(" and platform.ecores = {}", pp_.ecores) : "", pp_.cpus());
+  sched_.set_cpus(pp_.cpus(), pp_.threads_per_core(), pp_.sockets, pp_.ecores);
   sched_.set_placement(pp_.placement);
   sched_.set_slice(pp_.slice_ps());
   if (pp_.cpus() > 1) {
@@ -240,9 +274,11 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
   disk_ = std::make_unique<BlockDevice>(pp_.disk, pp_.clock_ghz, stats);
   kernel_->set_block_device(disk_.get());
   auto lg = log::get("system");
-  lg->info("platform {} ({}, {} core{}{}, {} GHz), kernel wp_reuse={} fork_copy={} large_folio_reuse={}",
+  lg->info("platform {} ({}, {} core{}{}, {} GHz{}), kernel wp_reuse={} fork_copy={} large_folio_reuse={}",
            cfg.get_string("platform.name"), pg::isa_name(pp_.effective_isa()), pp_.cores,
-           pp_.cores > 1 ? "s" : "", pp_.smt ? " x 2 threads" : "", pp_.clock_ghz, cfg.get_string("kernel.wp_reuse"),
+           pp_.cores > 1 ? "s" : "", pp_.smt ? " x 2 threads" : "", pp_.clock_ghz,
+           pp_.ecores ? fmt::format("; {} E-cores at {} GHz", pp_.ecores, pp_.ecore_clock_ghz) : "",
+           cfg.get_string("kernel.wp_reuse"),
            cfg.get_string("kernel.fork_copy"), kp_.large_folio_reuse);
   lg->info("workload {}: {} of {} folios, pattern {}, {} thread{}", workload_->name(),
            format_size(wp_.size), wl::folio_kind_name(wp_.folio), wl::pattern_name(wp_.pattern),

@@ -82,6 +82,15 @@ struct PlatformParams {
   // Multi-core: a modified cache line of kernel data moving to another core.
   Duration line_transfer;      // coherence.transfer_latency
   Duration remote_line_transfer;  // coherence.remote_transfer_latency (several sockets)
+  Duration line_transfer_pe, line_transfer_ee, line_transfer_ee_cross;  // E-cores' pairs
+  static constexpr unsigned kEcoresPerCluster = 4;  // Gracemont: 4 cores share an L2
+  int ecore_cluster(int cpu) const { return is_ecore(cpu) ? int((unsigned(cpu) - pcpus()) / kEcoresPerCluster) : -1; }
+  // A modified line moving from `from`'s caches to `to`'s: the pair's latency.
+  const Duration& line_transfer_between(int from, int to) const {
+    if (is_ecore(from) != is_ecore(to)) return line_transfer_pe;
+    if (!is_ecore(from)) return line_transfer;
+    return ecore_cluster(from) == ecore_cluster(to) ? line_transfer_ee : line_transfer_ee_cross;
+  }
   Duration line_occupancy;     // coherence.line_occupancy
   DiskParams disk;             // disk.*: the disk the page cache reads from
   // The scheduler's time slice (cycle-level platforms): sched.base_slice scaled as the kernel

@@ -58,7 +58,7 @@ double PlatformMmuHw::x86_ipi(int from, int to, double sent_at, double work) {
                      TraceField::dec("to", unsigned(to))});
   const double remote = ipi_handler_cycles[size_t(to)] / 2 + work;
   const double in_senders = cpu_ghz.empty() ? remote : remote * ghz_of(from) / ghz_of(to);
-  return sent_at + ipi_latency_cycles[size_t(from)] + in_senders + ack_cycles[size_t(from)];
+  return sent_at + ipi_latency_cycles[size_t(from)] + in_senders + ack_cycles[size_t(from)][size_t(to)];
 }
 
 void PlatformMmuHw::kernel_memory(int cpu, uint64_t pa, uint64_t bytes, bool write) {
@@ -83,9 +83,10 @@ double PlatformMmuHw::kernel_copy_source(int cpu, uint64_t pa, uint64_t bytes) {
   if (cores.empty()) return 0;
   hw::MemoryHierarchy& mh = cores.at(size_t(cpu))->caches();
   const uint64_t now = kernel ? uint64_t(double(kernel->time_now_ps()) * ghz_of(cpu) / 1000.0) : 0;
-  const hw::MemoryHierarchy::Touch t = mh.touch(pa, bytes, false, now, unsigned(copy_mlp));
+  const double mlp = copy_mlp[size_t(cpu)];
+  const hw::MemoryHierarchy::Touch t = mh.touch(pa, bytes, false, now, unsigned(mlp));
   count_kernel_lines(t);
-  const double wait = std::max(double(t.latency_cycles) / copy_mlp, double(t.dram_done_cycles));
+  const double wait = std::max(double(t.latency_cycles) / mlp, double(t.dram_done_cycles));
   if (copy_wait) copy_wait->inc(uint64_t(wait + 0.5));
   return wait;
 }
@@ -178,9 +179,38 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
     p.core.store_buffer = std::max(1u, p.core.store_buffer / 2);
     p.core.fill_buffers = std::max(1u, p.core.fill_buffers / 2);
   }
+  // E-cores (platform.ecores): the Gracemont hardware of the ecore.* keys, with the platform's
+  // LLC and memory; 4 cores to a cluster sharing its L2 (CPUID leaf 4 of an E-core: the L2's
+  // sharing field spans 4 cores, docs/research-smt-ecores.md §2.1). Their statistics are
+  // ecore.* (their cycles are of another clock), the LLC's and memory's the platform's.
+  hw::CoreMmuParams e;
+  if (pp.ecores) {
+    e = *ecore_preset(name);
+    Params erd = rd.prefixed("ecore.");
+    visit_ecore_params(e, erd);
+    hw::HierarchyParams shared = p.caches;
+    shared.l1d = e.caches.l1d;
+    shared.l2 = e.caches.l2;
+    shared.llc_latency = e.caches.llc_latency;
+    e.caches = shared;
+    StatsScope scope(stats, "ecore.");
+    const unsigned clusters = (pp.ecores + PlatformParams::kEcoresPerCluster - 1) / PlatformParams::kEcoresPerCluster;
+    for (unsigned k = 0; k < clusters; ++k) cluster_l2_.push_back(std::make_unique<hw::Cache>(e.caches.l2, stats));
+    cluster_mates_.resize(clusters);
+  }
   const unsigned tpc = pp.threads_per_core();
   for (unsigned c = 0; c < pp.cpus(); ++c) {
     std::string cname = "cpu" + std::to_string(c);
+    if (pp.is_ecore(int(c))) {
+      const unsigned k = (c - pp.pcpus()) / PlatformParams::kEcoresPerCluster;
+      StatsScope scope(stats, "ecore.");
+      cores_.push_back(std::make_unique<hw::CoreModule>(cname.c_str(), int(c), e, isa, os_,
+                                                        sys_.kernel().phys(), stats, &trace,
+                                                        llcs_[0].get(), nullptr, 0, cluster_l2_[k].get()));
+      mmu_.cores.push_back(cores_.back().get());
+      cluster_mates_[k].push_back(&cores_.back()->caches());
+      continue;
+    }
     const unsigned thread = c % tpc;
     hw::CoreMmu* sibling = thread ? &cores_.at(c - thread)->mmu() : nullptr;
     cores_.push_back(std::make_unique<hw::CoreModule>(cname.c_str(), int(c), p, isa, os_,
@@ -193,6 +223,8 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
       cores_[c - 1]->core().set_sibling(&cores_[c]->core());
     }
   }
+  for (auto& mates : cluster_mates_)
+    for (hw::MemoryHierarchy* h : mates) h->set_cluster(&mates);
   // An inclusive LLC (cache.llc.inclusive) drops what it evicts from every core's L1D and L2.
   for (unsigned c = 0; c < cores_.size(); ++c)
     if (cores_[c]->owns_mmu()) {
@@ -212,7 +244,8 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
                                           "lines");
   // Fill buffers: the core's (halved under SMT above); a copy's reads take half of them [U/derived:
   // REP MOVSB's full-line stores take fill buffers too (docs/x86-memory-path.md)].
-  mmu_.copy_mlp = std::max(1.0, double(p.core.fill_buffers) / 2);
+  for (auto& c : cores_)
+    mmu_.copy_mlp.push_back(std::max(1.0, double(c->core().params().fill_buffers) / 2));
   mmu_.ghz = pp.clock_ghz;
   if (pp.ecores)
     for (unsigned c = 0; c < pp.cpus(); ++c) mmu_.cpu_ghz.push_back(pp.ghz_of(int(c)));
@@ -222,7 +255,9 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
   for (unsigned c = 0; c < pp.cpus(); ++c) {
     mmu_.ipi_handler_cycles.push_back(pp.ipi_handler.cycles(pp.ghz_of(int(c))));
     mmu_.ipi_latency_cycles.push_back(pp.ipi_latency.cycles(pp.ghz_of(int(c))));
-    mmu_.ack_cycles.push_back(pp.line_transfer.cycles(pp.ghz_of(int(c))));
+    mmu_.ack_cycles.emplace_back();
+    for (unsigned to = 0; to < pp.cpus(); ++to)
+      mmu_.ack_cycles.back().push_back(pp.line_transfer_between(int(to), int(c)).cycles(pp.ghz_of(int(c))));
   }
   if (pp.cpus() > 1) {
     Counter* wakeups = &stats.counter("sched.idle_wakeups",
@@ -249,13 +284,29 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
     for (unsigned s = 0; s < pp.sockets; ++s)
       fills_.push_back(std::make_unique<hw::DramChannel>(double(hw::kLineBytes) / p.caches.memory_read_bandwidth * pp.clock_ghz,
                                                          stats, kSharedReach));
-    for (unsigned c = 0; c < cores_.size(); ++c) cores_[c]->caches().share_fills(fills_[pp.socket_of(c)].get());
+    // (The path's calendar is in the P-cores' cycles; an E-core's requests are converted.)
+    for (unsigned c = 0; c < cores_.size(); ++c)
+      cores_[c]->caches().share_fills(fills_[pp.socket_of(c)].get(), pp.clock_ghz / cores_[c]->ghz());
     if (pp.sockets > 1) setup_sockets(cfg, p, stats);
     // MESI between the cores' L1D/L2 for every access (loads, store drains, walks, the kernel's
     // touches); the kernel's accesses are timed by the kernel-line transfers below.
     for (auto& c : cores_)
       if (c->owns_mmu()) peers_.all.push_back(&c->caches());
     peers_.transfer_cycles = uint32_t(std::lround(pp.line_transfer.cycles(pp.clock_ghz)));
+    // With E-cores a forwarded line costs its pair's latency, in the requester's cycles.
+    if (pp.ecores) {
+      const int first_e = int(pp.pcpus());
+      for (auto& c : cores_) {
+        if (!c->owns_mmu()) continue;
+        const int me = c->cpu();
+        const double g = c->ghz();
+        auto cyc = [&](int holder) { return uint32_t(std::lround(pp.line_transfer_between(holder, me).cycles(g))); };
+        // Holders: a P-core; an E-core of another cluster (CPU 0 or an E-core 4 away stands for
+        // it); a mate in this core's cluster.
+        const int other_cluster = pp.is_ecore(me) ? (pp.ecore_cluster(me) == 0 ? first_e + int(PlatformParams::kEcoresPerCluster) : first_e) : first_e;
+        c->caches().set_transfer_cycles(cyc(0), cyc(other_cluster), pp.is_ecore(me) ? cyc(me) : cyc(0));
+      }
+    }
     peers_.transfers = &stats.counter("coherence.cache.transfers", "loads, store drains and walks that took a modified line from another core's caches", "lines");
     peers_.invalidations = &stats.counter("coherence.cache.invalidations", "other cores' copies of a line that a write invalidated", "lines");
     if (peers_.all.size() > 1)
@@ -268,6 +319,14 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
     lines_ = std::make_unique<hw::KernelLineCoherence>(std::move(caches), pp.line_transfer.cycles(pp.clock_ghz),
                                                        pp.line_occupancy.cycles(pp.clock_ghz), pp.clock_ghz,
                                                        classes, stats);
+    if (pp.ecores) {
+      std::vector<double> clocks;
+      for (unsigned c = 0; c < pp.cpus(); ++c) clocks.push_back(pp.ghz_of(int(c)));
+      const PlatformParams* ppp = &pp;
+      lines_->set_cpu_timing(std::move(clocks), [ppp](int from, int to) {
+        return ppp->line_transfer_between(from, to).ns(ppp->ghz_of(to));
+      });
+    }
     if (pp.sockets > 1) {
       std::vector<unsigned> socket_of;
       for (unsigned c = 0; c < pp.cpus(); ++c) socket_of.push_back(pp.socket_of(c));
@@ -355,8 +414,11 @@ void HwPlatform::finish(double host_seconds) {
 double HwPlatform::progress() const { return cores_.empty() ? 0 : cores_[0]->core().progress(); }
 
 uint64_t HwPlatform::uops() const {
-  // Every core counts into the one "core.uops" statistic (the platform's total): read it once.
-  return cores_.empty() ? 0 : cores_.front()->core().uops();
+  // Every P-core counts into the one "core.uops" statistic, every E-core into "ecore.core.uops":
+  // read each once.
+  if (cores_.empty()) return 0;
+  const PlatformParams& pp = sys_.platform();
+  return cores_.front()->core().uops() + (pp.ecores ? cores_.back()->core().uops() : 0);
 }
 
 }  // namespace mmusim

@@ -39,7 +39,8 @@ class PlatformMmuHw : public kmm::MmuHw {
   // Per CPU, in its own cycles:
   std::vector<double> ipi_handler_cycles;  // the receiver's interrupt entry and exit
   std::vector<double> ipi_latency_cycles;  // platform.ipi_latency: ICR write to the handler's start
-  std::vector<double> ack_cycles;          // the csd line back to the sender (coherence.transfer_latency)
+  std::vector<std::vector<double>> ack_cycles;  // [from][to]: the csd line back to the sender
+                                               // (coherence.transfer_latency of the pair)
   hw::TlbiBroadcast* tlbi = nullptr;
   const kmm::Kernel* kernel = nullptr;  // for the current time of a kernel entry
   Counter* ipis = nullptr;
@@ -48,7 +49,7 @@ class PlatformMmuHw : public kmm::MmuHw {
   void count_kernel_lines(const hw::MemoryHierarchy::Touch& t);
   // A page copy's source misses in flight at once (half the core's fill buffers: the copy's
   // destination lines take the other half), and the cycles copies waited for them.
-  double copy_mlp = 1;
+  std::vector<double> copy_mlp;  // per CPU
   double ghz = 1;  // platform.clock_ghz: the kernel's time in the P-cores' cycles
   std::vector<double> cpu_ghz;  // each CPU's clock, where they differ (E-cores); empty: `ghz`
   double ghz_of(int cpu) const { return cpu_ghz.empty() ? ghz : cpu_ghz[size_t(cpu)]; }
@@ -92,6 +93,9 @@ class HwPlatform : public Platform {
   System sys_;
   SystemOs os_;
   std::vector<std::unique_ptr<hw::Cache>> llcs_;  // one per socket, shared by its cores
+  // E-cores: each cluster's L2 (4 cores share one) and the cores' hierarchies of each cluster.
+  std::vector<std::unique_ptr<hw::Cache>> cluster_l2_;
+  std::vector<std::vector<hw::MemoryHierarchy*>> cluster_mates_;
   std::vector<std::vector<hw::MemoryHierarchy*>> llc_sharers_;  // per socket: its cores' caches (one per core)
   std::unique_ptr<hw::TlbiBroadcast> tlbi_;
   std::unique_ptr<hw::KernelLineCoherence> lines_;

@@ -275,8 +275,8 @@ MemoryHierarchy::Touch MemoryHierarchy::touch(uint64_t pa, uint64_t bytes, bool 
         in_round = 0;
       }
       ++in_round;
-      uint64_t w = fill_path_->read(round_at);
-      if (link_) w = std::max(w, link_->read(round_at));
+      uint64_t w = path_read(fill_path_, round_at);
+      if (link_) w = std::max(w, path_read(link_, round_at));
       round_end = std::max(round_end, round_at + w + latency_[DRAM] + snoop_cycles());
       t.dram_done_cycles = round_end - fill_at;
     }

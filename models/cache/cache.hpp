@@ -343,8 +343,8 @@ class MemoryHierarchy {
   uint32_t dram_fill_wait(uint64_t t, bool full_line) {
     uint64_t w = victim_wait_;
     if (!full_line) {
-      w = std::max(w, fill_path_->read(t));
-      if (link_) w = std::max(w, link_->read(t));
+      w = std::max(w, path_read(fill_path_, t));
+      if (link_) w = std::max(w, path_read(link_, t));
     }
     return uint32_t(std::min<uint64_t>(w, uint64_t(1) << 30));
   }
@@ -352,7 +352,19 @@ class MemoryHierarchy {
   DramChannel& dram() { return *fills_; }  // the fills' path
   // Several cores: the fills of every core share one path to DRAM (its bandwidth is the DDR
   // channels' peak, memory.read_bandwidth), instead of this hierarchy's own.
-  void share_fills(DramChannel* shared) { fills_ = fill_path_ = shared ? shared : &dram_; }
+  // `ratio`: the shared path's clock over this core's, when they differ (an E-core on the path
+  // the P-cores' clock times): its calendar keeps one time base, and this core's requests and
+  // waits are converted into and out of it.
+  void share_fills(DramChannel* shared, double ratio = 1.0) {
+    fills_ = fill_path_ = shared ? shared : &dram_;
+    path_ratio_ = shared ? ratio : 1.0;
+  }
+  // A read on path `ch` at this core's cycle `t`: the wait in this core's cycles.
+  uint64_t path_read(DramChannel* ch, uint64_t t) {
+    if (path_ratio_ == 1.0 || ch == &dram_) return ch->read(t);
+    const uint64_t w = ch->read(uint64_t(double(t) * path_ratio_ + 0.5));
+    return uint64_t(double(w) / path_ratio_ + 0.5);
+  }
   DramChannel& dram_writes() { return dram_wb_; }
   // An inclusive LLC (cache.llc.inclusive): every hierarchy that shares it, whose L1D and L2 lose
   // a line the LLC evicts (null: this one alone), and the count of copies so removed.
@@ -394,7 +406,8 @@ class MemoryHierarchy {
   std::unique_ptr<Cache> own_llc_;
   Cache* llc_;
   DramChannel dram_;     // fills: memory.read_bandwidth
-  DramChannel* fills_ = &dram_;  // dram_, or the path all cores share (share_fills)
+  DramChannel* fills_ = &dram_;
+  double path_ratio_ = 1.0;  // share_fills()  // dram_, or the path all cores share (share_fills)
   // The last miss to memory's read path (fills_, or with several sockets its home node's) and
   // the socket link it crossed (null: local).
   DramChannel* fill_path_ = &dram_;

@@ -450,15 +450,18 @@ TEST_CASE("dram: cores that share the fill path queue behind each other, their o
   DramChannel shared(49.0, s);
   c0.share_fills(&shared);
   c1.share_fills(&shared);
-  const uint64_t u = next_t();
+  // (Just after the start of one of the calendar's slots, 4 x 49 cycles: where in a slot two
+  // requests of one cycle fall decides whether the second waits; next_t() depends on the tests
+  // run before.)
+  const uint64_t u = (next_t() / 196 + 1) * 196 + 1;
   const uint32_t a = c0.access(0x300000, false, u);
   const uint32_t b = c1.access(0x400000, false, u);
   CHECK(a == kDram);
   CHECK(b > kDram);
   CHECK(b <= kDram + 49);
   // Eight more misses of each core at one cycle: 16 transfers on one path take 16 x 49 cycles;
-  // the last waits for most of them.
-  const uint64_t v = next_t();
+  // the last waits for most of them (from just after a slot's start, as above).
+  const uint64_t v = (next_t() / 196 + 1) * 196 + 1;
   uint32_t last = 0;
   for (unsigned i = 0; i < 8; ++i) {
     c0.access(0x500000 + i * 4096, false, v);
@@ -466,6 +469,30 @@ TEST_CASE("dram: cores that share the fill path queue behind each other, their o
   }
   CHECK(last >= kDram + 14 * 49);
   CHECK(&c0.dram() == &shared);
+}
+
+TEST_CASE("dram: a core at another clock shares the fill path in real time", "[cache][dram][clocks]") {
+  // A 2.45 GHz core (half of 4.9) on a path timed in 4.9 GHz cycles, 49 of them a line (10 ns):
+  // its requests and waits are converted, so a line takes it 24.5 of its own cycles.
+  Stats s;
+  HierarchyParams p = presets::i7().caches;
+  p.memory_read_bandwidth = 6.4;
+  Cache llc(p.llc, s);
+  MemoryHierarchy fast(p, kGhz, s, &llc), slow(p, kGhz / 2, s, &llc);
+  const uint32_t dram_slow = uint32_t(std::lround(p.memory_latency.cycles(kGhz / 2)));
+  DramChannel shared(49.0, s);
+  fast.share_fills(&shared);
+  slow.share_fills(&shared, 2.0);
+  // 8 misses of the slow core at one of its cycles (2 path cycles after a slot's start): they
+  // queue 10 ns apart, the last waits for 7 lines less those 2 cycles, 341 path cycles = 170.5
+  // of its own (in its own cycles the path would make it 341).
+  const uint64_t v = (next_t() / 196 + 1) * 196 + 2;
+  uint32_t last = 0;
+  for (unsigned i = 0; i < 8; ++i) last = slow.access(0x700000 + i * 4096, false, v / 2);
+  CHECK(last >= dram_slow + 170);
+  CHECK(last <= dram_slow + 171);
+  // The fast core asking at the same real time queues behind all 8: 390 of its cycles.
+  CHECK(fast.access(0x800000, false, v) == kDram + 390);
 }
 
 TEST_CASE("cache: MESI between two cores' private caches", "[cache][coherence]") {

@@ -227,7 +227,7 @@ TEST_CASE("tlb: a size no array holds is stored as the largest smaller size held
   CHECK(count(s, "tlb.only2m.fills") == 0);
 }
 
-TEST_CASE("tlb: the Gracemont DTLB (4K only) holds a 2M translation as the touched 4K page; its STLB as 2M",
+TEST_CASE("tlb: the Gracemont DTLB (4K only) holds a 2M translation as the touched 4K page, its STLB as 2M",
           "[tlb]") {
   Stats s;
   Tlb l1(presets::i7_ecore().l1.at(0), s);

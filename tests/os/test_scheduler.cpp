@@ -29,7 +29,7 @@ TEST_CASE("scheduler: threads pinned to CPU i mod cores", "[os]") {
   CHECK(s.cpu_for_thread(9) == 1);
 }
 
-TEST_CASE("scheduler: hybrid placement, P-cores then E-cores then SMT siblings; by-number", "[os]") {
+TEST_CASE("scheduler: hybrid placement, P-cores then E-cores then SMT siblings, or by number", "[os]") {
   auto order = [](const Scheduler& s, unsigned n) {
     std::vector<int> v;
     for (unsigned i = 0; i < n; ++i) v.push_back(s.cpu_for_thread(i));
