@@ -57,16 +57,14 @@ std::string Stats::scoped(const std::string& key) const {
 }
 
 Counter& Stats::counter(const std::string& key, const std::string& desc, const std::string& unit) {
-  if (!scope_.empty()) {
-    const std::string k = scoped(key);
-    if (k.size() != key.size()) {
-      const std::string saved = std::move(scope_);
-      scope_.clear();
-      Counter& c = counter(k, desc, unit);
-      scope_ = saved;
-      return c;
-    }
-  }
+  return scope_.empty() ? add_counter(key, desc, unit) : add_counter(scoped(key), desc, unit);
+}
+
+Distribution& Stats::distribution(const std::string& key, const std::string& desc, const std::string& unit) {
+  return scope_.empty() ? add_distribution(key, desc, unit) : add_distribution(scoped(key), desc, unit);
+}
+
+Counter& Stats::add_counter(const std::string& key, const std::string& desc, const std::string& unit) {
   auto it = index_.find(key);
   if (it != index_.end()) {
     Entry& e = entries_[it->second];
@@ -83,18 +81,8 @@ Counter& Stats::counter(const std::string& key, const std::string& desc, const s
   return counters_.back();
 }
 
-Distribution& Stats::distribution(const std::string& key, const std::string& desc,
-                                  const std::string& unit) {
-  if (!scope_.empty()) {
-    const std::string k = scoped(key);
-    if (k.size() != key.size()) {
-      const std::string saved = std::move(scope_);
-      scope_.clear();
-      Distribution& d = distribution(k, desc, unit);
-      scope_ = saved;
-      return d;
-    }
-  }
+Distribution& Stats::add_distribution(const std::string& key, const std::string& desc,
+                                      const std::string& unit) {
   auto it = index_.find(key);
   if (it != index_.end()) {
     Entry& e = entries_[it->second];

@@ -118,6 +118,8 @@ class Stats {
   std::vector<size_t> dist_begin_, dist_end_;   // sample indices at the region marks
   std::string scope_;
   std::string scoped(const std::string& key) const;
+  Counter& add_counter(const std::string& key, const std::string& desc, const std::string& unit);
+  Distribution& add_distribution(const std::string& key, const std::string& desc, const std::string& unit);
 };
 
 // Stats::set_scope() for the lifetime of this object (the previous scope restored after).

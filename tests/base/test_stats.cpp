@@ -547,3 +547,24 @@ TEST_CASE("stats: keys follow the schema [a-z0-9_.]+ in every printed row", "[st
     CHECK(r.key.find("..") == std::string::npos);
   }
 }
+
+TEST_CASE("stats: a scope prefixes the keys registered in it, not the shared resources'", "[stats]") {
+  Stats s;
+  Counter& p = s.counter("core.uops", "P-core micro-ops");
+  {
+    StatsScope scope(s, "ecore.");
+    Counter& e = s.counter("core.uops", "E-core micro-ops");
+    CHECK(&e != &p);
+    CHECK(s.find_counter("ecore.core.uops") == &e);
+    s.distribution("walker.latency", "walks");
+    CHECK(s.find_distribution("ecore.walker.latency"));
+    // Memory and the LLC are every core's: the same counters.
+    CHECK(&s.counter("memory.fills", "fills") == &s.counter("memory.fills", "fills"));
+    s.counter("cache.llc.hits", "LLC hits");
+    CHECK(s.find_counter("cache.llc.hits"));
+    CHECK_FALSE(s.find_counter("ecore.memory.fills"));
+    CHECK_FALSE(s.find_counter("ecore.cache.llc.hits"));
+  }
+  CHECK(s.scope().empty());
+  CHECK(&s.counter("core.uops", "again") == &p);
+}

@@ -2,7 +2,7 @@
 // memory.high on the platforms (memcg.high): C1 at 64 MiB of order-0 pages in a cgroup with
 // memory.high at 16 MiB, on one core of the i7-12700kf and on the functional platform. With swap
 // the return to user mode reclaims and nobody sleeps; without, reclaim frees nothing and the
-// tasks sleep (the region's time is mostly that sleep). V10(b)'s workload on 16 logical CPUs
+// tasks sleep (the region's time is mostly that sleep). V10(b)'s workload on 20 logical CPUs (4 E-cores)
 // with memory.high under memory.max: memory.high's reclaim keeps memory.max from being reached.
 #include <catch2/catch.hpp>
 

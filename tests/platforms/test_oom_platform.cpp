@@ -59,7 +59,7 @@ TEST_CASE("memcg OOM kill: C1's populate in a cgroup too small, without swap and
   }
 }
 
-TEST_CASE("memcg OOM kill on 16 CPUs: V10(b)'s readers and pressure thread all die, the same way every run", "[memcg][oom][determinism]") {
+TEST_CASE("memcg OOM kill on 20 CPUs: V10(b)'s readers and pressure thread all die, the same way every run", "[memcg][oom][determinism]") {
   TempDir t;
   const std::string base = "run " MMUSIM_SOURCE_DIR "/configs/experiments/v10b-swap-readers.cfg"
                            " --set workload.size=16M --set workload.pressure_size=4M --set memcg.max=8M"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // Swap on the platforms: C1's parent in a memory cgroup smaller than its region, swapped out and
 // in on one core of the i7-12700kf and on the functional platform; bad input for swap and for
-// V10(b)'s workload (swap-readers); swap-readers on 16 logical CPUs, every reader load checked.
+// V10(b)'s workload (swap-readers); swap-readers on 20 logical CPUs (4 of them E-cores), every reader load checked.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -37,7 +37,7 @@ TEST_CASE("swap: a region four times the memory cgroup goes out to swap and come
 }
 
 // V10(b)'s config at 16 MiB (its cgroup and pressure thread scaled alike), 1 ms: 12 readers on
-// the 8 P-cores with SMT, every load checked against what the main thread wrote (a frame reused
+// the 8 P-cores and the 4 E-cores, every load checked against what the main thread wrote (a frame reused
 // while a reader's walk still reached it stops the run: exit 1), invariants every 1000th entry.
 TEST_CASE("swap-readers on several cores: readers fault their shares back from swap, every load checked",
           "[swap][multicore]") {
