@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "platforms/hw_platform.hpp"
 
+#include <map>
+#include <memory>
+
 #include <cmath>
 
 #include "base/error.hpp"
@@ -99,12 +102,23 @@ hw::CoreMmuParams platform_preset(PlatformName name) {
   }
 }
 
-hw::CoreMmuParams platform_hw_params(PlatformName name) {
+namespace {
+// Platform `name`'s built-in config, the defaults a preset is read from.
+const Config& builtin_config(PlatformName name) {
   static const Schema schema = build_schema();
-  Config cfg(schema);
-  cfg.set("platform.name", platform_name(name), "platform_hw_params");
+  static std::map<PlatformName, std::unique_ptr<Config>> configs;
+  std::unique_ptr<Config>& c = configs[name];
+  if (!c) {
+    c = std::make_unique<Config>(schema);
+    c->set("platform.name", platform_name(name), "built-in platform defaults");
+  }
+  return *c;
+}
+}  // namespace
+
+hw::CoreMmuParams platform_hw_params(PlatformName name) {
   hw::CoreMmuParams p = platform_preset(name);
-  Params rd = Params::reading(cfg);
+  Params rd = Params::reading(builtin_config(name));
   visit_hw_params(p, rd);
   return p;
 }
@@ -138,12 +152,9 @@ void visit_ecore_params(hw::CoreMmuParams& e, Params& v) {
 }
 
 hw::CoreMmuParams platform_ecore_params(PlatformName name) {
-  static const Schema schema = build_schema();
   std::optional<hw::CoreMmuParams> e = ecore_preset(name);
   if (!e) panic("platform {} has no E-cores", platform_name(name));
-  Config cfg(schema);
-  cfg.set("platform.name", platform_name(name), "platform_ecore_params");
-  Params rd = Params::reading(cfg).prefixed("ecore.");
+  Params rd = Params::reading(builtin_config(name)).prefixed("ecore.");
   visit_ecore_params(*e, rd);
   return *e;
 }
@@ -294,19 +305,16 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
       if (c->owns_mmu()) peers_.all.push_back(&c->caches());
     peers_.transfer_cycles = uint32_t(std::lround(pp.line_transfer.cycles(pp.clock_ghz)));
     // With E-cores a forwarded line costs its pair's latency, in the requester's cycles.
-    if (pp.ecores) {
-      const int first_e = int(pp.pcpus());
+    // By holder: a P-core, an E-core of another cluster (for a P-core: any E-core), a mate.
+    if (pp.ecores)
       for (auto& c : cores_) {
         if (!c->owns_mmu()) continue;
-        const int me = c->cpu();
-        const double g = c->ghz();
-        auto cyc = [&](int holder) { return uint32_t(std::lround(pp.line_transfer_between(holder, me).cycles(g))); };
-        // Holders: a P-core; an E-core of another cluster (CPU 0 or an E-core 4 away stands for
-        // it); a mate in this core's cluster.
-        const int other_cluster = pp.is_ecore(me) ? (pp.ecore_cluster(me) == 0 ? first_e + int(PlatformParams::kEcoresPerCluster) : first_e) : first_e;
-        c->caches().set_transfer_cycles(cyc(0), cyc(other_cluster), pp.is_ecore(me) ? cyc(me) : cyc(0));
+        const bool e = pp.is_ecore(c->cpu());
+        auto cyc = [&](const Duration& d) { return uint32_t(std::lround(d.cycles(c->ghz()))); };
+        c->caches().set_transfer_cycles(cyc(e ? pp.line_transfer_pe : pp.line_transfer),
+                                        cyc(e ? pp.line_transfer_ee_cross : pp.line_transfer_pe),
+                                        cyc(e ? pp.line_transfer_ee : pp.line_transfer));
       }
-    }
     peers_.transfers = &stats.counter("coherence.cache.transfers", "loads, store drains and walks that took a modified line from another core's caches", "lines");
     peers_.invalidations = &stats.counter("coherence.cache.invalidations", "other cores' copies of a line that a write invalidated", "lines");
     if (peers_.all.size() > 1)
