@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <type_traits>
 
 #include "base/params.hpp"
 
@@ -125,19 +126,30 @@ struct CostModel {
   const mmusim::Duration& operator[](Cost c) const { return d[static_cast<size_t>(c)]; }
   // Time of an account at `ghz`, in cycles (fractional cycles kept), extra cycles and I/O waits included;
   // `each(item, count)` is called for every charged item on the way (one pass).
+  // `scale`: the CPU's cycles per calibrated cycle for the items priced in cycles (the kernel's
+  // instruction work: an E-core's lower IPC, an SMT sibling's share of the pipeline; see
+  // Kernel::set_cost_scale); items priced in ns (bulk zeroing and copying, memory-bound) and the
+  // extra cycles (line transfers, waits) are time and are not scaled.
   template <typename F>
-  double cycles(const CostAccount& a, double ghz, F&& each) const {
+  double cycles(const CostAccount& a, double ghz, double scale, F&& each) const {
     double c = a.extra_cycles + a.sleep_cycles();
     a.for_each_charged([&](size_t i, uint64_t k) {
       each(i, k);
-      c += double(k) * d[i].cycles(ghz);
+      c += double(k) * price_of(d[i], ghz, scale);
     });
     return c;
   }
-  double cycles(const CostAccount& a, double ghz) const {
-    return cycles(a, ghz, [](size_t, uint64_t) {});
+  template <typename F, typename = std::enable_if_t<std::is_invocable_v<F&, size_t, uint64_t>>>
+  double cycles(const CostAccount& a, double ghz, F&& each) const {
+    return cycles(a, ghz, 1.0, each);
   }
-  double price(Cost c, double ghz) const { return d[static_cast<size_t>(c)].cycles(ghz); }
+  double cycles(const CostAccount& a, double ghz, double scale = 1.0) const {
+    return cycles(a, ghz, scale, [](size_t, uint64_t) {});
+  }
+  double price(Cost c, double ghz, double scale = 1.0) const { return price_of(d[static_cast<size_t>(c)], ghz, scale); }
+  static double price_of(const mmusim::Duration& x, double ghz, double scale) {
+    return x.is_time ? x.cycles(ghz) : x.cycles(ghz) * scale;
+  }
 };
 
 }  // namespace kmm

@@ -376,6 +376,7 @@ class Kernel {
     // The entry's time is the cycles of the CPU that runs it (before the flusher's work, which
     // runs on this CPU's account).
     ghz_ = size_t(cpu) < cpu_ghz_.size() ? cpu_ghz_[size_t(cpu)] : base_ghz_;
+    cost_scale_ = cost_scale_of_ ? cost_scale_of_(cpu) : 1.0;
     // The flusher's delayed work (wb->dwork) whose timer has fired runs first (no kernel threads:
     // at the first entry from its time on).
     if (wb_dwork_ps_ && now_ps >= wb_dwork_ps_) wb_workfn();
@@ -439,12 +440,19 @@ class Kernel {
       before_store_barrier_ = cost_;
     }
     cost_.charge(c, k);
-    if (prices_) cycles_so_far_ += prices_->price(c, ghz_) * double(k);
+    if (prices_) cycles_so_far_ += prices_->price(c, ghz_, cost_scale_) * double(k);
   }
   // This entry's cycles so far (multi-core platforms, which give the kernel its prices; else 0),
   // and one item's price in cycles (0 without prices).
   double cycles_now() const { return cycles_so_far_ + cost_.extra_cycles + cost_.sleep_cycles(); }
-  double price_cycles(Cost c) const { return prices_ ? prices_->price(c, ghz_) : 0; }
+  double price_cycles(Cost c) const { return prices_ ? prices_->price(c, ghz_, cost_scale_) : 0; }
+  // One item's price in the cycles of another CPU, at its clock and its cost scale now (the work
+  // an IPI makes a remote CPU do: flush_tlb_func() there).
+  double price_cycles_on(Cost c, int cpu) const {
+    if (!prices_) return 0;
+    const double g = size_t(cpu) < cpu_ghz_.size() ? cpu_ghz_[size_t(cpu)] : base_ghz_;
+    return prices_->price(c, g, cost_scale_of_ ? cost_scale_of_(cpu) : 1.0);
+  }
   // The simulated time now, inside the current entry: its start plus its cycles so far and its
   // waits for other CPUs' locks (without prices, the entry's start).
   uint64_t time_now_ps() const {
@@ -462,6 +470,11 @@ class Kernel {
   // of the CPU it runs on (enter()). Empty: the set_lock_timing() clock for every CPU.
   void set_cpu_clocks(std::vector<double> ghz_of_cpu) { cpu_ghz_ = std::move(ghz_of_cpu); }
   double clock_ghz() const { return ghz_; }
+  // How many of the CPU's cycles one calibrated cycle of the items priced in cycles takes on the
+  // CPU an entry runs on, asked at each enter() (CostModel::cycles): the P-core's 1 unless the
+  // platform says otherwise (an E-core's kernel IPC, an SMT sibling busy meanwhile). Null: 1.
+  void set_cost_scale(std::function<double(int cpu)> scale_of_cpu) { cost_scale_of_ = std::move(scale_of_cpu); }
+  double cost_scale() const { return cost_scale_; }
   // `line_pa`: the physical address of the lock word (lock_pa()); taking or releasing a lock
   // writes it (an atomic, or the unlock's store).
   void lock_event(const void* lock, LockClass cls, bool write, bool acquire, uint64_t line_pa) {
@@ -1247,6 +1260,8 @@ class Kernel {
   double ghz_ = 1;                // the clock of the current entry's CPU
   double base_ghz_ = 1;           // set_lock_timing()'s: every CPU's without set_cpu_clocks()
   std::vector<double> cpu_ghz_;   // set_cpu_clocks()
+  std::function<double(int)> cost_scale_of_;  // set_cost_scale()
+  double cost_scale_ = 1;         // this entry's (enter())
   double cycles_so_far_ = 0;
   LockObserver* lock_obs_ = nullptr;
   BlockDev* bdev_ = nullptr;

@@ -21,7 +21,7 @@ FaultOutcome System::page_fault(int cpu, SimTask& t, uint64_t va, uint64_t syndr
   out.ret = k.handle_user_fault(t.t, va, syndrome, ip);
   k.resume_user_mode_work();  // (irqentry_exit_to_user_mode(): memory.high's reclaim and throttling)
   k.charge(kmm::Cost::exc_exit);
-  if (const kmm::CostAccount* b = k.cost_before_store_barrier()) out.store_barrier_at = cost_.cycles(*b, ghz(cpu));
+  if (const kmm::CostAccount* b = k.cost_before_store_barrier()) out.store_barrier_at = cost_.cycles(*b, ghz(cpu), k.cost_scale());
   out.exit_drains_stores = k.arch().exception_return_drains_stores();
   out.record = k.last_fault();
   const double io_wait = k.cost().io_wait_cycles;

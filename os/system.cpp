@@ -338,7 +338,7 @@ double System::leave_kernel() {
 }
 
 double System::account(const kmm::CostAccount& a) {
-  double c = cost_.cycles(a, ghz(kernel_->smp_processor_id()), [&](size_t i, uint64_t k) { cost_counters_[i]->inc(k); });
+  double c = cost_.cycles(a, ghz(kernel_->smp_processor_id()), kernel_->cost_scale(), [&](size_t i, uint64_t k) { cost_counters_[i]->inc(k); });
   kernel_cycles_frac_ += c - a.sleep_cycles();  // (the task slept: not the kernel's work)
   uint64_t whole = uint64_t(kernel_cycles_frac_);
   kernel_cycles_->inc(whole);

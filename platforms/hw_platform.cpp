@@ -51,8 +51,8 @@ double PlatformMmuHw::arm64_tlbi(int cpu, kmm::TlbiOp op, uint16_t asid, uint64_
 // sender sees the unlock when the csd's line has come back to it (coherence.transfer_latency).
 double PlatformMmuHw::x86_ipi(int from, int to, double sent_at, double work) {
   if (ipis) ipis->inc();
-  // The handler and flush_tlb_func() run in the receiver's cycles (a cycle-priced item costs the
-  // same cycles on any core); the sender waits in its own.
+  // The handler and flush_tlb_func() run in the receiver's cycles (its clock and its kernel cost
+  // scale: an E-core's kernel_cycle_scale, Kernel::price_cycles_on); the sender waits in its own.
   cores.at(size_t(to))->core().interrupt(ipi_handler_cycles[size_t(to)] + work);
   hw::TraceContext& tc = cores.at(size_t(from))->trace_context();
   if (tc.on())
@@ -236,6 +236,25 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
   }
   for (auto& mates : cluster_mates_)
     for (hw::MemoryHierarchy* h : mates) h->set_cluster(&mates);
+  // The kernel's prices in cycles on each CPU (Kernel::set_cost_scale): an E-core's
+  // ecore.core.kernel_cycle_scale (Gracemont needs more cycles for the same instructions); on a
+  // P-core whose SMT sibling has a task when the entry begins, core.smt_kernel_scale more (the
+  // threads share the front end and the ports; the sibling's state is read once per entry).
+  std::vector<double> base_scale;
+  bool scaled = false;
+  for (unsigned c = 0; c < pp.cpus(); ++c) {
+    base_scale.push_back(pp.is_ecore(int(c)) ? e.core.kernel_cycle_scale : p.core.kernel_cycle_scale);
+    scaled = scaled || base_scale.back() != 1.0;
+  }
+  const double smt_scale = pp.smt ? p.core.smt_kernel_scale : 1.0;
+  if (scaled || smt_scale != 1.0) {
+    std::vector<const hw::OooCore*> pipes;
+    for (auto& c : cores_) pipes.push_back(&c->core());
+    sys_.kernel().set_cost_scale([base_scale, smt_scale, pipes](int cpu) {
+      const double b = base_scale.at(size_t(cpu));
+      return pipes[size_t(cpu)]->sibling_busy() ? b * smt_scale : b;
+    });
+  }
   // An inclusive LLC (cache.llc.inclusive) drops what it evicts from every core's L1D and L2.
   for (unsigned c = 0; c < cores_.size(); ++c)
     if (cores_[c]->owns_mmu()) {
@@ -264,7 +283,9 @@ HwPlatform::HwPlatform(sc_core::sc_module_name n, const Config& cfg, Stats& stat
                                   "cycles the kernel's page copies (copy_user_highpage) waited for source lines "
                                   "beyond the L1D: their latencies over half the fill buffers", "cycles");
   for (unsigned c = 0; c < pp.cpus(); ++c) {
-    mmu_.ipi_handler_cycles.push_back(pp.ipi_handler.cycles(pp.ghz_of(int(c))));
+    // The interrupt's entry and exit are kernel instructions: an E-core's kernel_cycle_scale
+    // applies (a P-core's SMT share is read per entry, not here).
+    mmu_.ipi_handler_cycles.push_back(kmm::CostModel::price_of(pp.ipi_handler, pp.ghz_of(int(c)), base_scale[c]));
     mmu_.ipi_latency_cycles.push_back(pp.ipi_latency.cycles(pp.ghz_of(int(c))));
     mmu_.ack_cycles.emplace_back();
     for (unsigned to = 0; to < pp.cpus(); ++to)

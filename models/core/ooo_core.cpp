@@ -41,6 +41,12 @@ void CoreParams::visit(Params& p) {
   p.integer("core.watchdog_cycles", watchdog_cycles, watchdog_cycles, 1000, int64_t(1) << 50, "watchdog: no micro-op retired for this many cycles (outside the kernel: a fence, a full buffer or a latency that never clears) is an error, with a dump of the core's state");
   p.integer("core.fault_repeat_limit", fault_repeat_limit, fault_repeat_limit, 2, 1000000, "watchdog: a micro-op that faults this many times in a row without the PTE or TLB entry changing is an error (livelock)");
   p.integer("core.quantum", quantum, quantum, 100, 100000000, "cycles a core runs ahead of SystemC time before it synchronises (temporal decoupling)");
+  p.real("core.kernel_cycle_scale", kernel_cycle_scale, kernel_cycle_scale, 0.1, 10.0,
+         "the kernel's work on this core: its cycles per cycle of the kernel's prices in cycles (cost.* items in cyc, "
+         "calibrated on a Golden Cove P-core alone; items in ns and line transfers are time and are not scaled)");
+  p.real("core.smt_kernel_scale", smt_kernel_scale, smt_kernel_scale, 1.0, 4.0,
+         "SMT: the kernel's prices in cycles are multiplied by this while the other hardware thread of the core has a "
+         "task (the two threads share the core's front end and execution ports); 1: no slowdown");
   p.boolean("core.runahead_reuse", runahead_reuse, runahead_reuse, "simulator speed, not hardware: a fault's run-ahead replays the part it shares with the previous fault's (same micro-ops at the same times relative to the flush, every dependence checked) instead of simulating each micro-op again; the results are identical either way (tested), so this only exists to compare. Off while tracing");
   p.boolean("core.runahead_check", runahead_check, runahead_check, "simulator self-check, not hardware: every replayed run-ahead segment is also checked the slow way (each store's page against its micro-op, its L2 TLB slot and permissions looked up again); a mismatch is an internal error. For tests; slows the replay down");
 }

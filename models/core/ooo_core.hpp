@@ -100,6 +100,11 @@ struct CoreParams {
   uint64_t quantum = 0;
   bool runahead_reuse = false;  // a host-speed option: the results are the same either way
   bool runahead_check = false;  // a self-check of the reuse (tests)
+  // The kernel's prices in cycles (cost.*, calibrated on a Golden Cove P-core running alone) on
+  // this core: cycles per calibrated cycle, alone (kernel_cycle_scale) and multiplied by
+  // smt_kernel_scale while the SMT sibling has a task (HwPlatform: Kernel::set_cost_scale).
+  double kernel_cycle_scale = 0;
+  double smt_kernel_scale = 0;
 
   void visit(Params& p);  // the values held are the declared defaults (the files' replace them)
   // What the translation path applies of these (models/walker/translation.hpp).

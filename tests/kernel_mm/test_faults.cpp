@@ -374,3 +374,42 @@ TEST_CASE("kernel: an entry's prices and time in the cycles of its CPU's clock",
   CHECK(e.k.cycles_now() == Approx(200));
   e.k.clear_cost();
 }
+
+// The kernel's instruction work on a slower core (an E-core) or on an SMT thread whose sibling is
+// busy (Kernel::set_cost_scale): the items priced in cycles take `scale` times their cycles there,
+// the items priced in ns (memory-bound bulk work) and the extra cycles (transfers, waits) do not
+// change; the scale is read at each entry, and price_cycles_on() prices another CPU's work (an
+// IPI's flush) at that CPU's scale. The account's time (CostModel::cycles) agrees with the entry's.
+TEST_CASE("kernel: the cost scale of the CPU an entry runs on multiplies the items priced in cycles only", "[kernel][clocks]") {
+  kmmtest::Env e;
+  kmm::task_struct* t = e.proc("p");
+  kmm::CostModel prices;
+  prices.d[size_t(kmm::Cost::syscall)] = mmusim::Duration{100, true};     // 100 ns
+  prices.d[size_t(kmm::Cost::exc_entry)] = mmusim::Duration{700, false};  // 700 cycles
+  prices.d[size_t(kmm::Cost::invlpg)] = mmusim::Duration{350, false};     // 350 cycles
+  e.k.set_lock_timing(&prices, 2.0, nullptr);
+  double sibling_factor = 1.0;  // CPU 1's scale, changed between entries
+  e.k.set_cost_scale([&](int cpu) { return cpu == 1 ? sibling_factor : 1.3; });
+  const uint64_t start = 1'000'000;
+  auto entry = [&](int cpu) {
+    e.k.clear_cost();
+    e.k.enter(t, cpu, start);
+    e.k.charge(kmm::Cost::syscall);
+    e.k.charge(kmm::Cost::exc_entry, 2);
+    e.k.cost().extra_cycles += 50;
+    const double now = e.k.cycles_now();
+    CHECK(prices.cycles(e.k.cost(), 2.0, e.k.cost_scale()) == Approx(now));
+    return now;
+  };
+  CHECK(entry(0) == Approx(200 + 1400 * 1.3 + 50));
+  CHECK(e.k.cost_scale() == 1.3);
+  CHECK(e.k.price_cycles(kmm::Cost::invlpg) == Approx(350 * 1.3));
+  CHECK(e.k.price_cycles_on(kmm::Cost::invlpg, 1) == Approx(350));  // CPU 1's scale now: 1
+  CHECK(entry(1) == Approx(200 + 1400 + 50));
+  sibling_factor = 1.6;
+  CHECK(entry(1) == Approx(200 + 1400 * 1.6 + 50));
+  CHECK(e.k.price_cycles_on(kmm::Cost::syscall, 0) == Approx(200));  // ns: the same anywhere
+  e.k.set_cost_scale({});
+  CHECK(entry(1) == Approx(200 + 1400 + 50));
+  e.k.clear_cost();
+}

@@ -305,13 +305,13 @@ double X86Arch::flush_tlb_func(int cpu, mm_struct* mm, uint64_t start, uint64_t 
   if (end == kFlushAll) {
     k_.hw().x86_flush_pcid(cpu, pcid);
     if (here) k_.charge(Cost::flush_full);
-    return here ? 0 : k_.price_cycles(Cost::flush_full);
+    return here ? 0 : k_.price_cycles_on(Cost::flush_full, cpu);
   }
   double work = 0;
   for (uint64_t addr = start; addr < end; addr += uint64_t(1) << stride_shift) {
     k_.hw().x86_invlpg(cpu, pcid, addr);
     if (here) k_.charge(Cost::invlpg);
-    else work += k_.price_cycles(Cost::invlpg);
+    else work += k_.price_cycles_on(Cost::invlpg, cpu);
   }
   return work;
 }
