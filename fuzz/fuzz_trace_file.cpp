@@ -4,7 +4,7 @@
 // Every input must either be read whole (TraceFile::open() decodes every record) or be refused
 // with a UserError (exit 2 in mmusim); anything else (a crash, a sanitizer report, another
 // exception) is a finding. What it read is then read again by per-thread cursors, which must see
-// the same records.
+// the same records, whether they skip the other threads' segments or decode them.
 #include <unistd.h>
 
 #include <cstdio>
@@ -31,8 +31,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     uint64_t all = 0, per_thread = 0;
     mmusim::wl::TraceRecord r;
     for (mmusim::wl::TraceCursor c(file, 0); c.next(r);) ++all;
-    for (uint32_t tid : file->summary().threads)
-      for (mmusim::wl::TraceCursor c(file, tid); c.next(r);) ++per_thread;
+    for (uint32_t tid : file->summary().threads) {
+      // The cursor that skips other threads' segments reads exactly what decoding all reads.
+      mmusim::wl::TraceCursor skip(file, tid), all_records(file, tid, /*skip_segments=*/false);
+      mmusim::wl::TraceRecord s;
+      while (skip.next(r)) {
+        ++per_thread;
+        if (!all_records.next(s) || s.op != r.op || s.ip != r.ip || s.addr != r.addr || s.n != r.n ||
+            s.order != r.order || s.result != r.result) {
+          std::fprintf(stderr, "finding: thread %u's skipping cursor differs at record %llu\n", tid,
+                       (unsigned long long)per_thread);
+          std::abort();
+        }
+      }
+      if (all_records.next(s)) {
+        std::fprintf(stderr, "finding: thread %u's skipping cursor ends early\n", tid);
+        std::abort();
+      }
+    }
     // Every record but the MAPs and THREADs belongs to one thread; END is not returned.
     uint64_t threads_records = 0;
     for (mmusim::wl::TraceCursor c(file, 0); c.next(r);)

@@ -120,6 +120,16 @@ void TraceFile::check() {
   std::vector<uint32_t>& th = summary_.threads;
   while (!c.ended_) {
     const size_t at = c.pos_;
+    uint8_t op;
+    uint64_t n;
+    if (c.decode_valid(op, n)) {
+      ++summary_.records;
+      if (!seen_thread)
+        fatal("{}: offset {}: a {} record before the first THREAD record", path_, at, op_name(op));
+      summary_.instructions += op == MTR_EXEC ? n : 1;
+      summary_.accesses += op != MTR_EXEC;
+      continue;
+    }
     c.decode(r);
     ++summary_.records;
     switch (r.op) {
@@ -130,8 +140,9 @@ void TraceFile::check() {
       case MTR_THREAD:
         seen_thread = true;
         if (std::find(th.begin(), th.end(), uint32_t(r.n)) == th.end()) th.push_back(uint32_t(r.n));
+        segments_.push_back({c.pos_, uint32_t(r.n), c.ip_, c.addr_, c.ordered_});
         break;
-      case MTR_END: break;
+      case MTR_END: segments_.push_back({at, 0, c.ip_, c.addr_, c.ordered_}); break;
       default:
         if (!seen_thread)
           fatal("{}: offset {}: a {} record before the first THREAD record", path_, at, op_name(r.op));
@@ -172,13 +183,20 @@ void TraceFile::check() {
 // ------------------------------------------------------------------------------------------------
 // TraceCursor
 
-TraceCursor::TraceCursor(std::shared_ptr<const TraceFile> f, uint32_t tid)
-    : file_(std::move(f)), raw_(file_.get()), want_(tid), pos_(MTR_HEADER_BYTES) {}
+TraceCursor::TraceCursor(std::shared_ptr<const TraceFile> f, uint32_t tid, bool skip_segments)
+    : file_(std::move(f)), raw_(file_.get()), want_(tid), skip_(skip_segments), pos_(MTR_HEADER_BYTES) {}
 
 void TraceCursor::refill() {
   // Keep the bytes from pos_ on, then append frames until the longest record fits (or the file
   // ends).
   const TraceFile& f = *raw_;
+  if (pos_ >= win_start_ + win_.size()) {
+    // Nothing of the window is needed (a cursor that skipped other threads' segments): go on
+    // from the frame that holds pos_, without decompressing the frames before it.
+    win_.clear();
+    while (next_frame_ + 1 < f.frames().size() && f.frames()[next_frame_ + 1].doff <= pos_) ++next_frame_;
+    win_start_ = next_frame_ < f.frames().size() ? f.frames()[next_frame_].doff : f.size();
+  }
   const size_t drop = std::min(pos_ - win_start_, win_.size());
   win_.erase(win_.begin(), win_.begin() + long(drop));
   win_start_ += drop;
@@ -291,6 +309,48 @@ void TraceCursor::decode(TraceRecord& r) {
   if (trace_record_ordered(r)) r.order = ordered_++;
 }
 
+// The common records (EXEC, LOAD, STORE, ATOMIC) with every check decode() makes, but without a
+// bound check per byte: only where the longest record fits before the end. Gives the opcode and
+// the count or size, and keeps the deltas (check()'s pass needs nothing else of them). False
+// (nothing read) where the record does not fit, for another record, or for one that fails a check:
+// decode() then reads it, and names the fault.
+bool TraceCursor::decode_valid(uint8_t& op_out, uint64_t& n_out) {
+  const TraceFile& f = *raw_;
+  if (pos_ + kMaxRecordBytes > f.size()) return false;
+  const uint8_t* d = bytes();
+  const uint8_t op = d[0];
+  if (op < MTR_EXEC || op > MTR_ATOMIC) return false;
+  const uint8_t* p = d + 1;
+  bool ok = true;
+  auto u = [&p, &ok]() {
+    uint64_t v = 0;
+    for (unsigned i = 0; i < 10; ++i) {
+      const uint8_t c = *p++;
+      v |= uint64_t(c & 0x7f) << (7 * i);
+      if (!(c & 0x80)) {
+        if (i == 9 && c > 1) ok = false;  // (beyond 64 bits)
+        return v;
+      }
+    }
+    ok = false;
+    return v;
+  };
+  auto s = [&u]() {
+    const uint64_t z = u();
+    return uint64_t(int64_t(z >> 1) ^ -int64_t(z & 1));
+  };
+  const uint64_t ip = ip_ + s();
+  const uint64_t addr = op == MTR_EXEC ? addr_ : addr_ + s();
+  const uint64_t n = u();
+  if (!ok || n == 0 || (op != MTR_EXEC && n > 64)) return false;
+  ip_ = ip;
+  addr_ = addr;
+  op_out = op;
+  n_out = n;
+  pos_ += size_t(p - d);
+  return true;
+}
+
 bool trace_record_vdso(const TraceRecord& r) {
   if (r.op != MTR_SYSCALL || r.result < 0) return false;
   for (uint64_t n : sysno::vdso_calls)
@@ -338,12 +398,35 @@ inline bool TraceCursor::decode_checked(TraceRecord& r) {
   return true;
 }
 
+void TraceCursor::skip_to_own_segment() {
+  const std::vector<TraceFile::Segment>& segs = raw_->segments();
+  size_t k = seg_;
+  while (k < segs.size() && segs[k].tid != want_ && segs[k].tid != 0) ++k;
+  if (k >= segs.size()) return;  // (a file check() has read always ends in its END segment)
+  const TraceFile::Segment& g = segs[k];
+  pos_ = g.pos;
+  ip_ = g.ip;
+  addr_ = g.addr;
+  ordered_ = g.ordered;
+  if (g.tid) {
+    cur_tid_ = g.tid;
+    seg_ = k + 1;  // (that THREAD record is passed)
+  } else {
+    seg_ = k;  // the END record comes next
+  }
+}
+
 bool TraceCursor::next(TraceRecord& r) {
   while (!ended_) {
     if (!file_ || !decode_checked(r)) decode(r);
     if (r.op == MTR_END) return false;
+    if (r.op == MTR_THREAD) ++seg_;
     if (want_ == 0) return true;
-    if (r.op == MTR_THREAD || r.op == MTR_MAP || r.tid != want_) continue;
+    if (r.op == MTR_THREAD) {
+      if (skip_ && file_ && r.n != want_) skip_to_own_segment();
+      continue;
+    }
+    if (r.op == MTR_MAP || r.tid != want_) continue;
     return true;
   }
   return false;

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "workloads/trace_zstd.hpp"
@@ -70,6 +71,18 @@ class TraceFile {
   // Decompresses frame `i` into `out` (frames()[i].dsize bytes).
   void decompress_frame(size_t i, uint8_t* out) const;
 
+  // Where each THREAD record of the file ends, with the decoder's state there (found by check()),
+  // and last the END record's start: a cursor of one thread goes from the end of its segment to
+  // the next THREAD record of its thread without decoding the other threads' records between
+  // (TraceCursor::next). The state is what decoding every record up to there gives.
+  struct Segment {
+    size_t pos = 0;          // the first byte after the THREAD record (END: its first byte)
+    uint32_t tid = 0;        // the thread it switches to (0: the END record)
+    uint64_t ip = 0, addr = 0;
+    uint64_t ordered = 0;    // ordered records before it
+  };
+  const std::vector<Segment>& segments() const { return segments_; }
+
  private:
   TraceFile() = default;
   void check();
@@ -81,13 +94,17 @@ class TraceFile {
   std::vector<TraceFrame> frames_;  // a compressed file's
   uint32_t pid_ = 0, ppid_ = 0;
   Summary summary_;
+  std::vector<Segment> segments_;
 };
 
 // Sequential decoding. With `tid` != 0, next() returns only that thread's records (and none of the
-// THREAD records); the deltas are kept over every record.
+// THREAD records); the deltas are kept over every record. Such a cursor, at a THREAD record of
+// another thread, moves to the next segment of its own (TraceFile::segments()) instead of
+// decoding the records between (a host-speed shortcut: each thread's cursor would otherwise
+// decode the whole file); `skip_segments = false` decodes them all (the self-check's reference).
 class TraceCursor {
  public:
-  TraceCursor(std::shared_ptr<const TraceFile> f, uint32_t tid);
+  TraceCursor(std::shared_ptr<const TraceFile> f, uint32_t tid, bool skip_segments = true);
   // The next record; false after END.
   bool next(TraceRecord& r);
   // Share of the file read, in [0, 1].
@@ -105,6 +122,7 @@ class TraceCursor {
   // Decodes the record at pos_ (any thread's); throws a UserError naming the file and offset.
   void decode(TraceRecord& r);
   bool decode_checked(TraceRecord& r);
+  bool decode_valid(uint8_t& op, uint64_t& n);
   // The bytes from pos_ on: at least min(kMaxRecordBytes, size - pos_) of them (a compressed
   // file: decompressed into win_ as the cursor reaches them).
   static constexpr size_t kMaxRecordBytes = 96;  // the longest record: 1 + 8 numbers of <= 10 bytes
@@ -114,16 +132,40 @@ class TraceCursor {
     return win_.data() + (pos_ - win_start_);
   }
   void refill();
+  // At a THREAD record of another thread than want_: on to the next segment of want_ (or to END).
+  void skip_to_own_segment();
   std::shared_ptr<const TraceFile> file_;
   const TraceFile* raw_ = nullptr;  // (the check's cursor, before the shared_ptr exists)
   uint32_t want_ = 0, cur_tid_ = 0;
+  bool skip_ = true;
+  size_t seg_ = 0;  // THREAD records passed (decoded or skipped): the index of the next segment
   size_t pos_ = 0;
   uint64_t ip_ = 0, addr_ = 0;
   uint64_t ordered_ = 0;  // ordered records decoded so far
   bool ended_ = false;
   // A compressed file: its bytes [win_start_, win_start_ + win_.size()), which end where frame
   // next_frame_ begins.
-  std::vector<uint8_t> win_;
+  // (An allocator that leaves new bytes uninitialised: each frame is decompressed over them, so
+  // zeroing its 8 MiB first would be wasted.)
+  template <typename T>
+  struct UninitAllocator : std::allocator<T> {
+    template <typename U>
+    struct rebind {
+      using other = UninitAllocator<U>;
+    };
+    UninitAllocator() = default;
+    template <typename U>
+    UninitAllocator(const UninitAllocator<U>&) {}
+    template <typename U>
+    void construct(U* p) noexcept {
+      ::new (static_cast<void*>(p)) U;
+    }
+    template <typename U, typename... A>
+    void construct(U* p, A&&... a) {
+      ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+    }
+  };
+  std::vector<uint8_t, UninitAllocator<uint8_t>> win_;
   size_t win_start_ = 0, next_frame_ = 0;
 };
 

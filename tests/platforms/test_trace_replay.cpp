@@ -377,6 +377,59 @@ TEST_CASE("compressed recordings: frames of any size read as the file itself, by
   }
 }
 
+// A thread's cursor skips the other threads' segments (TraceFile::segments(): the decoder's state
+// at each THREAD record, found by the check): it must give exactly what decoding every record
+// gives, the ordered records' numbers included, in plain and compressed files (a skip that lands
+// in a frame not yet decompressed), and from a copy made mid-file.
+TEST_CASE("trace reader: a thread's cursor that skips the other threads' segments reads what decoding everything reads") {
+  TempDir t;
+  TraceWriter w(7, 0);
+  w.map(0x400000, 0x3000, 5, MTR_MAP_FILE_PRIVATE).thread(1).newthread(2).newthread(3);
+  for (uint64_t i = 0; i < 400; ++i) {
+    const uint32_t tid = uint32_t(1 + (i * 7 / 5) % 3);  // uneven runs of each thread
+    w.thread(tid).exec(0x401000 + 16 * i, 1 + i % 9).load(0x401008 + 16 * i, 0x7f0000000000 + 64 * i * tid, 8);
+    if (i % 11 == 0) w.syscall(39, {0, 0, 0, 0, 0, 0}, int64_t(100 + i));  // ordered: getpid()
+    if (i % 13 == 0) w.store(0x40100c + 16 * i, 0x600000 + 8 * i, 4);
+  }
+  w.thread(3).exit(0).thread(2).exit(0).thread(1).exit(0).end();
+  w.write(t.path("proc-7.mtr"));
+  using Rec = std::array<uint64_t, 7>;
+  auto records = [](std::shared_ptr<const mmusim::wl::TraceFile> f, uint32_t tid, bool skip) {
+    std::vector<Rec> out;
+    mmusim::wl::TraceRecord r;
+    for (mmusim::wl::TraceCursor c(f, tid, skip); c.next(r);)
+      out.push_back({r.op, r.tid, r.ip, r.addr, r.n, uint64_t(r.result), r.order});
+    return out;
+  };
+  auto plain = mmusim::wl::TraceFile::open(t.path("proc-7.mtr"));
+  CHECK(plain->segments().size() > 100);
+  CHECK(plain->segments().back().tid == 0);  // the END record's
+  for (size_t frame : {size_t(0), size_t(7), size_t(96), size_t(200)}) {
+    INFO("frame bytes " << frame << " (0: not compressed)");
+    std::shared_ptr<const mmusim::wl::TraceFile> f = plain;
+    if (frame) {
+      mmusim::wl::zstd_compress_trace(t.path("proc-7.mtr"), t.path("proc-7.mtr.zst"), 3, frame);
+      f = mmusim::wl::TraceFile::open(t.path("proc-7.mtr.zst"));
+    }
+    for (uint32_t tid : {1u, 2u, 3u}) {
+      INFO("thread " << tid);
+      const std::vector<Rec> skipped = records(f, tid, true), decoded = records(f, tid, false);
+      CHECK(skipped.size() > 100);
+      CHECK(skipped == decoded);
+      CHECK(skipped == records(plain, tid, false));
+    }
+    // A copy made mid-file, of a cursor of another thread (as a NEWTHREAD record's), and of one
+    // of every record.
+    for (uint32_t from : {0u, 1u}) {
+      mmusim::wl::TraceCursor a(f, from), b(f, from, false);
+      mmusim::wl::TraceRecord ra, rb;
+      for (int i = 0; i < 150; ++i) REQUIRE((a.next(ra) && b.next(rb)));
+      mmusim::wl::TraceCursor a3 = a.for_thread(3), b3 = b.for_thread(3);
+      CHECK(same_records_to_the_end(a3, b3) > 50);
+    }
+  }
+}
+
 TEST_CASE("compressed recordings replay as the uncompressed, and damaged ones are the user's error") {
   TempDir t;
   std::filesystem::create_directories(t.path("plain"));
