@@ -113,12 +113,14 @@ def replays_a_recording(config):
 def all_runs():
     """Every config in configs/experiments/ as it is; every case that scripts/reproduce runs
     (experiments.py: the configs with the settings of each table row); then the VARIANTS file.
-    Not the replays of recordings (replays_a_recording)."""
+    Not the replays of recordings (replays_a_recording), nor the check tables (kind "check")."""
     runs = [RefRun(os.path.splitext(os.path.basename(c))[0], os.path.relpath(c, SOURCE_DIR))
             for c in sorted(glob.glob(os.path.join(SOURCE_DIR, "configs", "experiments", "*.cfg")))
             if not replays_a_recording(c)]
     names = {r.name for r in runs}
     for e in experiments.experiments():
+        if e.kind == "check":  # (V8's replay check: a recording made on the machine beside its built-in twin)
+            continue
         for c in e.cases:
             if not os.path.isfile(c.config) or replays_a_recording(c.config):
                 continue

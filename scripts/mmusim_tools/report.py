@@ -173,8 +173,9 @@ def markdown(experiments, rows_by_exp, header_notes=()):
     if header_notes:
         out.append("")
     for exp in experiments:
-        kind = "calibration: simulated, measured, deviation" if exp.kind == "calibration" else \
-            "validation: the model's prediction (the measured values are withheld)"
+        kind = {"calibration": "calibration: simulated, measured, deviation",
+                "check": "a check of the simulator itself: two ways of running the same program"}.get(
+            exp.kind, "validation: the model's prediction (the measured values are withheld)")
         out.append(f"## {exp.id}. {exp.title}")
         out.append("")
         out.append(f"*{kind}*")
