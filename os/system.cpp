@@ -57,7 +57,8 @@ void PlatformParams::visit(Params& p) {
                  {"trace", std::string("trace")}},
                 "log level of every module (--quiet and --verbose override it)");
   p.boolean("output.host_stats", host_stats, true,
-            "write sim.host_seconds and sim.uops_per_host_second (the only statistics that "
+            "write sim.host_seconds, sim.uops_per_host_second and (with a measured region) "
+            "sim.region_host_seconds and sim.region_uops_per_host_second (the only statistics that "
             "differ between two runs of the same config and seed)");
   p.integer("sim.max_uops", max_uops, 0, 0, int64_t(1) << 62,
             "stop with an error after this many micro-ops (0: no limit)");
@@ -427,6 +428,7 @@ void System::marker(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps) {
       region_open_ = false;
       region_end_ps_ = now_ps;
       stats_.region_end();
+      end_region_host_time();
       break;
     case wl::Mark::Round:
       if (region_open_) rounds_.inc();
@@ -454,6 +456,12 @@ void System::begin_region(uint64_t start, uint64_t size, uint64_t now_ps) {
   region_end_ = start + size;
   region_begin_ps_ = now_ps;
   stats_.region_begin();
+  region_host_begin_ = std::chrono::steady_clock::now();
+}
+
+void System::end_region_host_time() {
+  region_host_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - region_host_begin_).count();
 }
 
 double System::region_time_ns() const {
@@ -468,6 +476,7 @@ void System::finish(uint64_t end_ps, uint64_t uops, double host_seconds) {
     region_end_ps_ = end_ps;
     cut_short_ = true;
     stats_.region_end();
+    end_region_host_time();
   }
   if (region_open_) panic("the run ended inside the measured region");
   stats_.set_scalar("region.time_ns", region_time_ns(), "simulated time of the measured pass", "ns");
@@ -488,6 +497,18 @@ void System::finish(uint64_t end_ps, uint64_t uops, double host_seconds) {
     stats_.set_scalar("sim.host_seconds", host_seconds, "host time of the simulation", "s");
     stats_.set_scalar("sim.uops_per_host_second", host_seconds > 0 ? double(uops) / host_seconds : 0,
                       "simulated micro-ops per host second");
+    if (region_seen_) {
+      // The region's micro-ops: every P-core's (core.uops) and E-core's (ecore.core.uops).
+      uint64_t region_uops = 0;
+      for (const char* key : {"core.uops", "ecore.core.uops"})
+        if (stats_.find_counter(key)) region_uops += stats_.region_value(key);
+      stats_.set_scalar("sim.region_host_seconds", region_host_seconds_,
+                        "host time of the measured region (from its first micro-op to its end; with "
+                        "workload.fast_forward, the time in detail)", "s");
+      stats_.set_scalar("sim.region_uops_per_host_second",
+                        region_host_seconds_ > 0 ? double(region_uops) / region_host_seconds_ : 0,
+                        "simulated micro-ops of the measured region per host second of it");
+    }
   }
 }
 

@@ -107,6 +107,11 @@ class StepProgram : public Program {
   StepProgram() { q_.reserve(256); }
   bool next(Uop& u) override {
     while (q_head_ == q_.size()) {
+      if (repeat_left_) {  // (push_last_n()'s copies, after the queue)
+        --repeat_left_;
+        u = repeat_;
+        return true;
+      }
       if (waiting_) mmusim::panic("workload program asked for a uop while waiting for a syscall");
       q_.clear();
       q_head_ = 0;
@@ -130,7 +135,19 @@ class StepProgram : public Program {
  protected:
   // Emits the next micro-ops (push()); false when the program has finished.
   virtual bool step() = 0;
-  void push(const Uop& u) { q_.push_back(u); }
+  // (Host speed: store_uop(), as next() reads the micro-op back soon after.)
+  void push(const Uop& u) {
+    check_no_repeat();
+    store_uop(&q_.emplace_back(), u);
+  }
+  // n copies of `u` after what the step pushed: the step's last micro-ops (a Syscall, which ends a
+  // step, is never one of them). (Host speed: one Uop handed out n times, not n stored.)
+  void push_last_n(const Uop& u, uint64_t n) {
+    check_no_repeat();
+    if (u.kind == UopKind::Syscall) mmusim::panic("push_last_n() of a system call");
+    store_uop(&repeat_, u);
+    repeat_left_ = n;
+  }
   // A main thread's end, one step at a time: a wait for each of `ids` in turn (threads joined,
   // children reaped; `waited` counts them), then the measured region's end and exit(0), system
   // calls at `ip`. True once the exit is pushed.
@@ -138,8 +155,13 @@ class StepProgram : public Program {
   int64_t last_ret_ = 0;
 
  private:
+  void check_no_repeat() const {
+    if (repeat_left_) mmusim::panic("a workload step pushed a micro-op after push_last_n()");
+  }
   std::vector<Uop> q_;
   size_t q_head_ = 0;
+  Uop repeat_;
+  uint64_t repeat_left_ = 0;
   bool waiting_ = false;
   uint64_t tsc_now_ps_ = 0, tsc_before_ps_ = 0;
 };

@@ -130,6 +130,12 @@ class TraceProgram : public StepProgram {
 
  private:
   void emit_access(UopKind k, uint64_t ip, uint64_t addr, uint64_t size, uint16_t flags = 0);
+  // One access micro-op (access_uop()).
+  void push_access(UopKind k, uint64_t addr, uint8_t size, uint64_t ip, uint16_t flags = 0) {
+    Uop u = access_uop(k, addr, size, 0, ip);
+    u.flags = flags;
+    push(u);
+  }
   void emit_ordered(const TraceRecord& r);
   void sys(Sys s, uint64_t a0 = 0, uint64_t a1 = 0, uint64_t a2 = 0);
   void syscall_record(const TraceRecord& r);
@@ -169,8 +175,8 @@ class TraceProgram : public StepProgram {
   };
   Memo memo_[2];  // [0] data, [1] code
   uint64_t ip_ = kNoIp;
-  uint64_t exec_left_ = 0;         // ALU micro-ops still to emit of an EXEC record
   bool have_pending_ = false;      // an ordered record whose gate has been asked for
+  TraceRecord rec_;                // (host speed: the record read, not zeroed for each one)
   TraceRecord pending_;
   uint32_t pending_fork_ = 0;      // a Fork's recorded child pid, until its result arrives
   bool exited_ = false;
@@ -191,14 +197,8 @@ void TraceProgram::sys(Sys s, uint64_t a0, uint64_t a1, uint64_t a2) {
 void TraceProgram::emit_access(UopKind k, uint64_t ip, uint64_t addr, uint64_t size, uint16_t flags) {
   // An access that crosses a page is two: the core translates each part's page.
   const uint64_t first = std::min(size, kPage - (addr & (kPage - 1)));
-  Uop u = access_uop(k, addr, uint8_t(first), 0, ip);
-  u.flags |= flags;
-  push(u);
-  if (first < size) {
-    Uop v = access_uop(k, addr + first, uint8_t(size - first), 0, ip);
-    v.flags |= flags;
-    push(v);
-  }
+  push_access(k, addr, uint8_t(first), ip, flags);
+  if (first < size) push_access(k, addr + first, uint8_t(size - first), ip, flags);
 }
 
 bool TraceProgram::first_touch(uint64_t addr, uint64_t size, Touch kind) {
@@ -259,7 +259,7 @@ void TraceProgram::emit_run_part(UopKind k, uint64_t ip, uint64_t start, uint64_
   auto piece = [&](uint64_t upto) {
     while (a < upto) {
       const uint64_t n = std::min<uint64_t>(size, upto - a);
-      push(access_uop(k, a, uint8_t(n), 0, ip));
+      push_access(k, a, uint8_t(n), ip);
       a += n;
     }
   };
@@ -270,9 +270,7 @@ void TraceProgram::emit_run_part(UopKind k, uint64_t ip, uint64_t start, uint64_
   }
   piece(first_line);
   for (; a < last_line; a += 64) {
-    Uop u = access_uop(k, a, 64, 0, ip);
-    if (k == UopKind::Store) u.flags |= kUopFullLine;
-    push(u);
+    push_access(k, a, 64, ip, k == UopKind::Store ? kUopFullLine : 0);
   }
   piece(end);
 }
@@ -292,8 +290,8 @@ void TraceProgram::rep_step() {
   uint64_t n = std::min(p.left, kPage - (p.dst & (kPage - 1)));
   if (p.movs) n = std::min(n, kPage - (p.src & (kPage - 1)));
   if (!mode_->detail()) {
-    if (p.movs && first_touch(p.src, 1, Touch::read)) push(access_uop(UopKind::Load, p.src, p.size, 0, p.ip));
-    if (first_touch(p.dst, 1, Touch::write)) push(access_uop(UopKind::Store, p.dst, p.size, 0, p.ip));
+    if (p.movs && first_touch(p.src, 1, Touch::read)) push_access(UopKind::Load, p.src, p.size, p.ip);
+    if (first_touch(p.dst, 1, Touch::write)) push_access(UopKind::Store, p.dst, p.size, p.ip);
   } else {
     const uint64_t count = n / p.size ? n / p.size : 1;
     if (p.movs) emit_run_part(UopKind::Load, p.ip, p.src, n, count, p.size);
@@ -425,21 +423,10 @@ bool TraceProgram::step() {
     emit_ordered(pending_);
     return true;
   }
-  if (exec_left_) {
-    const uint64_t n = std::min<uint64_t>(exec_left_, 64);
-    for (uint64_t i = 0; i < n; ++i) {
-      Uop u;
-      u.kind = UopKind::Alu;
-      u.ip = ip_;
-      push(u);
-    }
-    exec_left_ -= n;
-    return true;
-  }
   if (exited_) return false;
   // Up to a few dozen micro-ops a step; a system call ends the step (its result comes first).
   for (unsigned budget = 0; budget < 32; ++budget) {
-    TraceRecord r;
+    TraceRecord& r = rec_;
     const bool more = cur_.next(r);
     // A string instruction's run ends at any other record (its micro-ops come first).
     if (!more || (r.op != MTR_LOAD && r.op != MTR_STORE)) flush_run();
@@ -505,11 +492,16 @@ bool TraceProgram::step() {
       }
     }
     switch (r.op) {
-      case MTR_EXEC:
+      case MTR_EXEC: {
         ip_ = r.ip;
         ctr_->instructions->inc(r.n);
-        exec_left_ = r.n;
-        return step();
+        // Its ALU micro-ops end the step.
+        Uop u;
+        u.kind = UopKind::Alu;
+        u.ip = ip_;
+        push_last_n(u, r.n);
+        return true;
+      }
       case MTR_LOAD:
       case MTR_STORE: {
         ip_ = r.ip;

@@ -3,7 +3,12 @@
 // with timing and speculation; the functional driver executes them in program order.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace mmusim::wl {
 
@@ -90,6 +95,28 @@ struct Uop {
   uint64_t value = 0;     // Store value; syscall argument 1
   uint64_t extra = 0;     // syscall argument 2
 };
+
+// (Host speed) `*dst = u`, written as two 16-byte stores and one 8-byte store: the widths a copy
+// of a Uop reads it back with. A queued micro-op is read moments after it is written; a 16-byte
+// load of bytes that narrower stores (field by field) wrote cannot take them from the host's store
+// buffer and waits until they drain. Inlined, `u`'s fields come from registers.
+inline void store_uop(Uop* dst, const Uop& u) {
+#if defined(__SSE2__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  static_assert(sizeof(Uop) == 40 && offsetof(Uop, size) == 1 && offsetof(Uop, latency) == 2 &&
+                    offsetof(Uop, flags) == 4 && offsetof(Uop, sys) == 6 && offsetof(Uop, mark) == 7 &&
+                    offsetof(Uop, ip) == 8 && offsetof(Uop, addr) == 16 && offsetof(Uop, value) == 24 &&
+                    offsetof(Uop, extra) == 32,
+                "store_uop() writes Uop's layout");
+  const uint64_t head = uint64_t(u.kind) | uint64_t(u.size) << 8 | uint64_t(u.latency) << 16 |
+                        uint64_t(u.flags) << 32 | uint64_t(u.sys) << 48 | uint64_t(u.mark) << 56;
+  char* p = reinterpret_cast<char*>(dst);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm_set_epi64x(int64_t(u.ip), int64_t(head)));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 16), _mm_set_epi64x(int64_t(u.value), int64_t(u.addr)));
+  std::memcpy(p + 32, &u.extra, sizeof u.extra);
+#else
+  *dst = u;
+#endif
+}
 
 inline bool loaded_value_matches(const Uop& u, uint64_t got) {
   const uint64_t mask = loaded_value_mask(u.size);

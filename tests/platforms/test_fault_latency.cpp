@@ -4,9 +4,11 @@
 // computes (workloads/program.hpp). The core knows neither.
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <utility>
 #include <vector>
 
+#include "base/error.hpp"
 #include "workloads/fault_latency.hpp"
 #include "workloads/program.hpp"
 
@@ -94,6 +96,65 @@ TEST_CASE("program: a kUopValueFromProgram store writes the last two RDTSCP read
     bool next(wl::Uop&) override { return false; }
   } q;
   CHECK(q.store_value(u) == 77);
+}
+
+TEST_CASE("program: push_last_n()'s copies come after the step's other micro-ops, then the next step",
+          "[latency]") {
+  class Steps : public wl::StepProgram {
+    bool step() override {
+      switch (n_++) {
+        case 0:
+          push(wl::access_uop(wl::UopKind::Load, 0x1000, 8, 0, 0x401000));
+          {
+            wl::Uop a;
+            a.kind = wl::UopKind::Alu;
+            a.ip = 0x401004;
+            a.latency = 3;
+            push_last_n(a, 3);
+          }
+          return true;
+        case 1: push(wl::access_uop(wl::UopKind::Store, 0x2000, 4, 9, 0x401010)); return true;
+        case 2: {
+          wl::Uop a;
+          push_last_n(a, 1);
+          push(a);  // (after push_last_n: a bug of the program)
+          return true;
+        }
+        default: return false;
+      }
+    }
+    int n_ = 0;
+  } p;
+  wl::Uop u;
+  REQUIRE(p.next(u));
+  CHECK((u.kind == wl::UopKind::Load && u.addr == 0x1000 && u.size == 8 && u.ip == 0x401000));
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(p.next(u));
+    CHECK((u.kind == wl::UopKind::Alu && u.ip == 0x401004 && u.latency == 3));
+  }
+  REQUIRE(p.next(u));
+  CHECK((u.kind == wl::UopKind::Store && u.addr == 0x2000 && u.value == 9));
+  CHECK_THROWS_AS(p.next(u), InternalError);
+}
+
+TEST_CASE("program: store_uop() writes the bytes an assignment writes", "[latency]") {
+  wl::Uop u;
+  u.kind = wl::UopKind::Store;
+  u.size = 0xa5;
+  u.latency = 0x1234;
+  u.flags = 0xbeef;
+  u.sys = wl::Sys::Exit;
+  u.mark = wl::Mark::Round;
+  u.ip = 0x0102030405060708;
+  u.addr = 0x1112131415161718;
+  u.value = 0x2122232425262728;
+  u.extra = 0x3132333435363738;
+  wl::Uop a, b;
+  std::memset(static_cast<void*>(&a), 0, sizeof a);
+  std::memset(static_cast<void*>(&b), 0xff, sizeof b);
+  a = u;
+  wl::store_uop(&b, u);
+  CHECK(std::memcmp(&a, &b, sizeof a) == 0);
 }
 
 TEST_CASE("checked loads: the bytes a load read against the workload's reference", "[latency]") {

@@ -383,6 +383,14 @@ TEST_CASE("several cores: sim.uops_per_host_second counts each retired micro-op 
   REQUIRE(uops > 0);
   REQUIRE(host > 0);
   CHECK(rate * host == Approx(uops).epsilon(1e-6));
+  // The measured region's own: its micro-ops (core.uops is the region's) over its host time.
+  const double region_uops = mmusim_test::json_number(js, "core.uops");
+  const double region_host = mmusim_test::json_number(js, "sim.region_host_seconds");
+  REQUIRE(region_host > 0);
+  CHECK(region_host <= host);
+  CHECK(region_uops < uops);
+  CHECK(mmusim_test::json_number(js, "sim.region_uops_per_host_second") * region_host ==
+        Approx(region_uops).epsilon(1e-6));
 }
 
 TEST_CASE("TLB shootdowns are traced: one tlb_shootdown event per IPI or broadcast TLBI", "[multicore]") {
