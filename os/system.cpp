@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <ctime>
 
 #include "base/error.hpp"
 #include "base/log.hpp"
@@ -58,7 +59,7 @@ void PlatformParams::visit(Params& p) {
                 "log level of every module (--quiet and --verbose override it)");
   p.boolean("output.host_stats", host_stats, true,
             "write sim.host_seconds, sim.uops_per_host_second and (with a measured region) "
-            "sim.region_host_seconds and sim.region_uops_per_host_second (the only statistics that "
+            "sim.region_cpu_seconds and sim.region_uops_per_cpu_second (the only statistics that "
             "differ between two runs of the same config and seed)");
   p.integer("sim.max_uops", max_uops, 0, 0, int64_t(1) << 62,
             "stop with an error after this many micro-ops (0: no limit)");
@@ -428,7 +429,7 @@ void System::marker(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps) {
       region_open_ = false;
       region_end_ps_ = now_ps;
       stats_.region_end();
-      end_region_host_time();
+      end_region_cpu_time();
       break;
     case wl::Mark::Round:
       if (region_open_) rounds_.inc();
@@ -447,6 +448,15 @@ void System::marker(int cpu, SimTask& t, const wl::Uop& u, uint64_t now_ps) {
                  {TraceField::hex("start", region_start_), TraceField::hex("end", region_end_)});
 }
 
+namespace {
+// The process's CPU time so far (host speed only).
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+}  // namespace
+
 void System::begin_region(uint64_t start, uint64_t size, uint64_t now_ps) {
   log::get("system")->info("measured region [{:#x}, {:#x}) begins at {:.3f} us", start, start + size,
                            double(now_ps) / 1e6);
@@ -456,13 +466,10 @@ void System::begin_region(uint64_t start, uint64_t size, uint64_t now_ps) {
   region_end_ = start + size;
   region_begin_ps_ = now_ps;
   stats_.region_begin();
-  region_host_begin_ = std::chrono::steady_clock::now();
+  region_cpu_begin_ = process_cpu_seconds();
 }
 
-void System::end_region_host_time() {
-  region_host_seconds_ =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - region_host_begin_).count();
-}
+void System::end_region_cpu_time() { region_cpu_seconds_ = process_cpu_seconds() - region_cpu_begin_; }
 
 double System::region_time_ns() const {
   if (!region_seen_) return 0;
@@ -476,7 +483,7 @@ void System::finish(uint64_t end_ps, uint64_t uops, double host_seconds) {
     region_end_ps_ = end_ps;
     cut_short_ = true;
     stats_.region_end();
-    end_region_host_time();
+    end_region_cpu_time();
   }
   if (region_open_) panic("the run ended inside the measured region");
   stats_.set_scalar("region.time_ns", region_time_ns(), "simulated time of the measured pass", "ns");
@@ -502,12 +509,12 @@ void System::finish(uint64_t end_ps, uint64_t uops, double host_seconds) {
       uint64_t region_uops = 0;
       for (const char* key : {"core.uops", "ecore.core.uops"})
         if (stats_.find_counter(key)) region_uops += stats_.region_value(key);
-      stats_.set_scalar("sim.region_host_seconds", region_host_seconds_,
-                        "host time of the measured region (from its first micro-op to its end; with "
-                        "workload.fast_forward, the time in detail)", "s");
-      stats_.set_scalar("sim.region_uops_per_host_second",
-                        region_host_seconds_ > 0 ? double(region_uops) / region_host_seconds_ : 0,
-                        "simulated micro-ops of the measured region per host second of it");
+      stats_.set_scalar("sim.region_cpu_seconds", region_cpu_seconds_,
+                        "host CPU time of the measured region (the process's, from the region's first "
+                        "micro-op to its end; with workload.fast_forward, the time in detail)", "s");
+      stats_.set_scalar("sim.region_uops_per_cpu_second",
+                        region_cpu_seconds_ > 0 ? double(region_uops) / region_cpu_seconds_ : 0,
+                        "simulated micro-ops of the measured region per host CPU second of it");
     }
   }
 }

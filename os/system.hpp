@@ -8,7 +8,6 @@
 // driver, the out-of-order models) call into it; it has no timing policy of its own beyond
 // converting the kernel's cost account with the `cost.*` parameters.
 #pragma once
-#include <chrono>
 
 #include <cstdint>
 #include <array>
@@ -240,10 +239,10 @@ class System {
   void begin_region(uint64_t start, uint64_t size, uint64_t now_ps);
   uint64_t region_start_ = 0, region_end_ = 0;
   uint64_t region_begin_ps_ = 0, region_end_ps_ = 0;
-  // Host speed (output.host_stats, not the model's): the host time the measured region took.
-  std::chrono::steady_clock::time_point region_host_begin_{};
-  double region_host_seconds_ = 0;
-  void end_region_host_time();
+  // Host speed (output.host_stats, not the model's): the process's CPU time the measured region
+  // took (CPU time, not wall time: a shared machine's other work does not count).
+  double region_cpu_begin_ = 0, region_cpu_seconds_ = 0;
+  void end_region_cpu_time();
 
   Counter& faults_region_;
   Counter& rounds_;

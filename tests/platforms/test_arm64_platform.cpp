@@ -492,7 +492,7 @@ TEST_CASE("n1: two runs give identical stats JSON and trace bytes", "[n1][determ
   CHECK(ja == slurp(t.path("b.json")));
   CHECK(ta == slurp(t.path("b.trace")));
   CHECK(ja.find("sim.host_seconds") == std::string::npos);
-  CHECK(ja.find("sim.region_host_seconds") == std::string::npos);
+  CHECK(ja.find("sim.region_cpu_seconds") == std::string::npos);
 }
 
 TEST_CASE("n1: the broadcast TLBIs and DSBs of the unfold are priced into the kernel's time", "[n1][cost][cli]") {
