@@ -383,13 +383,13 @@ TEST_CASE("several cores: sim.uops_per_host_second counts each retired micro-op 
   REQUIRE(uops > 0);
   REQUIRE(host > 0);
   CHECK(rate * host == Approx(uops).epsilon(1e-6));
-  // The measured region's own: its micro-ops (core.uops is the region's) over its host time.
+  // The measured region's own: its micro-ops (core.uops is the region's) over its CPU time.
   const double region_uops = mmusim_test::json_number(js, "core.uops");
-  const double region_host = mmusim_test::json_number(js, "sim.region_cpu_seconds");
-  REQUIRE(region_host > 0);
-  CHECK(region_host <= host);
+  const double region_cpu = mmusim_test::json_number(js, "sim.region_cpu_seconds");
+  REQUIRE(region_cpu > 0);
+  CHECK(region_cpu <= host);
   CHECK(region_uops < uops);
-  CHECK(mmusim_test::json_number(js, "sim.region_uops_per_cpu_second") * region_host ==
+  CHECK(mmusim_test::json_number(js, "sim.region_uops_per_cpu_second") * region_cpu ==
         Approx(region_uops).epsilon(1e-6));
 }
 
