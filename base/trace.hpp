@@ -62,7 +62,7 @@ inline constexpr std::string_view kTraceEvents[] = {
     "cpu_idle",        "block_rq_issue", "mm_vmscan_direct_reclaim_end",
     "mm_vmscan_memcg_reclaim_end", "mm_vmscan_throttled", "folio_wait_io", "memcg_high_throttle", "writeback_start",
     "writeback_written", "balance_dirty_pages", "bdi_dirty_ratelimit", "signal_generate",
-    "mark_victim", "start_task_reaping", "finish_task_reaping"};
+    "mark_victim", "start_task_reaping", "finish_task_reaping", "sched_migrate_task"};
 
 class Trace {
  public:

@@ -55,7 +55,7 @@ FaultOutcome System::page_fault(int cpu, SimTask& t, uint64_t va, uint64_t syndr
                              out.ret.sigbus ? "an access beyond the end of its file mapping's file"
                                             : "it touched memory it does not own (a built-in workload "
                                               "never does: that would be a bug of the kernel port)");
-  deliver_fatal_signals(&t);
+  deliver_fatal_signals(&t, now_ps);
   if (trace_.on()) {
     TraceTask tt{t.t->comm, t.t->pid};
     trace_.event(now_ps, cpu, tt, "page_fault_user",

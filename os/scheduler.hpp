@@ -11,10 +11,22 @@
 // scheduler tick and whenever a task is queued on the CPU (resched_check(): task_tick_fair(),
 // check_preempt_wakeup_fair()). A task runs until it blocks (wait(), a barrier, a sleep on the disk
 // or on mmap_lock: sleep_until(), woken when the time comes), exits or is preempted. Placement:
-// the first task on CPU 0, a fork child on the idlest CPU (cpu_for_fork), thread i pinned to CPU
-// i mod cores (as the reference benchmarks pin their threads). Not modelled: weights (nice), load
-// balancing and migration, the lag's decay while a task sleeps long (DELAY_DEQUEUE). The context
-// switch itself is the kernel's (System::schedule charges it).
+// the first task on CPU 0, a fork child on the idlest CPU (cpu_for_fork), thread i on the CPU
+// cpu_for_thread() gives. With sched.affinity = pinned (the reference benchmarks pin their
+// threads) a task stays where it was placed. With `all` (no affinity mask, as an unpinned
+// program runs) two of the load balancer's paths move tasks (kernel/sched/fair.c, 6.12):
+//   - wake-up placement: a task woken while its CPU is busy goes to an idle CPU of the same LLC
+//     (select_task_rq_fair() -> select_idle_sibling(): the previous CPU if idle, else an idle
+//     core, else an idle hardware thread, scanned from the previous CPU on);
+//   - new-idle balancing: a CPU about to idle pulls a queued task from the busiest CPU of its
+//     smallest domain that has one (sched_balance_newidle() -> sched_balance_rq() ->
+//     detach_tasks(): SMT siblings, then the LLC, then the other NUMA nodes), one that has not run
+//     in the last sysctl_sched_migration_cost (0.5 ms: task_hot(), can_migrate_task()).
+// Not modelled: weights (nice), the periodic and nohz-idle balancing (sched_balance_domains():
+// intervals of sd_weight ms, times busy_factor 16 on a busy CPU: 20-320 ms on the i7-12700,
+// beyond the simulated runs' length), the lag's decay while a task sleeps long (DELAY_DEQUEUE),
+// the price of the balancing itself. The context switch itself is the kernel's (System::schedule
+// charges it).
 #pragma once
 
 #include <cstdint>
@@ -59,6 +71,13 @@ struct SimTask {
   // Preempted: queued again; it stays its CPU's current task (for the context switch's
   // accounting) until the CPU switches.
   bool preempted = false;
+  // When it was last queued (runnable from then on) and last left a CPU (0: never ran): a task
+  // another CPU takes runs there from queued_ps on (System::schedule waits for runnable_from_ps),
+  // and one that left a CPU less than the migration cost ago is cache-hot (task_hot()).
+  uint64_t queued_ps = 0;
+  uint64_t runnable_from_ps = 0;
+  uint64_t last_ran_ps = 0;
+  bool ran = false;
 };
 
 class Scheduler {
@@ -83,11 +102,26 @@ class Scheduler {
   };
   void set_placement(Placement p) { placement_ = p; }
   Placement placement() const { return placement_; }
+  // Whether tasks may move to another CPU (sched.affinity; see the top).
+  enum class Affinity : uint8_t {
+    pinned,  // each task stays on the CPU it was placed on (taskset, sched_setaffinity)
+    all,     // any CPU: wake-up placement and new-idle balancing move tasks
+  };
+  void set_affinity(Affinity a) { affinity_ = a; }
+  Affinity affinity() const { return affinity_; }
+  // Why a task moved (sched_migrate_task): an idle CPU pulled it, or it woke on an idle CPU.
+  enum class Migration : uint8_t { newidle, wakeup };
+  void set_on_migrate(std::function<void(const SimTask&, int from, int to, uint64_t now_ps, Migration)> f) {
+    on_migrate_ = std::move(f);
+  }
+  // sysctl_sched_migration_cost (kernel/sched/fair.c: 500000 ns).
+  static constexpr uint64_t kMigrationCostPs = 500'000'000;
 
   // A new task placed on `cpu` (not yet runnable: make_runnable()).
   SimTask* add(kmm::task_struct* t, std::unique_ptr<wl::Program> prog, int cpu);
-  // Queues the task on its CPU and wakes that CPU (it may idle).
-  void make_runnable(SimTask* t);
+  // Queues the task on its CPU, at `now_ps` (the waker's time), and wakes that CPU (it may
+  // idle). A task woken from a wait goes to an idle CPU first if it may (select_idle_sibling()).
+  void make_runnable(SimTask* t, uint64_t now_ps);
   // The CPU the workload's thread `index` is pinned to. `spread`: one thread per P-core first,
   // then the E-cores, then the P-cores' second hardware threads: the steady state Linux reaches
   // for N busy threads on a hybrid part (capacity-aware placement fills the idle big cores, then
@@ -131,8 +165,9 @@ class Scheduler {
   // another.
   bool resched_check(int cpu, uint64_t now_ps);
   // The next queued task that can run becomes `cpu`'s current one (null: the CPU idles); first
-  // the tasks of `cpu` whose sleep has ended by `now_ps` are woken (queued).
-  SimTask* switch_to_next(int cpu, uint64_t now_ps);
+  // the tasks of `cpu` whose sleep has ended by `now_ps` are woken (queued). With nothing to run
+  // and `balance`, the CPU first pulls a task (sched.affinity = all: sched_balance_newidle()).
+  SimTask* switch_to_next(int cpu, uint64_t now_ps, bool balance = true);
   // The current task of `cpu` sleeps until `until_ps` (try_to_wake_up() queues it on its CPU
   // then, behind whatever is queued: no preemption).
   void sleep_until(int cpu, uint64_t until_ps);
@@ -156,6 +191,18 @@ class Scheduler {
   std::function<void(int)> wake_;
   // Queues the sleepers of `cpu` whose sleep has ended by `now_ps`, earliest first.
   void wake_due(int cpu, uint64_t now_ps);
+  // The load balancer's paths (sched.affinity = all; see the top).
+  Affinity affinity_ = Affinity::pinned;
+  std::function<void(const SimTask&, int, int, uint64_t, Migration)> on_migrate_;
+  size_t nr_running(int cpu) const;  // rq->nr_running: the running task and the queued runnable ones
+  bool idle_cpu(int cpu) const { return nr_running(cpu) == 0; }
+  int socket_of(int cpu) const { return int(unsigned(cpu) / (unsigned(running_.size()) / sockets_)); }
+  int smt_sibling(int cpu) const;  // -1: none
+  int select_idle_sibling(int target) const;
+  // Queues `t` (runnable from `at_ps`) on `cpu`, the CPU it wakes on (wake-up placement applied).
+  void enqueue_woken(SimTask* t, int cpu, uint64_t at_ps);
+  void move_task(SimTask* t, int to, uint64_t now_ps, Migration why);
+  bool sched_balance_newidle(int cpu, uint64_t now_ps);
   // EEVDF on one CPU's queue (see the top).
   bool runnable(const SimTask* t) const { return !t->blocked && !t->exited; }
   bool update_curr(int cpu, uint64_t now_ps);   // true: the deadline was renewed

@@ -69,7 +69,7 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
       th->cpu = cpu_of;
       auto prog = workload_->thread_program(unsigned(u.addr), u.value, u.extra);
       MMUSIM_CHECK(prog, "the workload cloned a thread it has no program for");
-      sched_.make_runnable(sched_.add(th, std::move(prog), cpu_of));
+      sched_.make_runnable(sched_.add(th, std::move(prog), cpu_of), now_ps);
       out.ret = th->pid;
       break;
     }
@@ -92,7 +92,7 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
           if (w == &t) continue;
           w->blocked = false;
           w->prog->syscall_return(0);
-          sched_.make_runnable(w);
+          sched_.make_runnable(w, now_ps);
         }
         b.clear();
       }
@@ -108,7 +108,7 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
           p->blocked = false;
           out.ret = k.sys_wait(p->t, t.t);
           p->prog->syscall_return(t.t->pid);
-          sched_.make_runnable(p.get());
+          sched_.make_runnable(p.get(), now_ps);
         }
       }
       break;
@@ -141,7 +141,7 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
   }
   // A call that charged memory may have made the memcg's OOM killer kill tasks (the caller
   // among them, whose charge then failed: it dies on its way back to user mode).
-  deliver_fatal_signals(&t);
+  deliver_fatal_signals(&t, now_ps);
   if (out.ret < 0 && u.sys != wl::Sys::Wait && !t.killed) {
     if (!(u.flags & wl::kUopReplayed))
       panic("the workload's {} system call failed with {} (task {})", int(u.sys), out.ret, t.t->pid);

@@ -131,6 +131,14 @@ void PlatformParams::visit(Params& p) {
                 "Linux spreads busy threads, one per core first (the P-cores, then the E-cores), "
                 "then the cores' second hardware threads [docs/research-smt-ecores.md §3.4]; "
                 "by-number = CPU i mod the CPUs (taskset -c i)");
+  p.enumeration("sched.affinity", affinity, Scheduler::Affinity::pinned,
+                {{"pinned", Scheduler::Affinity::pinned}, {"all", Scheduler::Affinity::all}},
+                "several CPUs: pinned = every task stays on the CPU it was placed on (the reference "
+                "benchmarks pin their threads: taskset, sched_setaffinity); all = no affinity mask, "
+                "as an unpinned program runs: a task woken while its CPU is busy goes to an idle CPU "
+                "of its LLC (select_idle_sibling()), and a CPU about to idle pulls a queued task "
+                "that has not run for 0.5 ms from the busiest CPU (sched_balance_newidle(); "
+                "sched.migrations_*, trace event sched_migrate_task; os/scheduler.hpp)");
 }
 
 uint64_t PlatformParams::slice_ps() const {
@@ -259,6 +267,28 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
   sched_.set_cpus(pp_.cpus(), pp_.threads_per_core(), pp_.sockets, pp_.ecores);
   sched_.set_placement(pp_.placement);
   sched_.set_slice(pp_.slice_ps());
+  sched_.set_affinity(pp_.affinity);
+  if (pp_.cpus() > 1 && pp_.affinity == Scheduler::Affinity::all) {
+    migrations_newidle_ = &stats.counter(
+        "sched.migrations_newidle",
+        "tasks a CPU about to idle pulled from the busiest CPU's queue (sched_balance_newidle(); "
+        "sched.affinity = all)");
+    migrations_wakeup_ = &stats.counter(
+        "sched.migrations_wakeup",
+        "tasks woken while their CPU was busy that went to an idle CPU of the same LLC instead "
+        "(select_idle_sibling(); sched.affinity = all)");
+    sched_.set_on_migrate([this](const SimTask& t, int from, int to, uint64_t now_ps, Scheduler::Migration why) {
+      (why == Scheduler::Migration::newidle ? migrations_newidle_ : migrations_wakeup_)->inc();
+      // The kernel's sched_migrate_task tracepoint (its comm, pid, orig_cpu, dest_cpu), on the CPU
+      // that moved it, with why.
+      if (trace_.on())
+        trace_.event(now_ps, why == Scheduler::Migration::newidle ? to : from, TraceTask{t.t->comm, t.t->pid},
+                     "sched_migrate_task",
+                     {TraceField::dec("pid", uint64_t(t.t->pid)), TraceField::dec("orig_cpu", uint64_t(from)),
+                      TraceField::dec("dest_cpu", uint64_t(to)),
+                      TraceField::str("reason", why == Scheduler::Migration::newidle ? "newidle" : "wakeup")});
+    });
+  }
   if (pp_.cpus() > 1) {
     fork_start_waits_ = &stats.counter("sched.fork_start_waits",
                                        "fork children a CPU switched to before their parent's fork() had "
@@ -310,7 +340,7 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
     files_.push_back(kernel_->file_create(f.name, f.size, f.seed));
     if (f.cached) kernel_->file_fill_cache(files_.back());
   }
-  sched_.make_runnable(sched_.add(t, workload_->main_program(), 0));
+  sched_.make_runnable(sched_.add(t, workload_->main_program(), 0), 0);
 }
 
 System::~System() = default;
@@ -376,7 +406,8 @@ SimTask* System::schedule(int cpu, uint64_t now_ps, double* cycles) {
   *cycles = 0;
   SimTask* cur = sched_.current(cpu);
   if (sched_.keeps_running(cpu)) return cur;
-  SimTask* next = sched_.switch_to_next(cpu, now_ps);
+  // (New-idle balancing only after the sync below, in simulated-time order with the others.)
+  SimTask* next = sched_.switch_to_next(cpu, now_ps, !sync_);
   if (!next && sync_) {
     // The idle task: enter_lazy_tlb() (kernel/sched/core.c context_switch() to a task without an
     // mm), in simulated-time order with the other CPUs' kernel entries (their flushes read it).
@@ -389,12 +420,13 @@ SimTask* System::schedule(int cpu, uint64_t now_ps, double* cycles) {
     kernel_->arch().enter_lazy_tlb(cpu);
     return nullptr;
   }
-  // A fork child switched to before its parent's fork() has returned: the CPU waits for it.
+  // A fork child switched to before its parent's fork() has returned, or a task taken from
+  // another CPU (sched.affinity = all) before it became runnable there: the CPU waits for it.
   double wait = 0;
-  if (next->not_before_ps > now_ps) {
-    wait = double(next->not_before_ps - now_ps) * ghz(cpu) / 1000.0;
-    now_ps = next->not_before_ps;
-    if (fork_start_waits_) fork_start_waits_->inc();
+  if (const uint64_t from_ps = std::max(next->not_before_ps, next->runnable_from_ps); from_ps > now_ps) {
+    wait = double(from_ps - now_ps) * ghz(cpu) / 1000.0;
+    if (next->not_before_ps > now_ps && fork_start_waits_) fork_start_waits_->inc();
+    now_ps = from_ps;
   }
   enter_kernel(cpu, now_ps);
   kernel_->enter(next->t, cpu, now_ps);
@@ -519,7 +551,7 @@ void System::finish(uint64_t end_ps, uint64_t uops, double host_seconds) {
   }
 }
 
-void System::deliver_fatal_signals(const SimTask* caller) {
+void System::deliver_fatal_signals(const SimTask* caller, uint64_t now_ps) {
   for (const auto& up : sched_.tasks()) {
     SimTask& t = *up;
     if (t.killed || t.exited || !t.t->fatal_signal) continue;
@@ -535,7 +567,7 @@ void System::deliver_fatal_signals(const SimTask* caller) {
         it = it->second == &t ? g.waiting.erase(it) : std::next(it);
     t.waiting_for = nullptr;
     t.blocked = false;
-    sched_.make_runnable(&t);
+    sched_.make_runnable(&t, now_ps);
   }
 }
 

@@ -98,6 +98,7 @@ struct PlatformParams {
   Duration base_slice;
   unsigned hz = 0;
   Scheduler::Placement placement = Scheduler::Placement::spread;  // sched.placement
+  Scheduler::Affinity affinity = Scheduler::Affinity::pinned;     // sched.affinity
   uint64_t slice_ps() const;
   void visit(Params& p);
   pg::Isa effective_isa() const;
@@ -229,7 +230,7 @@ class System {
   // and that has not died yet ends its program with an exit; one blocked in a barrier, a wait()
   // or a gate is woken for it (an interruptible sleep); one asleep on the disk or a timer dies
   // when it wakes.
-  void deliver_fatal_signals(const SimTask* caller);
+  void deliver_fatal_signals(const SimTask* caller, uint64_t now_ps);
   bool cut_short_ = false;  // the measured region was open when the last task died
   double leave_kernel();  // the kernel's cycles, lock waits included
   unsigned forks_ = 0;
@@ -253,6 +254,9 @@ class System {
   Counter& tasks_killed_;
   Counter& preemptions_;
   Counter* fork_start_waits_ = nullptr;  // several CPUs
+  // sched.affinity = all, several CPUs: tasks moved, by why (Scheduler::Migration).
+  Counter* migrations_newidle_ = nullptr;
+  Counter* migrations_wakeup_ = nullptr;
   Counter* syscalls_refused_ = nullptr;  // (a trace workload's)
   Distribution& fault_latency_;
   Distribution* kind_latency_[16] = {};

@@ -96,6 +96,45 @@ TEST_CASE("V10(a)'s config runs in both variants", "[sched][filemap][memcg][expe
   }
 }
 
+// sched.affinity = all: a reader woken by its disk read while its CPU runs a mapper goes to the
+// other CPU if that one is idle (select_idle_sibling()), and a CPU about to idle takes a waiting
+// task (sched_balance_newidle()). The readers then fault more often in the same time than pinned,
+// where they wait for the mapper's slice. Each move is counted and traced; pinned, none is.
+TEST_CASE("file-faults: unpinned threads move to idle CPUs, pinned ones never", "[sched][migration]") {
+  TempDir t;
+  const std::string pinned = file_faults(t, "--trace " + t.path("p.trace") + " --trace-events sched_migrate_task", "p.json");
+  const auto pj = mmusim_test::stats_json(pinned);
+  CHECK_FALSE(pj.contains("total.sched.migrations_wakeup"));
+  CHECK(slurp(t.path("p.trace")).find("sched_migrate_task:") == std::string::npos);
+
+  const std::string sets = "--set sched.affinity=all --trace " + t.path("a.trace") + " --trace-events sched_migrate_task";
+  const std::string all = file_faults(t, sets, "a.json");
+  const double wakeups = stat(all, "total.sched.migrations_wakeup"), pulls = stat(all, "total.sched.migrations_newidle");
+  CHECK(wakeups > 0);
+  CHECK(pulls > 0);
+  CHECK(stat(all, "faults.region") > 1.3 * stat(pinned, "faults.region"));
+  // One trace event per move, between the two CPUs, with its reason.
+  const std::string tr = slurp(t.path("a.trace"));
+  size_t events = 0, newidle = 0;
+  for (size_t at = tr.find("sched_migrate_task:"); at != std::string::npos; at = tr.find("sched_migrate_task:", at + 1)) {
+    const std::string line = tr.substr(at, tr.find('\n', at) - at);
+    INFO(line);
+    ++events;
+    const bool a = line.find("orig_cpu=0 dest_cpu=1") != std::string::npos;
+    const bool b = line.find("orig_cpu=1 dest_cpu=0") != std::string::npos;
+    CHECK((a || b));
+    if (line.find("reason=newidle") != std::string::npos) ++newidle;
+    else CHECK(line.find("reason=wakeup") != std::string::npos);
+  }
+  CHECK(events == size_t(wakeups + pulls));
+  CHECK(newidle == size_t(pulls));
+  // Same config, same statistics and trace.
+  const std::string again = file_faults(t, "--set sched.affinity=all --trace " + t.path("b.trace") +
+                                               " --trace-events sched_migrate_task", "b.json");
+  CHECK(again == all);
+  CHECK(slurp(t.path("b.trace")) == tr);
+}
+
 TEST_CASE("file-faults: bad input is refused naming the key", "[sched][cli]") {
   const std::string run = "run " MMUSIM_SOURCE_DIR "/configs/default.cfg --quiet ";
   const std::string ff = "--set workload.name=file-faults ";
@@ -107,7 +146,8 @@ TEST_CASE("file-faults: bad input is refused naming the key", "[sched][cli]") {
                        Bad{ff + "--set workload.threads=250 --set workload.mmap_threads=10", "256"},
                        Bad{ff + "--set platform.name=functional", "functional"},
                        Bad{ff + "--set sched.hz=0", "sched.hz"},
-                       Bad{"--set sched.hz=5000", "sched.hz"}}) {
+                       Bad{"--set sched.hz=5000", "sched.hz"},
+                       Bad{"--set sched.affinity=some", "sched.affinity"}}) {
     INFO(b.sets);
     const Result r = mmusim(run + b.sets);
     CHECK(r.status == 2);
