@@ -124,6 +124,8 @@ struct KernelCounters {
       &filemap_read_pages, &filemap_fault_retry, &faults_sigbus;
   // The disk (a BlockDev): read requests (file and swap), and waits for folios still under read.
   mmusim::Counter &io_requests, &folio_io_waits, &io_wait_ns;
+  // fsync (msync(MS_SYNC)): vfs_fsync_range() calls, and its waits for folios under writeback.
+  mmusim::Counter &fsyncs, &writeback_waits;
   // Reclaim (vmscan.cpp): /proc/vmstat's allocstall, pgscan_direct, pgsteal_direct, pgrefill,
   // pgactivate, pgdeactivate; and the rmap walks' PTEs unmapped.
   mmusim::Counter &allocstall, &pgscan_direct, &pgsteal_direct, &pgrefill, &pgactivate, &pgdeactivate,
@@ -406,6 +408,9 @@ class Kernel {
   int sys_munmap(task_struct* t, uint64_t addr, uint64_t len);
   int sys_mprotect(task_struct* t, uint64_t addr, uint64_t len, int prot);
   int sys_madvise(task_struct* t, uint64_t addr, uint64_t len, int advice);
+  // msync() (mm/msync.c): MS_SYNC writes the dirty pages of the shared file mappings in the range
+  // and waits for them (vfs_fsync_range()); MS_ASYNC does nothing (since 2.6.19).
+  int sys_msync(task_struct* t, uint64_t start, uint64_t len, int flags);
   task_struct* sys_fork(task_struct* parent);   // kernel_clone -> copy_process -> dup_mmap
   // clone(CLONE_VM | CLONE_THREAD ...): a thread of `parent`'s process, sharing its mm.
   task_struct* sys_clone_thread(task_struct* parent);
@@ -1011,6 +1016,18 @@ class Kernel {
   // do_writepages() of a mapping (WB_SYNC_NONE, range-cyclic): up to nr_to_write dirty folios
   // from mapping->writeback_index written, adjacent ones in one request; returns pages written.
   uint64_t do_writepages(address_space* mapping, uint64_t nr_to_write);
+  // The same with WB_SYNC_ALL over the pages [first, last] (__filemap_fdatawrite_range()): every
+  // dirty folio there written, one under writeback waited for first (a data-integrity write).
+  uint64_t do_writepages_range(address_space* mapping, uint64_t first, uint64_t last);
+  uint64_t writepages(address_space* mapping, uint64_t nr_to_write, bool sync_all, uint64_t first, uint64_t last);
+  // fsync of [fstart, fend] (bytes, inclusive): vfs_fsync_range() -> the filesystem's ->fsync
+  // -> file_write_and_wait_range(): written and waited for.
+  int vfs_fsync_range(address_space* mapping, uint64_t fstart, uint64_t fend, int datasync);
+  // __filemap_fdatawait_range(): wait for every folio under writeback in [first, last].
+  void __filemap_fdatawait_range(address_space* mapping, uint64_t first, uint64_t last);
+  // folio_wait_writeback(): the task sleeps until the folio's write completes (its end then
+  // processed, as the disk's interrupt does before the waiter runs).
+  void folio_wait_writeback(folio* f);
   // wakeup_flusher_threads() (fs/fs-writeback.c) with the reason's work done at once: the
   // flusher writes every dirty page (WB_REASON_VMSCAN: wb_check_start_all()).
   void wakeup_flusher_threads_vmscan();

@@ -165,6 +165,19 @@ void Kernel::__folio_end_writeback(folio* f) {
 // folio does not follow it or it is full (BIO_MAX_VECS). The disk keeps the bytes (the file's
 // blocks); the folio is unlocked at submission and its write ends at the request's completion.
 uint64_t Kernel::do_writepages(address_space* mapping, uint64_t nr_to_write) {
+  return writepages(mapping, nr_to_write, false, 0, ~uint64_t(0));
+}
+
+// __filemap_fdatawrite_range(mapping, start, end, WB_SYNC_ALL) -> do_writepages(): the same walk
+// over the range's dirty tags (not range-cyclic: writeback_index stays), with nothing skipped:
+// folio_prepare_writeback() waits for a folio's write still in flight (folio_wait_writeback())
+// and writes it again.
+uint64_t Kernel::do_writepages_range(address_space* mapping, uint64_t first, uint64_t last) {
+  return writepages(mapping, ~uint64_t(0), true, first, last);
+}
+
+uint64_t Kernel::writepages(address_space* mapping, uint64_t nr_to_write, bool sync_all, uint64_t first,
+                            uint64_t last) {
   std::vector<folio*> bio;
   uint64_t written = 0;
   auto submit = [&]() {  // mpage_bio_submit_write()
@@ -180,9 +193,10 @@ uint64_t Kernel::do_writepages(address_space* mapping, uint64_t nr_to_write) {
     for (folio* f : bio) writeback_.emplace_back(done, f);
     bio.clear();
   };
-  // The tagged indices from writeback_index on (a copy: writing changes the tags).
-  const std::vector<uint64_t> indices(mapping->dirty_tags.lower_bound(mapping->writeback_index),
-                                      mapping->dirty_tags.end());
+  // The tagged indices from writeback_index on, or in [first, last] (a copy: writing changes the
+  // tags).
+  const std::vector<uint64_t> indices(mapping->dirty_tags.lower_bound(sync_all ? first : mapping->writeback_index),
+                                      sync_all ? mapping->dirty_tags.upper_bound(last) : mapping->dirty_tags.end());
   uint64_t next_index = 0;  // where the next pass starts: 0 once the end of the file was reached
   for (const uint64_t index : indices) {
     if (written >= nr_to_write) {
@@ -195,14 +209,20 @@ uint64_t Kernel::do_writepages(address_space* mapping, uint64_t nr_to_write) {
     folio* f = it->second;
     // writeback_get_folio() locks the folio (a folio under read is clean: not tagged).
     if (folio_io_pending(f) || !folio_trylock(f)) {
+      MMUSIM_CHECK(!sync_all, "fsync: {}: dirty folio at index {} is locked", mapping->name, index);
       submit();
       continue;
     }
-    // folio_prepare_writeback(): WB_SYNC_NONE skips a folio whose earlier write is still in flight.
+    // folio_prepare_writeback(): WB_SYNC_NONE skips a folio whose earlier write is still in
+    // flight; WB_SYNC_ALL waits for it (what is in the bio goes first: its folios are unlocked).
     if (folio_test_writeback(f)) {
-      folio_unlock(f);
+      if (!sync_all) {
+        folio_unlock(f);
+        submit();
+        continue;
+      }
       submit();
-      continue;
+      folio_wait_writeback(f);
     }
     if (!folio_clear_dirty_for_io(f)) {
       mapping->dirty_tags.erase(index);  // clean: the tag goes
@@ -220,8 +240,52 @@ uint64_t Kernel::do_writepages(address_space* mapping, uint64_t nr_to_write) {
     ++written;
   }
   submit();
-  mapping->writeback_index = next_index;
+  if (!sync_all) mapping->writeback_index = next_index;
   return written;
+}
+
+void Kernel::folio_wait_writeback(folio* f) {
+  if (!folio_test_writeback(f)) return;
+  uint64_t done = 0;
+  for (const auto& [at, w] : writeback_)
+    if (w == f) done = std::max(done, at);
+  MMUSIM_CHECK(done, "folio_wait_writeback: a folio under writeback with no write in flight");
+  const uint64_t now = time_now_ps();
+  if (done > now) {
+    // (folio_wait_bit_common(): TASK_UNINTERRUPTIBLE, as a fault's wait for a read.)
+    const uint64_t waited = done - now;
+    cost_.io_wait_cycles += double(waited) * ghz_ / 1000.0;
+    ctr_.io_wait_ns.inc((waited + 500) / 1000);
+    ctr_.writeback_waits.inc();
+  }
+  writeback_end_due();  // its completion (and those before it) ran before the task woke
+  MMUSIM_CHECK(!folio_test_writeback(f), "folio_wait_writeback: still under writeback after its completion");
+}
+
+// __filemap_fdatawait_range() (mm/filemap.c:502): every folio of [first, last] under writeback
+// (filemap_get_folios_tag(PAGECACHE_TAG_WRITEBACK)), in index order.
+void Kernel::__filemap_fdatawait_range(address_space* mapping, uint64_t first, uint64_t last) {
+  for (auto it = mapping->i_pages.lower_bound(first); it != mapping->i_pages.end() && it->first <= last; ++it)
+    folio_wait_writeback(it->second);
+}
+
+// vfs_fsync_range() (fs/sync.c) -> the filesystem's ->fsync: a simple block filesystem's, as
+// ext2's (ext2_fsync() -> generic_buffers_fsync() -> generic_buffers_fsync_noflush()):
+// file_write_and_wait_range() (mm/filemap.c:772), then the inode's metadata and the disk's cache
+// flush (blkdev_issue_flush()), which are not modelled (no metadata here; the disk keeps no
+// volatile cache: a write is durable at its completion).
+int Kernel::vfs_fsync_range(address_space* mapping, uint64_t fstart, uint64_t fend, int datasync) {
+  (void)datasync;  // (only the inode's timestamps would differ)
+  if (fend < fstart) return 0;
+  ctr_.fsyncs.inc();
+  // file_write_and_wait_range(): mapping_needs_writeback() -> __filemap_fdatawrite_range(WB_SYNC_ALL),
+  // then __filemap_fdatawait_range().
+  const uint64_t first = fstart >> PAGE_SHIFT, last = fend >> PAGE_SHIFT;
+  if (mapping->nrpages) {
+    if (!mapping->dirty_tags.empty()) do_writepages_range(mapping, first, last);
+    __filemap_fdatawait_range(mapping, first, last);
+  }
+  return 0;
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -186,6 +186,10 @@ inline constexpr int MAP_SHARED = 0x01;
 inline constexpr int MAP_PRIVATE = 0x02;
 inline constexpr int MAP_FIXED = 0x10;
 inline constexpr int MAP_ANONYMOUS = 0x20;
+// msync() flags (include/uapi/asm-generic/mman-common.h)
+inline constexpr int MS_ASYNC = 1;
+inline constexpr int MS_INVALIDATE = 2;
+inline constexpr int MS_SYNC = 4;
 
 // calc_vm_prot_bits() (include/linux/mman.h), no pkeys / arch bits
 inline vm_flags_t calc_vm_prot_bits(int prot) {

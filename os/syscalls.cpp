@@ -54,12 +54,13 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
     case wl::Sys::Munmap: out.ret = k.sys_munmap(t.t, u.addr, u.value); break;
     case wl::Sys::Mprotect: out.ret = k.sys_mprotect(t.t, u.addr, u.value, int(u.extra)); break;
     case wl::Sys::Madvise: out.ret = k.sys_madvise(t.t, u.addr, u.value, int(u.extra)); break;
+    case wl::Sys::Msync: out.ret = k.sys_msync(t.t, u.addr, u.value, int(u.extra)); break;
     case wl::Sys::Fork: {
       kmm::task_struct* child = k.sys_fork(t.t);
       const int cpu = sched_.cpu_for_fork(t.cpu);
       child->cpu = cpu;
       forked = sched_.add(child, workload_->child_program(forks_++, u.addr), cpu);
-      sched_.make_runnable(forked);
+      sched_.make_runnable(forked, now_ps);
       out.ret = child->pid;
       break;
     }
@@ -162,21 +163,24 @@ SyscallOutcome System::syscall(int cpu, SimTask& t, const wl::Uop& u, uint64_t n
       g.waiting.erase(it);
       w->blocked = false;
       w->prog->syscall_return(0);
-      sched_.make_runnable(w);
+      sched_.make_runnable(w, now_ps);
     }
   }
   // The return to user mode: memory.high's reclaim and throttling (exit_to_user_mode_loop()); a
   // task that blocks returns later, and does it after its next entry.
   if (!out.exited && !out.blocked) k.resume_user_mode_work();
   const double throttle = k.cost().throttle_cycles;
+  const double io_wait = k.cost().io_wait_cycles;
   out.cycles = leave_kernel() + extra_cycles;
-  // It slept waiting for mmap_lock (an mmap() or munmap() behind another writer) or was throttled
-  // for memory.high: its CPU was free meanwhile (the sleep's place in the call is not kept).
+  // It slept waiting for mmap_lock (an mmap() or munmap() behind another writer), for the disk
+  // (msync(MS_SYNC)'s writes) or was throttled for memory.high: its CPU was free meanwhile (the
+  // sleep's place in the call is not kept).
   const double lock_slept = locks_ ? locks_->slept() : 0.0;
-  if (io_sleep_ && lock_slept + throttle > 0 && !out.blocked && !out.exited) {
-    out.sleep_cycles = std::min(lock_slept + throttle, out.cycles);
+  if (io_sleep_ && lock_slept + throttle + io_wait > 0 && !out.blocked && !out.exited) {
+    out.sleep_cycles = std::min(lock_slept + throttle + io_wait, out.cycles);
     sched_.sleep_until(cpu, now_ps + cycles_to_ps(out.cycles, cpu));
     if (lock_slept > 0) lock_sleeps_.inc();
+    if (io_wait > 0) io_sleeps_.inc();
   }
   if (forked) forked->not_before_ps = now_ps + cycles_to_ps(out.cycles, cpu);
   if (sleep_ns) {

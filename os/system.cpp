@@ -163,7 +163,7 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
       faults_region_(stats.counter("faults.region", "faults whose address lies in the measured region")),
       rounds_(stats.counter("workload.rounds", "rounds the workload's threads finished in the measured region (swap-readers: a reader's pass over its share)")),
       ctx_switches_(stats.counter("sched.context_switches", "context switches")),
-      io_sleeps_(stats.counter("sched.io_sleeps", "page faults whose task slept waiting for the disk, its CPU free for others meanwhile (cycle-level platforms)")),
+      io_sleeps_(stats.counter("sched.io_sleeps", "page faults and system calls (msync(MS_SYNC)) whose task slept waiting for the disk, its CPU free for others meanwhile (cycle-level platforms)")),
       lock_sleeps_(stats.counter("sched.lock_sleeps", "page faults and system calls whose task slept waiting for mmap_lock (an rwsem) or for another CPU's fault (kernel.pte_waits), its CPU free for others meanwhile (cycle-level platforms)")),
       tasks_killed_(stats.counter("sched.tasks_killed", "threads that died of a fatal signal: the memory cgroup's OOM killer (memcg.oom_kill), or a fault's SIGSEGV or SIGBUS (faults.sigsegv, kernel.faults_sigbus); mmusim run then exits with status 3")),
       preemptions_(stats.counter("sched.preemptions", "tasks preempted at a scheduler tick: their slice (sched.base_slice) was used and another task waited on the CPU (cycle-level platforms)")),

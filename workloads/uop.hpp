@@ -31,15 +31,17 @@ enum class UopKind : uint8_t {
 // program's gate (Program::gate_key()) has let `addr` ordered system calls through (a trace's
 // threads keep the recorded order of their system calls).
 // Nanosleep: sleep `addr` ns (the cycle-level platforms; a timed sleep, hrtimer_nanosleep()).
+// Msync: msync(addr, value, extra = flags); with MS_SYNC the task sleeps until the writes end.
 // The mmap/mprotect/madvise arguments of those calls (include/uapi/asm-generic/mman*.h).
 inline constexpr int kProtRead = 0x1, kProtWrite = 0x2;
 inline constexpr int kMapShared = 0x01, kMapPrivate = 0x02, kMapAnonymous = 0x20;
 inline constexpr int kMapPrivateAnon = kMapPrivate | kMapAnonymous;
+inline constexpr int kMsAsync = 1, kMsSync = 4;  // msync() flags
 inline constexpr int kMadvDontneed = 4, kMadvDontfork = 10, kMadvDofork = 11, kMadvHugepage = 14,
                      kMadvNohugepage = 15, kMadvWipeonfork = 18, kMadvKeeponfork = 19;
 enum class Sys : uint8_t {
   None, Mmap, Munmap, Mprotect, Madvise, Fork, Exit, Wait, Yield, Clone, Barrier,
-  MmapFixed, MmapFile, Gate, Nanosleep
+  MmapFixed, MmapFile, Gate, Nanosleep, Msync
 };
 // Round: a workload's unit of work is done (swap-readers: a reader's pass over its share).
 // ProcessDone: a process of the measured region reports its work (`value`: bytes) as it ends

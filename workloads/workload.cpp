@@ -137,7 +137,7 @@ class ForkReuseProgram : public RegionProgram {
  protected:
   enum class Phase {
     MapRegion, MapResults, Populate, SplitPmd, Fork, Wait, Threads, Barrier, RegionBegin,
-    Measure, Join, RegionEnd, ForkTimeWait, Exit, Done
+    Measure, Join, Msync, RegionEnd, ForkTimeWait, Exit, Done
   };
 
   bool step() override {
@@ -252,7 +252,14 @@ class ForkReuseProgram : public RegionProgram {
           push(syscall(Sys::Wait, uint64_t(tids_[joined_++])));
           return true;
         }
+        phase_ = Phase::Msync;
+        return step();
+      case Phase::Msync:
         phase_ = Phase::RegionEnd;
+        if (p_.msync != WorkloadParams::Msync::none) {
+          push(syscall(Sys::Msync, base_, p_.size, p_.msync == WorkloadParams::Msync::sync ? kMsSync : kMsAsync));
+          return true;
+        }
         return step();
       case Phase::RegionEnd:
         push(marker(Mark::RegionEnd));
@@ -703,6 +710,14 @@ void WorkloadParams::visit(Params& p) {
             "backing = file or file-shared: the file's pages are in the page cache when the run "
             "starts (as after reading the whole file), or none are (every first access reads "
             "the disk: read-around, cost.io_request and cost.io_page)");
+  p.enumeration("workload.msync", msync, Msync::none,
+                {{"none", Msync::none}, {"async", Msync::async}, {"sync", Msync::sync}},
+                "fork-reuse: msync() the region after the measured pass, inside the measured region, "
+                "as vm-scalability's usemem -S (sync) and -A (async) do after each pass: with "
+                "backing = file-shared, sync writes the dirty pages to the disk and waits for them "
+                "(vfs_fsync_range(): kernel.fsyncs, kernel.io_wait_ns; the PTEs are write-protected "
+                "and clean again: the next pass's first store to each page faults); async does "
+                "nothing (as since Linux 2.6.19); on private or anonymous memory both do nothing");
   p.size("workload.file_size", file_size, "0", 0, 64ull << 30,
          "backing = file or file-shared: the file's size in bytes (0: workload.size). A smaller file "
          "than the mapping is legal, as mmap() allows it: the pattern's first access past the page "
@@ -791,6 +806,9 @@ std::unique_ptr<Workload> make_workload(const WorkloadParams& p, Stats* stats) {
   if (p.files && p.name != WorkloadName::random_ops)
     fatal("workload.files = {}: only random-ops maps files of its own (fork-reuse and fork-time: "
           "workload.backing)", p.files);
+  if (p.msync != WorkloadParams::Msync::none && p.name != WorkloadName::fork_reuse)
+    fatal("workload.msync = {}: only workload.name = fork-reuse msyncs its region after the pass",
+          p.msync == WorkloadParams::Msync::sync ? "sync" : "async");
   if (p.file_size && p.backing == Backing::anon)
     fatal("workload.file_size = {} needs workload.backing = file or file-shared (is anon)", format_size(p.file_size));
   if (p.file_size > p.size)

@@ -65,6 +65,9 @@ struct WorkloadParams {
   enum class Measure : uint8_t { pass, populate } measure = Measure::pass;
   Backing backing = Backing::anon;
   bool file_cached = false;         // backing = file*: the file's pages cached before the run
+  // msync() of the region after the measured pass, inside the region (usemem -S / -A).
+  enum class Msync : uint8_t { none, async, sync };
+  Msync msync = Msync::none;
   uint64_t file_size = 0;           // backing = file*: the file's bytes (0: workload.size)
   std::string trace;                // trace: the recording's directory (mmusim record --out)
   bool fast_forward = true;         // trace: outside the region, only first touches

@@ -563,7 +563,8 @@ def v10():
                               [("workload.mmap_threads", str(writers)), ("kernel.fault_retry", variant)],
                               dict(common, rounds="region.rounds_per_second", swapins="kernel.pswpin")))
     note = ("(a): workload.threads readers (n - 4) and 4 mapper threads on the 20 logical CPUs of the "
-            "whole i7-12700 (8 P-cores with SMT, 4 E-cores), 20 ms of simulated time "
+            "whole i7-12700 (8 P-cores with SMT, 4 E-cores), threads unpinned (sched.affinity = all: the "
+            "kernel's wake-up placement and new-idle pulls move them), 20 ms of simulated time "
             "(configs/experiments/v10a-file-faults.cfg); fault throughput = region.faults_per_second, "
             "mmap_lock contended = kernel.lock.mmap_lock.contended (acquisitions that waited, the mappers' "
             "included). (b): 12 readers over their shares of a 128 MiB anonymous mapping in a 64 MiB memory "

@@ -726,3 +726,92 @@ TEST_CASE("writeback: periodic (kupdate) writeback writes what has been dirty fo
     }
   }
 }
+
+// msync() (mm/msync.c): MS_ASYNC does nothing; MS_SYNC writes the dirty pages of the shared file
+// mappings in the range and waits for the writes (vfs_fsync_range() ->
+// file_write_and_wait_range(): WB_SYNC_ALL waits for a folio already under writeback and writes
+// it again); the PTEs are clean and write-protected after it, so the next store faults; a hole in
+// the range is -ENOMEM after the rest was synced; bad flags and alignment are -EINVAL.
+TEST_CASE("msync: MS_SYNC writes the range's dirty pages of shared file mappings and waits for them", "[filemap][writeback][msync]") {
+  Env e;
+  SlowWriteDisk disk;  // writes take 1 s
+  e.k.set_block_device(&disk);
+  task_struct* t = e.proc("p");
+  address_space* file = e.k.file_create("shared", 32 * PAGE_SIZE, 33);
+  const uint64_t va = mmap_file(e, t, file, 32 * PAGE_SIZE, MAP_SHARED);
+  for (uint64_t p = 0; p < 32; ++p) REQUIRE(e.store(t, va + p * PAGE_SIZE + 1, int(0x10 + p)));
+  CHECK(e.k.nr_file_dirty() == 32);
+
+  auto msync_at = [&](uint64_t start, uint64_t len, int flags, uint64_t ps) {
+    e.k.clear_cost();
+    e.k.enter(t, 0, ps);
+    const int r = e.k.sys_msync(t, start, len, flags);
+    e.k.check_invariants("msync", true);
+    return r;
+  };
+  CHECK(msync_at(va, 32 * PAGE_SIZE, MS_ASYNC | MS_SYNC, 0) == -EINVAL);
+  CHECK(msync_at(va + 1, PAGE_SIZE, MS_SYNC, 0) == -EINVAL);
+  CHECK(msync_at(va, PAGE_SIZE, 8, 0) == -EINVAL);
+  CHECK(msync_at(va, 32 * PAGE_SIZE, MS_ASYNC, 0) == 0);
+  CHECK(disk.writes == 0);
+  CHECK(e.k.nr_file_dirty() == 32);
+
+  // Pages 8-15, at time 0: one request of 8 pages; the call waits the disk's second for it, and
+  // returns with the pages written, clean and their PTEs write-protected.
+  CHECK(msync_at(va + 8 * PAGE_SIZE, 8 * PAGE_SIZE, MS_SYNC, 0) == 0);
+  CHECK(disk.writes == 1);
+  CHECK(e.count("kernel.fsyncs") == 1);
+  CHECK(e.count("kernel.io_wait_ns") == 1000000000);
+  CHECK(e.k.cost().io_wait_cycles > 0);
+  CHECK(e.k.nr_file_dirty() == 24);
+  CHECK(e.k.nr_writeback() == 0);
+  CHECK(file->written.size() == 8);
+  for (uint64_t p = 8; p < 16; ++p) {
+    INFO("page " << p);
+    folio* f = file->i_pages.at(p);
+    CHECK_FALSE(folio_test_dirty(f));
+    CHECK_FALSE(folio_test_writeback(f));
+    CHECK_FALSE(e.a.pte_write(e.pte(t, va + p * PAGE_SIZE)));
+    CHECK(file->written.at(p)[1] == 0x10 + p);
+  }
+  CHECK(e.a.pte_write(e.pte(t, va + 7 * PAGE_SIZE)));  // outside the range: untouched
+  // The next store to page 8 faults (write notification) and dirties it again.
+  const uint64_t faults = e.count("faults.total");
+  REQUIRE(e.store(t, va + 8 * PAGE_SIZE + 1, 0x77));
+  CHECK(e.count("faults.total") == faults + 1);
+  CHECK(e.k.nr_file_dirty() == 25);
+
+  // Reclaim's flusher puts everything dirty under writeback at 2 s (ends at 3 s); page 8 is then
+  // dirtied again. An msync of the whole mapping at 2 s waits for page 8's write in flight,
+  // writes it again and waits for that and for the rest: until 4 s.
+  e.k.clear_cost();
+  e.k.enter(t, 0, 2000000000000ull);
+  e.k.wakeup_flusher_threads_vmscan();
+  CHECK(e.k.nr_writeback() == 25);
+  REQUIRE(e.store(t, va + 8 * PAGE_SIZE + 1, 0x78));
+  const uint64_t waited = e.count("kernel.io_wait_ns");
+  const int writes = int(disk.writes);
+  const uint64_t wbw = e.count("kernel.folio_writeback_waits");
+  CHECK(msync_at(va, 32 * PAGE_SIZE, MS_SYNC, 2000000000000ull) == 0);
+  CHECK(e.count("kernel.folio_writeback_waits") - wbw == 2);  // page 8's first write, then its second
+  CHECK(e.k.time_now_ps() == 4000000000000ull);
+  CHECK(int(disk.writes) == writes + 1);  // page 8 alone
+  CHECK(e.count("kernel.io_wait_ns") - waited == 2000000000);
+  CHECK(e.k.nr_file_dirty() == 0);
+  CHECK(e.k.nr_writeback() == 0);
+  CHECK(file->written.at(8)[1] == 0x78);
+
+  // A range running past the mapping: what is mapped is synced, then -ENOMEM.
+  REQUIRE(e.store(t, va + 3 * PAGE_SIZE + 1, 0x33));
+  CHECK(msync_at(va, 64 * PAGE_SIZE, MS_SYNC, 5000000000000ull) == -ENOMEM);
+  CHECK(e.k.nr_file_dirty() == 0);
+  CHECK(file->written.at(3)[1] == 0x33);
+
+  // A private mapping's copies are not the file's: nothing to write.
+  const uint64_t vp = mmap_file(e, t, file, 4 * PAGE_SIZE, MAP_PRIVATE);
+  REQUIRE(e.store(t, vp + 1, 0x55));
+  const int before = int(disk.writes);
+  CHECK(msync_at(vp, 4 * PAGE_SIZE, MS_SYNC, 6000000000000ull) == 0);
+  CHECK(int(disk.writes) == before);
+  CHECK(file->written.at(0)[1] == 0x10);
+}

@@ -194,3 +194,46 @@ TEST_CASE("file-backed region: a dirtier faster than the disk is paused to the d
     CHECK(tr.find("bdi_dirty_ratelimit: write_bw=") != std::string::npos);
   }
 }
+
+// workload.msync (usemem -S / -A): msync(MS_SYNC) of a shared file mapping after the pass writes
+// its dirty pages to the disk and waits for them inside the measured region; MS_ASYNC does
+// nothing; only fork-reuse has it.
+TEST_CASE("file-backed region: msync(MS_SYNC) after the pass writes every dirty page and waits for the disk", "[filemap][writeback][msync]") {
+  TempDir t;
+  const std::string cfg = t.file("ms.cfg",
+                                 "[platform]\nname = i7-12700kf\n"
+                                 "[workload]\nname = fork-reuse\nbacking = file-shared\nfile_cached = true\n"
+                                 "folio = 4K\npattern = seq-byte\nsize = 8M\n[output]\nhost_stats = false\n");
+  auto run = [&](const std::string& msync) {
+    Result r = mmusim("run " + cfg + " --set workload.msync=" + msync + " --quiet --stats " + t.path(msync + ".json"));
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    return slurp(t.path(msync + ".json"));
+  };
+  const std::string none = run("none"), sync = run("sync"), async = run("async");
+  CHECK(stat(none, "kernel.fsyncs") == 0);
+  CHECK(stat(none, "kernel.file_write_requests") == 0);
+  // 2,048 dirty pages: 8 requests of 256 pages (a bio's BIO_MAX_VECS), every PTE cleaned and
+  // write-protected, the task asleep until the last write ends.
+  CHECK(stat(sync, "kernel.fsyncs") == 1);
+  CHECK(stat(sync, "kernel.file_write_requests") == 8);
+  CHECK(stat(sync, "kernel.folio_mkclean_ptes") == 2048);
+  CHECK(stat(sync, "kernel.nr_written") == 2048);
+  CHECK(stat(sync, "sched.io_sleeps") == 1);
+  CHECK(stat(sync, "kernel.io_wait_ns") > 0);
+  // The region now includes the writes: at least the disk's time for 8 MiB beyond the pass.
+  CHECK(stat(sync, "region.time_ns") - stat(none, "region.time_ns") > 0.9 * stat(sync, "kernel.io_wait_ns"));
+  CHECK(stat(sync, "region.time_ns") > 10 * stat(none, "region.time_ns"));
+  // MS_ASYNC: one system call, nothing written.
+  CHECK(stat(async, "kernel.fsyncs") == 0);
+  CHECK(stat(async, "kernel.file_write_requests") == 0);
+  CHECK(stat(async, "region.time_ns") > stat(none, "region.time_ns"));
+  CHECK(stat(async, "region.time_ns") < stat(none, "region.time_ns") + 1000);  // a system call's price
+
+  Result r = mmusim("run " + cfg + " --set workload.msync=sync --set workload.name=fork-time");
+  CHECK(r.status == 2);
+  CHECK(r.out.find("workload.msync = sync: only workload.name = fork-reuse") != std::string::npos);
+  r = mmusim("run " + cfg + " --set workload.msync=always");
+  CHECK(r.status == 2);
+  CHECK(r.out.find("workload.msync") != std::string::npos);
+}
