@@ -944,16 +944,37 @@ class Checker {
              memcg_writeback[i]);
     for (const auto& up : k_.files()) {
       const address_space* m = up.get();
+      // CACHE-L2: no shadow at an index a cached folio covers (a large folio's whole range).
       for (const auto& [index, shadow] : m->shadows)
-        if (m->i_pages.count(index) || shadow.memcgid >= k_.memcgs().size())
+        if (filemap_get_entry(m, index) || shadow.memcgid >= k_.memcgs().size())
           fail(INV_CACHE, "file {} ({}): a shadow entry at index {:#x} {}", m->ino, m->name, index,
-               m->i_pages.count(index) ? "where a folio is cached" : "of a memcg that does not exist");
+               filemap_get_entry(m, index) ? "where a folio is cached" : "of a memcg that does not exist");
       uint64_t pages = 0;
+      uint64_t next_free = 0;  // the first index after the previous folio
+      const uint64_t eof = (m->i_size + PAGE_SIZE - 1) >> PAGE_SHIFT;
       for (const auto& [index, f] : m->i_pages) {
-        pages += uint64_t(folio_nr_pages(f));
+        const uint64_t nr = uint64_t(folio_nr_pages(f));
+        pages += nr;
         if (f->mapping != m || f->index != index || f->head_off != 0 || (f->flags & PG_buddy))
           fail(INV_CACHE, "file {} ({}): the page cache holds at index {:#x} a folio that is not its own: {}", m->ino,
                m->name, index, folio_state(f));
+        // CACHE-L1 (__filemap_add_folio(), readahead's limit): a folio is naturally aligned, of an
+        // order the mapping allows, overlaps no other, and starts before the end of the file.
+        if (index % nr || folio_order(f) < mapping_min_folio_order(m) || folio_order(f) > mapping_max_folio_order(m) ||
+            index < next_free || index >= eof)
+          fail(INV_CACHE, "file {} ({}, {} pages, orders {}-{}): an order-{} folio at index {:#x} is {}: {}", m->ino,
+               m->name, eof, mapping_min_folio_order(m), mapping_max_folio_order(m), folio_order(f), index,
+               index % nr ? "not naturally aligned"
+               : index < next_free ? "overlapping the folio before it"
+               : index >= eof      ? "beyond the end of the file"
+                                   : "of an order the mapping does not allow",
+               folio_state(f));
+        next_free = index + nr;
+        // CACHE-L3: a large folio's state is its head's; no tail page holds page-cache state.
+        for (uint64_t i = 1; i < nr; ++i)
+          if (f[i].flags & (PG_locked | PG_uptodate | PG_dirty | PG_writeback | PG_readahead | PG_lru | PG_head))
+            fail(INV_CACHE, "file {} ({}): tail page {} of the folio at index {:#x} holds folio flags {:#x}: {}",
+                 m->ino, m->name, i, index, f[i].flags, folio_state(f));
         if (folio_mapcount(f) != 0) continue;  // checked with its mappings
         check_cached_folio(f);
         int lru = 0;

@@ -9,7 +9,9 @@
 //     with those contents, or with what was written back to it (page_writeback.cpp: a shared
 //     mapping's writes are written by the flusher, and reclaim can then drop the folio);
 //   - the VMA's vm_ops are generic_file_vm_ops (filemap_fault, filemap_map_pages,
-//     filemap_page_mkwrite), as for a regular file of a disk filesystem without large folios;
+//     filemap_page_mkwrite), as for a regular file of a disk filesystem: ext4 (order-0 folios in
+//     6.12) or XFS (mapping_set_large_folios(): readahead makes folios of orders 2-5 with the
+//     default window, page_cache_ra_order(); fault-around maps runs of them, a fault one PTE);
 //   - read faults map the faulting page and fault around it (16 PTEs, fault_around_bytes =
 //     64 KiB), write faults on private mappings copy the file page (do_cow_fault()), write faults
 //     on shared mappings go through ->page_mkwrite and mark the folio dirty; the first write to a
@@ -29,9 +31,9 @@
 // readahead is not waited for by the fault that starts it, so a reader that computes between its
 // accesses overlaps the disk. (The port fills a folio's contents at submission: only what other
 // tasks see of it follows the time.)
-// Simplified (each marked where it happens): order-0 folios only; MADV_SEQUENTIAL reads a full
-// window without the on-demand ramp; a task waiting for the disk keeps its CPU (no other task is
-// switched in: the scheduler has no sleeping on I/O yet); no truncation. (The cache's reclaim is
+// Simplified (each marked where it happens): no PMD mapping of page-cache folios (nor
+// VM_HUGEPAGE's PMD-order readahead); MADV_SEQUENTIAL reads a full window without the on-demand
+// ramp; no truncation. (The cache's reclaim is
 // vmscan.cpp's, its writeback page_writeback.cpp's.)
 #include <cstring>
 
@@ -48,7 +50,24 @@ constexpr unsigned MMAP_LOTSAMISS = 100;                     // mm/filemap.c
 
 inline uint64_t DIV_ROUND_UP(uint64_t n, uint64_t d) { return (n + d - 1) / d; }
 
+inline uint64_t folio_next_index(const folio* f) { return f->index + uint64_t(folio_nr_pages(f)); }
+// folio_file_page() (include/linux/pagemap.h:951): the page of `f` at file index `index`.
+inline page* folio_file_page(folio* f, uint64_t index) { return folio_page(f, index - f->index); }
+
 }  // namespace
+
+page* filemap_get_entry(const address_space* m, uint64_t index) {
+  auto it = m->i_pages.upper_bound(index);
+  if (it == m->i_pages.begin()) return nullptr;
+  --it;
+  return index < it->first + uint64_t(folio_nr_pages(it->second)) ? it->second : nullptr;
+}
+
+page* filemap_find_from(const address_space* m, uint64_t index) {
+  if (page* f = filemap_get_entry(m, index)) return f;
+  auto it = m->i_pages.lower_bound(index);
+  return it == m->i_pages.end() ? nullptr : it->second;
+}
 
 // ------------------------------------------------------------------------------------------------
 // Files
@@ -66,6 +85,23 @@ address_space* Kernel::file_create(const std::string& name, uint64_t size, uint6
 void Kernel::file_fill_cache(address_space* mapping) {
   NotSimulated quiet(*this);
   const uint64_t pages = DIV_ROUND_UP(mapping->i_size, PAGE_SIZE);
+  if (mapping_large_folio_support(mapping)) {
+    // A sequential read of the file as its readahead reads it (page_cache_sync_ra() then
+    // page_cache_async_ra() each ra_pages window): folios of order 2 in the first window, then
+    // of the previous window's marker folio's order + 2, up to ilog2(ra_pages).
+    unsigned order = 0;
+    for (uint64_t index = 0; index < pages; index += mapping->ra_pages) {
+      page_cache_ra_order(mapping, index, mapping->ra_pages, mapping->ra_pages / 4, order, /*simulated=*/false);
+      if (const folio* f = filemap_get_entry(mapping, index + mapping->ra_pages - mapping->ra_pages / 4))
+        order = folio_order(f);
+    }
+    for (auto& [index, f] : mapping->i_pages) f->flags &= ~PG_readahead;  // (the reader passed every mark)
+    if (mapping->nrpages != pages)
+      mmusim::fatal("out of simulated physical memory reading file {} ({} bytes) into the page cache: raise memory.size",
+                    mapping->name, mapping->i_size);
+    lru_add_drain();
+    return;
+  }
   if (page_cache_ra_unbounded(mapping, 0, pages, 0, /*simulated=*/false) != pages)
     mmusim::fatal("out of simulated physical memory reading file {} ({} bytes) into the page cache: raise memory.size",
                   mapping->name, mapping->i_size);
@@ -82,29 +118,39 @@ uint64_t Kernel::file_word(const address_space* m, uint64_t offset) {
 // filemap_get_folio() -> __filemap_get_folio(mapping, index, 0, 0) (mm/filemap.c:1873): the folio
 // at `index` with a reference, or null.
 folio* Kernel::filemap_get_folio(address_space* mapping, uint64_t index) {
-  auto it = mapping->i_pages.find(index);
-  if (it == mapping->i_pages.end()) return nullptr;
-  folio* f = it->second;
+  folio* f = filemap_get_entry(mapping, index);
+  if (!f) return nullptr;
   folio_get(f);  // folio_try_get()
   charge(Cost::folio_op);
   return f;
 }
 
-// filemap_add_folio() (mm/filemap.c:950) -> __filemap_add_folio() (863): the folio goes into the
-// cache locked, with one reference per page for the cache, then onto the LRU.
+// filemap_add_folio() (mm/filemap.c:950) -> __filemap_add_folio() (842): the folio goes into the
+// cache locked, with one reference per page for the cache, then onto the LRU. A large folio is
+// one multi-index entry over its naturally aligned range; any folio already in that range is
+// -EEXIST, the shadows in it are overwritten (the last one iterated is the refault's).
 int Kernel::filemap_add_folio(address_space* mapping, folio* f, uint64_t index, CacheCharge how) {
-  MMUSIM_CHECK(!folio_test_large(f), "page cache: large folios are not modelled");
+  const uint64_t nr = uint64_t(folio_nr_pages(f));
+  MMUSIM_CHECK(index % nr == 0 && folio_order(f) >= mapping_min_folio_order(mapping) &&
+                   folio_order(f) <= mapping_max_folio_order(mapping),
+               "filemap_add_folio: {}: an order-{} folio at index {} (orders {}-{}, naturally aligned)",
+               mapping->name, folio_order(f), index, mapping_min_folio_order(mapping),
+               mapping_max_folio_order(mapping));
   // (The kernel charges first and uncharges a folio that lost the race when it is put.)
-  if (mapping->i_pages.count(index)) return -EEXIST;
+  if (folio* old = filemap_find_from(mapping, index); old && old->index < index + nr) return -EEXIST;
   if (how != CacheCharge::root) {
     if (const int ret = mem_cgroup_charge(f, nullptr, how == CacheCharge::mapping_gfp)) return ret;
   }
   // The folio might have been evicted from cache only recently, in which case it should be
   // activated like any other repeatedly accessed folio (filemap_add_folio(): its shadow,
   // workingset_refault()).
-  if (auto sh = mapping->shadows.find(index); sh != mapping->shadows.end()) {
-    const address_space::shadow_entry shadow = sh->second;
-    mapping->shadows.erase(sh);
+  auto sh = mapping->shadows.lower_bound(index);
+  if (sh != mapping->shadows.end() && sh->first < index + nr) {
+    address_space::shadow_entry shadow{};
+    while (sh != mapping->shadows.end() && sh->first < index + nr) {
+      shadow = sh->second;
+      sh = mapping->shadows.erase(sh);
+    }
     workingset_refault(f, shadow);
   }
   f->flags |= PG_locked;  // __folio_set_locked()
@@ -112,7 +158,8 @@ int Kernel::filemap_add_folio(address_space* mapping, folio* f, uint64_t index, 
   f->mapping = mapping;
   f->index = index;
   mapping->i_pages.emplace(index, f);
-  mapping->nrpages += uint64_t(folio_nr_pages(f));
+  mapping->nrpages += nr;
+  if (nr > 1) ctr_.pagecache_large_folios.inc();
   struct_page_touch(f, 1, true);
   charge(Cost::folio_op);
   lock_event(f, LockClass::folio_lock, true, true, struct_page_pa(folio_pfn(f)));
@@ -123,17 +170,20 @@ int Kernel::filemap_add_folio(address_space* mapping, folio* f, uint64_t index, 
 // filemap_read_folio() (mm/filemap.c:2361) with the filesystem's ->read_folio: the contents from
 // the disk; the folio becomes uptodate. (The device time is the request's, charged by the caller.)
 void Kernel::filemap_read_folio(address_space* mapping, folio* f) {
-  const uint64_t base = f->index << PAGE_SHIFT;
-  uint8_t* data = phys_.frame_data(folio_pfn(f));
   f->flags |= PG_uptodate;  // folio_mark_uptodate()
-  // A page written back holds what was written (page_writeback.cpp).
-  if (auto w = mapping->written.find(f->index); w != mapping->written.end()) {
-    std::memcpy(data, w->second.data(), PAGE_SIZE);
-    return;
-  }
-  for (uint64_t off = 0; off < PAGE_SIZE; off += 8) {
-    const uint64_t w = file_word(mapping, base + off);
-    std::memcpy(data + off, &w, 8);
+  for (uint64_t i = 0; i < uint64_t(folio_nr_pages(f)); ++i) {
+    const uint64_t index = f->index + i;
+    uint8_t* data = phys_.frame_data(folio_pfn(f) + i);
+    // A page written back holds what was written (page_writeback.cpp).
+    if (auto w = mapping->written.find(index); w != mapping->written.end()) {
+      std::memcpy(data, w->second.data(), PAGE_SIZE);
+      continue;
+    }
+    const uint64_t base = index << PAGE_SHIFT;
+    for (uint64_t off = 0; off < PAGE_SIZE; off += 8) {
+      const uint64_t w = file_word(mapping, base + off);
+      std::memcpy(data + off, &w, 8);
+    }
   }
 }
 
@@ -197,7 +247,7 @@ unsigned Kernel::page_cache_ra_unbounded(address_space* mapping, uint64_t index,
     run.clear();
   };
   for (uint64_t i = 0; i < nr; ++i) {
-    if (mapping->i_pages.count(index + i)) {
+    if (filemap_get_entry(mapping, index + i)) {
       // Page already present? Kick off the current batch of contiguous pages before continuing
       // with the next batch.
       read_run();
@@ -237,13 +287,78 @@ void Kernel::maybe_unlock_mmap_for_io(vm_fault* vmf, bool* fpin) {
 }
 
 // do_page_cache_ra() (mm/readahead.c:302): don't read past the page containing the last byte of
-// the file. (page_cache_ra_order() falls back to it: no large folios here.)
-void Kernel::do_page_cache_ra(address_space* mapping, uint64_t index, uint64_t nr, uint64_t lookahead) {
+// the file. (page_cache_ra_order() falls back to it for a mapping without large folios.)
+void Kernel::do_page_cache_ra(address_space* mapping, uint64_t index, uint64_t nr, uint64_t lookahead,
+                              bool simulated) {
   if (mapping->i_size == 0) return;
   const uint64_t end_index = (mapping->i_size - 1) >> PAGE_SHIFT;
   if (index > end_index) return;
   if (nr > end_index - index) nr = end_index - index + 1;
-  page_cache_ra_unbounded(mapping, index, nr, lookahead);
+  page_cache_ra_unbounded(mapping, index, nr, lookahead, simulated);
+}
+
+// page_cache_ra_order() (mm/readahead.c:452) with ra_alloc_folio() (430) and read_pages() (146):
+// the window [index, index + size) in folios of `new_order` + 2 (clamped to the mapping's largest
+// order and to ilog2(size)), smaller where the index is not aligned to it (__ffs()) and where a
+// folio would reach past the window or the file's last page; the one whose range holds the
+// window's async mark gets PG_readahead. One request reads them all. An allocation that fails
+// (a large folio under the readahead gfp's __GFP_NORETRY: no reclaim here) or a folio already
+// cached ends the loop: what was added is read, and do_page_cache_ra() reads the window in
+// order-0 folios from where it stopped, skipping cached pages. A mapping without large folios
+// (ext4) or a window below 4 pages goes there at once.
+void Kernel::page_cache_ra_order(address_space* mapping, uint64_t index, uint64_t size, uint64_t async_size,
+                                 unsigned new_order, bool simulated) {
+  const unsigned min_order = mapping_min_folio_order(mapping);
+  if (!mapping_large_folio_support(mapping) || size < std::max<uint64_t>(4, 1ull << min_order)) {
+    do_page_cache_ra(mapping, index, size, async_size, simulated);
+    return;
+  }
+  if (mapping->i_size == 0) return;
+  const uint64_t limit = std::min((mapping->i_size - 1) >> PAGE_SHIFT, index + size - 1);
+  const uint64_t mark = index + size - async_size;
+  if (new_order < mapping_max_folio_order(mapping)) new_order += 2;
+  new_order = std::min(mapping_max_folio_order(mapping), new_order);
+  new_order = std::min(new_order, unsigned(63 - __builtin_clzll(size)));  // ilog2(ra->size)
+  new_order = std::max(new_order, min_order);
+  // mapping_align_index(): min order 0, the index as it is.
+  std::vector<folio*> batch;
+  uint64_t nr_pages = 0;
+  int err = 0;
+  while (index <= limit) {
+    unsigned order = new_order;
+    // Align with smaller pages if needed
+    if (index & ((1ull << order) - 1)) order = unsigned(__builtin_ctzll(index));
+    // Don't allocate pages past EOF
+    while (order > min_order && index + (1ull << order) - 1 > limit) --order;
+    // ra_alloc_folio()
+    folio* f = folio_alloc(order, false);  // filemap_alloc_folio(readahead_gfp_mask())
+    if (!f) {
+      err = -ENOMEM;
+      break;
+    }
+    if (index == ALIGN_DOWN(mark, uint64_t(1) << order)) f->flags |= PG_readahead;  // folio_set_readahead()
+    if ((err = filemap_add_folio(mapping, f, index, simulated ? CacheCharge::readahead_gfp : CacheCharge::root)) != 0) {
+      folio_put(f);
+      break;
+    }
+    filemap_read_folio(mapping, f);  // (the contents now; the folio stays locked until its request)
+    folio_put(f);                    // readahead_folio(): the allocation's reference
+    batch.push_back(f);
+    nr_pages += uint64_t(folio_nr_pages(f));
+    index += 1ull << order;
+  }
+  // read_pages(): one request for the batch (blk_start_plug() around ->readahead).
+  if (!batch.empty()) {
+    const uint64_t done = simulated ? read_request(unsigned(nr_pages)) : 0;
+    for (folio* f : batch) {
+      f->io_until_ps = done;
+      folio_unlock(f);  // folio_end_read()
+    }
+  }
+  // If there were already pages in the page cache, then we may have left some gaps. Let the
+  // regular readahead code take care of this situation.
+  if (!err) return;
+  do_page_cache_ra(mapping, index, size, async_size, simulated);
 }
 
 // get_next_ra_size() (mm/readahead.c:379): ramp the window up.
@@ -258,11 +373,13 @@ static uint64_t get_next_ra_size(uint64_t cur, uint64_t max) {
 // page the cache lacks. (ractl_max_pages(): ra_pages; no larger io_pages here.)
 void Kernel::page_cache_async_ra(address_space* mapping, folio* f, uint64_t index, uint64_t req_count) {
   if (!mapping->ra_pages) return;
+  const unsigned order = folio_order(f);
   f->flags &= ~PG_readahead;  // folio_clear_readahead()
   const uint64_t max_pages = mapping->ra_pages;
   // It's the expected callback index, assume sequential access. Ramp up sizes, and push forward
-  // the readahead window.
-  const uint64_t expected = mapping->ra_start + mapping->ra_size - mapping->ra_async_size;
+  // the readahead window. (The index rounded down to the marker folio's size.)
+  const uint64_t expected =
+      ALIGN_DOWN(mapping->ra_start + mapping->ra_size - mapping->ra_async_size, uint64_t(1) << order);
   if (index == expected) {
     mapping->ra_start += mapping->ra_size;
     mapping->ra_size = std::max(mapping->ra_size, get_next_ra_size(mapping->ra_size, max_pages));
@@ -272,7 +389,7 @@ void Kernel::page_cache_async_ra(address_space* mapping, folio* f, uint64_t inde
     // pagecache for async_size, which normally equals to readahead size. Ramp it up and use it
     // as the new readahead size. (page_cache_next_miss(): the first index without a folio.)
     uint64_t start = index + 1;
-    while (start - index <= max_pages && mapping->i_pages.count(start)) ++start;
+    while (start - index <= max_pages && filemap_get_entry(mapping, start)) ++start;
     if (!start || start - index > max_pages) return;
     mapping->ra_start = start;
     mapping->ra_size = start - index;  // old async_size
@@ -280,11 +397,12 @@ void Kernel::page_cache_async_ra(address_space* mapping, folio* f, uint64_t inde
     mapping->ra_size = get_next_ra_size(mapping->ra_size, max_pages);
     mapping->ra_async_size = mapping->ra_size;
   }
-  do_page_cache_ra(mapping, mapping->ra_start, mapping->ra_size, mapping->ra_async_size);
+  page_cache_ra_order(mapping, mapping->ra_start, mapping->ra_size, mapping->ra_async_size, order);
 }
 
 // do_sync_mmap_readahead() (mm/filemap.c:3146), without VM_HUGEPAGE's PMD-order readahead (no
-// large page-cache folios). Drops the fault lock (*fpin) before it reads.
+// PMD-mapped page-cache folios: a VM_HUGEPAGE file VMA reads around as any other). Drops the
+// fault lock (*fpin) before it reads.
 void Kernel::do_sync_mmap_readahead(vm_fault* vmf, bool* fpin) {
   address_space* mapping = vmf->vma->vm_file;
   const vm_flags_t vm_flags = vmf->vma->vm_flags;
@@ -294,8 +412,8 @@ void Kernel::do_sync_mmap_readahead(vm_fault* vmf, bool* fpin) {
   if (vm_flags & VM_SEQ_READ) {
     maybe_unlock_mmap_for_io(vmf, fpin);
     // page_cache_sync_ra(): the window from the fault on (its on-demand ramp from the access
-    // history is not ported: the full window, no async part).
-    do_page_cache_ra(mapping, vmf->pgoff, mapping->ra_pages, 0);
+    // history is not ported: the full window, no async part), page_cache_ra_order(order 0).
+    page_cache_ra_order(mapping, vmf->pgoff, mapping->ra_pages, 0, 0);
     return;
   }
   // Avoid banging the cache line if not needed
@@ -304,12 +422,13 @@ void Kernel::do_sync_mmap_readahead(vm_fault* vmf, bool* fpin) {
   // only hurt.
   if (mapping->mmap_miss > MMAP_LOTSAMISS) return;
   maybe_unlock_mmap_for_io(vmf, fpin);
-  // mmap read-around, then page_cache_ra_order(order 0) -> do_page_cache_ra(): the last quarter
-  // of the window is its async part (its first folio gets PG_readahead).
+  // mmap read-around, then page_cache_ra_order(order 0) (order 2 with large folios, else
+  // do_page_cache_ra()): the last quarter of the window is its async part (the folio holding
+  // its first page gets PG_readahead).
   mapping->ra_start = vmf->pgoff > mapping->ra_pages / 2 ? vmf->pgoff - mapping->ra_pages / 2 : 0;
   mapping->ra_size = mapping->ra_pages;
   mapping->ra_async_size = mapping->ra_pages / 4;
-  do_page_cache_ra(mapping, mapping->ra_start, mapping->ra_size, mapping->ra_async_size);
+  page_cache_ra_order(mapping, mapping->ra_start, mapping->ra_size, mapping->ra_async_size, 0);
 }
 
 // filemap_fault() (mm/filemap.c:3305), the VMA's ->fault. Returns VM_FAULT_LOCKED with
@@ -371,7 +490,7 @@ vm_fault_t Kernel::filemap_fault(vm_fault* vmf) {
     // filemap_read_folio() submits the read and waits for it (folio_wait_locked_killable()).
     maybe_unlock_mmap_for_io(vmf, &fpin);
     filemap_read_folio(mapping, f);
-    f->io_until_ps = read_request(1);
+    f->io_until_ps = read_request(unsigned(folio_nr_pages(f)));
     folio_wait_io(f);
     // (6.12 then retries the lookup, or returns VM_FAULT_RETRY with fpin; the folio is
     // uptodate and locked either way.)
@@ -387,35 +506,41 @@ vm_fault_t Kernel::filemap_fault(vm_fault* vmf) {
   }
   // Found the page and have a reference on it. We must recheck i_size under page lock (no
   // truncation here: it holds).
-  vmf->page_ = f;  // folio_file_page()
+  vmf->page_ = folio_file_page(f, index);
   return ret | VM_FAULT_LOCKED;
 }
 
-// next_uptodate_folio() (mm/filemap.c:3494): the next cached folio in [*index, end_pgoff] that is
-// uptodate, unlocked and within the file, locked and referenced.
+// next_uptodate_folio() (mm/filemap.c:3494): the next cached folio from *index (the one that
+// contains it, else the next one) up to end_pgoff that is uptodate, unlocked and within the file,
+// locked and referenced; *index becomes the first page of it to map (xas.xa_index).
 static folio* next_uptodate_folio(Kernel& k, address_space* mapping, uint64_t* index, uint64_t end_pgoff) {
   const uint64_t max_idx = DIV_ROUND_UP(mapping->i_size, PAGE_SIZE);
-  for (auto it = mapping->i_pages.lower_bound(*index); it != mapping->i_pages.end() && it->first <= end_pgoff;
-       ++it) {
+  auto it = mapping->i_pages.lower_bound(*index);
+  if (folio* f = filemap_get_entry(mapping, *index); f && f->index < *index) it = mapping->i_pages.find(f->index);
+  for (; it != mapping->i_pages.end() && std::max(it->first, *index) <= end_pgoff; ++it) {
     folio* f = it->second;
+    const uint64_t xa_index = std::max(it->first, *index);
     if (folio_test_locked(f) || k.folio_io_pending(f)) continue;  // (under read: locked)
     if (!folio_test_uptodate(f) || folio_test_readahead(f)) continue;
-    if (it->first >= max_idx) continue;
+    if (xa_index >= max_idx) continue;
     folio_get(f);  // folio_try_get()
     k.charge(Cost::folio_op);
     if (!k.folio_trylock(f)) {
       k.folio_put(f);
       continue;
     }
-    *index = it->first;
+    *index = xa_index;
     return f;
   }
   return nullptr;
 }
 
 // filemap_map_pages() (mm/filemap.c:3634), the VMA's ->map_pages: map the cached, uptodate pages
-// of [start_pgoff, end_pgoff] whose PTEs are none (filemap_map_order0_folio(), 3602). Returns
-// VM_FAULT_NOPAGE if the faulting address was mapped.
+// of [start_pgoff, end_pgoff] whose PTEs are none: an order-0 folio's one PTE
+// (filemap_map_order0_folio(), 3602), a large folio's pages in the window in runs of none PTEs,
+// one set_pte_range() and one folio_ref_add() per run (filemap_map_folio_range(), 3539). Returns
+// VM_FAULT_NOPAGE if the faulting address was mapped. (No PMD mapping of a PMD-order folio:
+// filemap_map_pmd() only installs the page table.)
 vm_fault_t Kernel::filemap_map_pages(vm_fault* vmf, uint64_t start_pgoff, uint64_t end_pgoff) {
   vm_area_struct* vma = vmf->vma;
   address_space* mapping = vma->vm_file;
@@ -426,7 +551,7 @@ vm_fault_t Kernel::filemap_map_pages(vm_fault* vmf, uint64_t start_pgoff, uint64
 
   folio* f = next_uptodate_folio(*this, mapping, &index, end_pgoff);
   if (f) {
-    // filemap_map_pmd(): no PMD-order folio; install the page table if there is none.
+    // filemap_map_pmd(): no PMD mapping; install the page table if there is none.
     if (pmd_none(*vmf->pmd) && pte_alloc(vma->vm_mm, vmf->pmd)) {
       folio_unlock(f);
       folio_put(f);
@@ -441,26 +566,70 @@ vm_fault_t Kernel::filemap_map_pages(vm_fault* vmf, uint64_t start_pgoff, uint64
       const uint64_t addr = addr0 + ((index - start_pgoff) << PAGE_SHIFT);
       vmf->pte = pte0 + (index - start_pgoff);
       if (index <= end_pgoff) {
-        // filemap_map_order0_folio(): PageHWPoison no; not workingset: one more miss to forgive.
-        ++mmap_miss;
-        pt_touch(vmf->pte, sizeof(pte_t), false);
-        if (pte_none(arch_->ptep_get(vmf->pte))) {
-          if (vmf->address == addr) ret = VM_FAULT_NOPAGE;
-          set_pte_range(vmf, f, f, 1, addr);
-          ++rss;
-          folio_get(f);  // folio_ref_inc()
-          ctr_.fault_around_ptes.inc();
+        if (!folio_test_large(f)) {
+          // filemap_map_order0_folio(): PageHWPoison no; not workingset: one more miss to forgive.
+          ++mmap_miss;
+          pt_touch(vmf->pte, sizeof(pte_t), false);
+          if (pte_none(arch_->ptep_get(vmf->pte))) {
+            if (vmf->address == addr) ret = VM_FAULT_NOPAGE;
+            set_pte_range(vmf, f, f, 1, addr);
+            ++rss;
+            folio_get(f);  // folio_ref_inc()
+            ctr_.fault_around_ptes.inc();
+          }
+        } else {
+          ret |= filemap_map_folio_range(vmf, f, index, addr,
+                                         unsigned(std::min(folio_next_index(f) - 1, end_pgoff) - index + 1), &rss,
+                                         &mmap_miss);
         }
       }
       folio_unlock(f);
       folio_put(f);
-      ++index;
+      index = folio_next_index(f);
     } while (index <= end_pgoff && (f = next_uptodate_folio(*this, mapping, &index, end_pgoff)) != nullptr);
     add_mm_counter(vma->vm_mm, MM_FILEPAGES, int64_t(rss));  // mm_counter_file()
     pte_unmap_unlock(pte0, vmf->ptl);
   }
   if (mmap_miss >= mapping->mmap_miss) mapping->mmap_miss = 0;
   else mapping->mmap_miss -= mmap_miss;
+  return ret;
+}
+
+// filemap_map_folio_range() (mm/filemap.c:3539): map the pages [index, index + nr_pages) of the
+// large folio `f` (the PTE of `index` at vmf->pte, its address `addr`), each run of none PTEs with
+// one set_pte_range() (on arm64, contpte blocks where a run covers one) and one reference per
+// PTE; a PTE already present ends a run. (mmap_miss as filemap_map_order0_folio() here.)
+vm_fault_t Kernel::filemap_map_folio_range(vm_fault* vmf, folio* f, uint64_t index, uint64_t addr, unsigned nr_pages,
+                                           uint64_t* rss, unsigned* mmap_miss) {
+  vm_fault_t ret = 0;
+  page* pg = folio_file_page(f, index);
+  unsigned count = 0;
+  pte_t* old_ptep = vmf->pte;
+  auto map_run = [&]() {
+    if (!count) return;
+    set_pte_range(vmf, f, pg, count, addr);
+    *rss += count;
+    folio_ref_add(f, int(count));
+    ctr_.fault_around_ptes.inc(count);
+    if (vmf->address >= addr && vmf->address < addr + uint64_t(count) * PAGE_SIZE) ret = VM_FAULT_NOPAGE;
+  };
+  pt_touch(vmf->pte, sizeof(pte_t) * nr_pages, false);
+  do {
+    ++*mmap_miss;
+    if (pte_none(arch_->ptep_get(&vmf->pte[count]))) {
+      ++count;
+      continue;
+    }
+    // skip:
+    map_run();
+    ++count;
+    pg += count;
+    vmf->pte += count;
+    addr += uint64_t(count) * PAGE_SIZE;
+    count = 0;
+  } while (--nr_pages > 0);
+  map_run();
+  vmf->pte = old_ptep;
   return ret;
 }
 

@@ -121,7 +121,7 @@ struct KernelCounters {
   mmusim::Counter &forks, &exits, &ptes_copied_fork, &ptes_zapped, &invariant_checks, &local_checks;
   // File-backed memory (filemap.cpp).
   mmusim::Counter &do_read_fault, &do_cow_fault, &do_shared_fault, &pgmajfault, &fault_around_ptes,
-      &filemap_read_pages, &filemap_fault_retry, &faults_sigbus;
+      &filemap_read_pages, &filemap_fault_retry, &faults_sigbus, &pagecache_large_folios;
   // The disk (a BlockDev): read requests (file and swap), and waits for folios still under read.
   mmusim::Counter &io_requests, &folio_io_waits, &io_wait_ns;
   // fsync (msync(MS_SYNC)): vfs_fsync_range() calls, and its waits for folios under writeback.
@@ -679,12 +679,16 @@ class Kernel {
   // try_to_free_pages() (mm/vmscan.c:6511): direct reclaim on node `nid` for an allocation that
   // failed: at least SWAP_CLUSTER_MAX pages, priority 12 down to 0. Returns the pages freed.
   uint64_t try_to_free_pages(int nid, uint64_t nr_pages);
-  // The VMAs that map page `pgoff` of `mapping` (vma_interval_tree_foreach() over i_mmap: every
-  // live mm's VMAs of the file, in mm creation then address order).
+  // The VMAs that map a page of [pgoff, pgoff_last] of `mapping` (vma_interval_tree_foreach()
+  // over i_mmap: every live mm's VMAs of the file, in mm creation then address order).
   template <typename F>
-  void vma_interval_tree_foreach(address_space* mapping, uint64_t pgoff, F&& fn);
-  // folio_referenced() (mm/rmap.c:983): the PTEs that map the folio and were young, their
-  // accessed bits cleared; `vm_flags` the union of their VMAs' flags.
+  void vma_interval_tree_foreach(address_space* mapping, uint64_t pgoff, uint64_t pgoff_last, F&& fn);
+  // page_vma_mapped_walk() over the PTEs of `vma` that map pages of `f` (`address`: the folio's
+  // first page's address in the VMA, which may lie outside it): fn(pte, addr, page in folio).
+  template <typename F>
+  void folio_walk_ptes(folio* f, vm_area_struct* vma, uint64_t address, F&& fn);
+  // folio_referenced() (mm/rmap.c:983): the VMAs in which a PTE that maps the folio was young,
+  // every such accessed bit cleared; `vm_flags` the union of their VMAs' flags.
   int folio_referenced(folio* f, vm_flags_t* vm_flags);
   // try_to_unmap() (mm/rmap.c:2013) of a page-cache folio, TTU_BATCH_FLUSH: every PTE mapping it
   // cleared; the flush deferred (try_to_unmap_flush()) where the arch batches it.
@@ -798,6 +802,8 @@ class Kernel {
   vm_fault_t finish_mkwrite_fault(vm_fault* vmf, folio* f);
   vm_fault_t filemap_fault(vm_fault* vmf);
   vm_fault_t filemap_map_pages(vm_fault* vmf, uint64_t start_pgoff, uint64_t end_pgoff);
+  vm_fault_t filemap_map_folio_range(vm_fault* vmf, folio* f, uint64_t index, uint64_t addr, unsigned nr_pages,
+                                     uint64_t* rss, unsigned* mmap_miss);
   vm_fault_t filemap_page_mkwrite(vm_fault* vmf);
   // vma->vm_page_prot: the VMA's protection, without write for a shared file mapping that wants
   // write notification (vma_set_page_prot(), mm/mmap.c).
@@ -1087,7 +1093,13 @@ class Kernel {
   unsigned page_cache_ra_unbounded(address_space* mapping, uint64_t index, uint64_t nr, uint64_t lookahead = 0,
                                    bool simulated = true);
   // do_page_cache_ra() (mm/readahead.c): page_cache_ra_unbounded() up to the end of the file.
-  void do_page_cache_ra(address_space* mapping, uint64_t index, uint64_t nr, uint64_t lookahead);
+  void do_page_cache_ra(address_space* mapping, uint64_t index, uint64_t nr, uint64_t lookahead,
+                        bool simulated = true);
+  // page_cache_ra_order() (mm/readahead.c): the window [index, index + size), its last
+  // `async_size` pages the async part, in folios of new_order + 2 where the mapping allows
+  // large folios, else do_page_cache_ra().
+  void page_cache_ra_order(address_space* mapping, uint64_t index, uint64_t size, uint64_t async_size,
+                           unsigned new_order, bool simulated = true);
   // page_cache_async_ra() (mm/readahead.c): a fault found `f` (at `index`) marked PG_readahead.
   void page_cache_async_ra(address_space* mapping, folio* f, uint64_t index, uint64_t req_count);
 

@@ -78,8 +78,15 @@ struct address_space {
   std::string name;
   uint64_t i_size = 0;      // bytes
   uint64_t seed = 0;
-  std::map<uint64_t, page*> i_pages;  // page index -> folio
+  std::map<uint64_t, page*> i_pages;  // a folio's first page index (folio->index) -> the folio
+                                      // (the xarray's multi-index entry covers all its pages:
+                                      // filemap_get_entry() finds it from any of them)
   uint64_t nrpages = 0;
+  // The folio orders the filesystem allows in this mapping (mapping->flags' AS_FOLIO_ORDER_MIN
+  // and _MAX, include/linux/pagemap.h:214): 0/0 is ext4 on 6.12 (large folios for regular files
+  // only from 6.16); XFS sets [0, MAX_PAGECACHE_ORDER] (mapping_set_large_folios()).
+  uint8_t min_folio_order = 0;
+  uint8_t max_folio_order = 0;
   // The xarray's value entries: the shadow a reclaimed folio leaves at its index
   // (workingset_eviction(): pack_shadow()'s fields), until the page comes back.
   struct shadow_entry {
@@ -106,6 +113,28 @@ struct address_space {
   uint64_t ra_size = 0;     // end whose first access starts the next (its PG_readahead folio)
   uint64_t ra_async_size = 0;
 };
+
+// MAX_PAGECACHE_ORDER (include/linux/pagemap.h:377): min(PMD order, the xarray's split limit
+// 2 * XA_CHUNK_SHIFT - 1 = 11): 9 with 4 KiB pages.
+inline constexpr unsigned MAX_PAGECACHE_ORDER = HPAGE_PMD_ORDER;
+
+// mapping_set_large_folios() (include/linux/pagemap.h:445): folios of any order up to
+// MAX_PAGECACHE_ORDER, as XFS, tmpfs, EROFS, bcachefs and the network filesystems set in 6.12.
+inline void mapping_set_large_folios(address_space* m) {
+  m->min_folio_order = 0;
+  m->max_folio_order = uint8_t(MAX_PAGECACHE_ORDER);
+}
+inline unsigned mapping_min_folio_order(const address_space* m) { return m->min_folio_order; }
+inline unsigned mapping_max_folio_order(const address_space* m) { return m->max_folio_order; }
+// mapping_large_folio_support() (include/linux/pagemap.h:491)
+inline bool mapping_large_folio_support(const address_space* m) { return m->max_folio_order > 0; }
+
+// filemap_get_entry() (mm/filemap.c:1832) without the reference: the cached folio that contains
+// page `index` (a large folio is found from any of its pages, as the xarray's multi-index entry
+// is), or null. (kernel_mm/filemap.cpp)
+page* filemap_get_entry(const address_space* m, uint64_t index);
+// The first cached folio that contains or starts after `index` (xas_find()), or null.
+page* filemap_find_from(const address_space* m, uint64_t index);
 
 struct vm_area_struct {
   uint64_t vm_start = 0;

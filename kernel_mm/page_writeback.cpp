@@ -178,14 +178,16 @@ uint64_t Kernel::do_writepages_range(address_space* mapping, uint64_t first, uin
 
 uint64_t Kernel::writepages(address_space* mapping, uint64_t nr_to_write, bool sync_all, uint64_t first,
                             uint64_t last) {
-  std::vector<folio*> bio;
+  std::vector<folio*> bio;  // one bvec per folio (bio_add_folio())
+  uint64_t bio_pages = 0;
   uint64_t written = 0;
   auto submit = [&]() {  // mpage_bio_submit_write()
     if (bio.empty()) return;
     charge(Cost::io_request);
     ctr_.io_requests.inc();
     ctr_.file_write_requests.inc();
-    const uint64_t bytes = uint64_t(bio.size()) << PAGE_SHIFT;
+    const uint64_t bytes = bio_pages << PAGE_SHIFT;
+    bio_pages = 0;
     const uint64_t now = time_now_ps();
     const uint64_t done = bdev_ ? bdev_->submit_write(now, bytes) : now;
     trace_event("block_rq_issue", {mmusim::TraceField::dec("bytes", bytes), mmusim::TraceField::dec("submit_ps", now),
@@ -194,7 +196,11 @@ uint64_t Kernel::writepages(address_space* mapping, uint64_t nr_to_write, bool s
     bio.clear();
   };
   // The tagged indices from writeback_index on, or in [first, last] (a copy: writing changes the
-  // tags).
+  // tags). The tags are at the folios' first pages: a range that starts inside a large folio
+  // starts at it (filemap_get_folios_tag() finds the folio that contains the index).
+  if (sync_all) {
+    if (const folio* f = filemap_get_entry(mapping, first)) first = f->index;
+  }
   const std::vector<uint64_t> indices(mapping->dirty_tags.lower_bound(sync_all ? first : mapping->writeback_index),
                                       sync_all ? mapping->dirty_tags.upper_bound(last) : mapping->dirty_tags.end());
   uint64_t next_index = 0;  // where the next pass starts: 0 once the end of the file was reached
@@ -204,9 +210,10 @@ uint64_t Kernel::writepages(address_space* mapping, uint64_t nr_to_write, bool s
       break;
     }
     auto it = mapping->i_pages.find(index);
-    MMUSIM_CHECK(it != mapping->i_pages.end(), "do_writepages: {}: index {} tagged dirty but not cached",
+    MMUSIM_CHECK(it != mapping->i_pages.end(), "do_writepages: {}: index {} tagged dirty but no folio starts there",
                  mapping->name, index);
     folio* f = it->second;
+    const uint64_t nr = uint64_t(folio_nr_pages(f));
     // writeback_get_folio() locks the folio (a folio under read is clean: not tagged).
     if (folio_io_pending(f) || !folio_trylock(f)) {
       MMUSIM_CHECK(!sync_all, "fsync: {}: dirty folio at index {} is locked", mapping->name, index);
@@ -231,13 +238,17 @@ uint64_t Kernel::writepages(address_space* mapping, uint64_t nr_to_write, bool s
       continue;
     }
     // __mpage_writepage(): a folio that does not follow the bio's last one, or a full bio, sends it.
-    if (!bio.empty() && (bio.back()->index + 1 != index || bio.size() == BIO_MAX_VECS)) submit();
+    if (!bio.empty() && (bio.back()->index + uint64_t(folio_nr_pages(bio.back())) != index || bio.size() == BIO_MAX_VECS))
+      submit();
     __folio_start_writeback(f);  // folio_start_writeback()
-    const uint8_t* data = phys_.frame_data(folio_pfn(f));
-    mapping->written[index].assign(data, data + PAGE_SIZE);
+    for (uint64_t i = 0; i < nr; ++i) {
+      const uint8_t* data = phys_.frame_data(folio_pfn(f) + i);
+      mapping->written[index + i].assign(data, data + PAGE_SIZE);
+    }
     folio_unlock(f);
     bio.push_back(f);
-    ++written;
+    bio_pages += nr;
+    written += nr;  // (writeback_iter(): wbc->nr_to_write -= folio_nr_pages())
   }
   submit();
   if (!sync_all) mapping->writeback_index = next_index;
@@ -265,15 +276,17 @@ void Kernel::folio_wait_writeback(folio* f) {
 // __filemap_fdatawait_range() (mm/filemap.c:502): every folio of [first, last] under writeback
 // (filemap_get_folios_tag(PAGECACHE_TAG_WRITEBACK)), in index order.
 void Kernel::__filemap_fdatawait_range(address_space* mapping, uint64_t first, uint64_t last) {
+  if (const folio* f = filemap_get_entry(mapping, first)) first = f->index;
   for (auto it = mapping->i_pages.lower_bound(first); it != mapping->i_pages.end() && it->first <= last; ++it)
     folio_wait_writeback(it->second);
 }
 
 // vfs_fsync_range() (fs/sync.c) -> the filesystem's ->fsync: a simple block filesystem's, as
 // ext2's (ext2_fsync() -> generic_buffers_fsync() -> generic_buffers_fsync_noflush()):
-// file_write_and_wait_range() (mm/filemap.c:772), then the inode's metadata and the disk's cache
-// flush (blkdev_issue_flush()), which are not modelled (no metadata here; the disk keeps no
-// volatile cache: a write is durable at its completion).
+// file_write_and_wait_range() (mm/filemap.c:772), then the inode (sync_inode_metadata(): only its
+// dirty-pages state here, no metadata is written) and the disk's cache flush
+// (blkdev_issue_flush()), which is not modelled (the disk keeps no volatile cache: a write is
+// durable at its completion).
 int Kernel::vfs_fsync_range(address_space* mapping, uint64_t fstart, uint64_t fend, int datasync) {
   (void)datasync;  // (only the inode's timestamps would differ)
   if (fend < fstart) return 0;
@@ -284,6 +297,13 @@ int Kernel::vfs_fsync_range(address_space* mapping, uint64_t fstart, uint64_t fe
   if (mapping->nrpages) {
     if (!mapping->dirty_tags.empty()) do_writepages_range(mapping, first, last);
     __filemap_fdatawait_range(mapping, first, last);
+  }
+  // generic_buffers_fsync_noflush() -> sync_inode_metadata() -> writeback_single_inode()
+  // (WB_SYNC_ALL, nr_to_write 0): __writeback_single_inode() clears I_DIRTY_PAGES once nothing is
+  // tagged dirty, and a clean inode leaves the wb's lists.
+  if (mapping->inode_dirty && mapping->dirty_tags.empty()) {
+    mapping->inode_dirty = false;
+    b_dirty_.erase(std::remove(b_dirty_.begin(), b_dirty_.end(), mapping), b_dirty_.end());
   }
   return 0;
 }

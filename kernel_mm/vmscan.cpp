@@ -18,8 +18,9 @@
 // that is all dirty wakes the flusher (page_writeback.cpp), whose write's end rotates them to the
 // inactive tail.
 // Not here (each marked where it happens): no shadow entries for anonymous memory, no
-// kswapd or watermarks, no i_mmap_rwsem or LRU lock timing, no large page-cache folios, large
-// anonymous folios are not split for swap-out (they are activated).
+// kswapd or watermarks, no i_mmap_rwsem or LRU lock timing, large anonymous folios are not split
+// for swap-out (they are activated); large page-cache folios are unmapped and dropped whole, as
+// 6.12 does.
 #include <algorithm>
 
 #include "base/error.hpp"
@@ -79,7 +80,7 @@ void Kernel::lruvec_del_folio(lruvec& lv, folio* f) {
 // The file rmap (mm/rmap.c)
 
 template <typename F>
-void Kernel::vma_interval_tree_foreach(address_space* mapping, uint64_t pgoff, F&& fn) {
+void Kernel::vma_interval_tree_foreach(address_space* mapping, uint64_t pgoff, uint64_t pgoff_last, F&& fn) {
   // (The kernel keeps the file's VMAs in an interval tree, mapping->i_mmap, under i_mmap_rwsem;
   // the same set is found here by a search of the live mms.)
   for (const auto& up : mms_) {
@@ -88,23 +89,26 @@ void Kernel::vma_interval_tree_foreach(address_space* mapping, uint64_t pgoff, F
     for (auto& [end, v] : mm->mm_mt) {
       vm_area_struct* vma = v.get();
       if (vma->vm_file != mapping) continue;
-      if (pgoff < vma->vm_pgoff || pgoff >= vma->vm_pgoff + vma_pages(vma)) continue;
+      if (pgoff_last < vma->vm_pgoff || pgoff >= vma->vm_pgoff + vma_pages(vma)) continue;
       fn(vma);
     }
   }
 }
 
 // rmap_walk() (mm/rmap.c): the VMAs that may map the folio, with the folio's address in each.
-// A page-cache folio: rmap_walk_file() over the file's VMAs. An anonymous one: rmap_walk_anon()
+// A page-cache folio: rmap_walk_file() over the file's VMAs that overlap its range (a large
+// folio's first page may lie before the VMA: the walkers look at each of its pages that the VMA
+// covers, folio_walk_ptes()). An anonymous one: rmap_walk_anon()
 // over its anon_vma's chain; the port keeps no anon_vma chains, so every anonymous VMA of a live mm
 // that covers the folio's linear index is visited (a superset: the walkers look for the folio's
 // pfn in the PTE).
 template <typename F>
 void Kernel::rmap_walk(folio* f, F&& fn) {
   if (!folio_test_anon(f)) {
-    vma_interval_tree_foreach(f->mapping, f->index, [&](vm_area_struct* vma) {
-      fn(vma, vma->vm_start + ((f->index - vma->vm_pgoff) << PAGE_SHIFT));  // vma_address()
-    });
+    vma_interval_tree_foreach(f->mapping, f->index, f->index + uint64_t(folio_nr_pages(f)) - 1,
+                              [&](vm_area_struct* vma) {
+                                fn(vma, vma->vm_start + ((f->index - vma->vm_pgoff) << PAGE_SHIFT));  // vma_address()
+                              });
     return;
   }
   for (const auto& up : mms_) {
@@ -119,6 +123,28 @@ void Kernel::rmap_walk(folio* f, F&& fn) {
   }
 }
 
+// page_vma_mapped_walk() (mm/page_vma_mapped.c) over the PTEs of `vma` that may map pages of the
+// folio: for each of its pages the VMA covers, the PTE at the page's address taken under its PTL
+// and passed to fn(pte, address, page number in the folio) if it maps that page. (The kernel takes
+// each page table's PTL once for the PTEs in it; here each PTE's, which is the same lock.)
+template <typename F>
+void Kernel::folio_walk_ptes(folio* f, vm_area_struct* vma, uint64_t address, F&& fn) {
+  const pfn_t pfn = page_to_pfn(f);
+  const uint64_t nr = uint64_t(folio_nr_pages(f));
+  for (uint64_t i = 0; i < nr; ++i) {
+    const uint64_t addr = address + (i << PAGE_SHIFT);
+    if (addr < vma->vm_start || addr >= vma->vm_end) continue;  // (a large file folio's page outside it)
+    mm_struct* mm = vma->vm_mm;
+    pmd_t* pmd = mm_find_pmd(mm, addr);
+    if (!pmd || !arch_->table_present(pmd->val) || arch_->pmd_trans_huge(*pmd)) continue;
+    uint32_t* ptl;
+    pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
+    const pte_t ptent = arch_->ptep_get(pte);
+    if (arch_->pte_present(ptent) && arch_->pte_pfn(ptent) == pfn + i) fn(pte, addr, i);
+    pte_unmap_unlock(pte, ptl);
+  }
+}
+
 // folio_referenced() (mm/rmap.c:983) -> rmap_walk() -> folio_referenced_one() (846): each PTE
 // that maps the folio, taken under its PTL (page_vma_mapped_walk()), its accessed bit cleared
 // (ptep_clear_flush_young_notify()).
@@ -129,17 +155,15 @@ int Kernel::folio_referenced(folio* f, vm_flags_t* vm_flags) {
   int mapcount = folio_mapcount(f);
   rmap_walk(f, [&](vm_area_struct* vma, uint64_t address) {
     if (mapcount <= 0) return;  // if (!pra->mapcount) return false: stop the walk
-    pmd_t* pmd = mm_find_pmd(vma->vm_mm, address);
-    if (!pmd || !arch_->table_present(pmd->val) || arch_->pmd_trans_huge(*pmd)) return;
-    uint32_t* ptl;
-    pte_t* pte = pte_offset_map_lock(vma->vm_mm, pmd, address, &ptl);
-    const pte_t ptent = arch_->ptep_get(pte);
-    if (arch_->pte_present(ptent) && arch_->pte_pfn(ptent) == page_to_pfn(f)) {
-      if (arch_->ptep_clear_flush_young(vma, address, pte)) ++referenced;
+    // Every PTE of the folio in the VMA has its accessed bit cleared; the VMA counts once if any
+    // was young (pra->referenced++).
+    int young = 0;
+    folio_walk_ptes(f, vma, address, [&](pte_t* pte, uint64_t addr, uint64_t) {
+      if (arch_->ptep_clear_flush_young(vma, addr, pte)) ++young;
       --mapcount;
       *vm_flags |= vma->vm_flags;
-    }
-    pte_unmap_unlock(pte, ptl);
+    });
+    if (young) ++referenced;
   });
   return referenced;
 }
@@ -148,20 +172,16 @@ int Kernel::folio_referenced(folio* f, vm_flags_t* vm_flags) {
 // the PTE cleared (deferred flush where the arch batches it, else ptep_clear_flush()), its dirty
 // bit moved to the folio; a page-cache folio's MM_FILEPAGES dropped, an anonymous one's PTE
 // replaced by its swap entry (swap_duplicate(), exclusive if the page was, MM_ANONPAGES ->
-// MM_SWAPENTS); the rmap and the mapping's reference dropped. (Order-0 folios.)
+// MM_SWAPENTS); the rmap and the mapping's reference dropped. A large page-cache folio: each of
+// its PTEs so (reclaim never splits it); swap-cache folios are order 0 here.
 void Kernel::try_to_unmap(folio* f) {
-  MMUSIM_CHECK(!folio_test_large(f) && (f->mapping || (folio_test_anon(f) && folio_test_swapcache(f))),
-               "try_to_unmap: pfn {:#x}: only small page-cache and swap-cache folios here", page_to_pfn(f));
-  const pfn_t pfn = page_to_pfn(f);
+  MMUSIM_CHECK(f->mapping || (!folio_test_large(f) && folio_test_anon(f) && folio_test_swapcache(f)),
+               "try_to_unmap: pfn {:#x}: only page-cache and small swap-cache folios here", page_to_pfn(f));
   rmap_walk(f, [&](vm_area_struct* vma, uint64_t address) {
     if (!folio_mapped(f)) return;
     mm_struct* mm = vma->vm_mm;
-    pmd_t* pmd = mm_find_pmd(mm, address);
-    if (!pmd || !arch_->table_present(pmd->val) || arch_->pmd_trans_huge(*pmd)) return;
-    uint32_t* ptl;
-    pte_t* pte = pte_offset_map_lock(mm, pmd, address, &ptl);
-    pte_t pteval = arch_->ptep_get(pte);
-    if (arch_->pte_present(pteval) && arch_->pte_pfn(pteval) == pfn) {
+    folio_walk_ptes(f, vma, address, [&](pte_t* pte, uint64_t address, uint64_t i) {
+      pte_t pteval;
       // should_defer_flush() (mm/rmap.c:727)
       if (arch_->arch_tlbbatch_should_defer(mm, cpu_)) {
         pteval = arch_->ptep_get_and_clear(mm, address, pte);
@@ -188,11 +208,10 @@ void Kernel::try_to_unmap(folio* f) {
       } else {
         add_mm_counter(mm, MM_FILEPAGES, -1);  // dec_mm_counter(mm, mm_counter_file(folio))
       }
-      folio_remove_rmap_pte(f, f, vma);
+      folio_remove_rmap_pte(f, folio_page(f, i), vma);
       folio_put(f);
       ctr_.reclaim_unmapped_ptes.inc();
-    }
-    pte_unmap_unlock(pte, ptl);
+    });
   });
 }
 
@@ -212,24 +231,19 @@ void Kernel::try_to_unmap_flush() {
 int Kernel::folio_mkclean(folio* f) {
   if (!folio_mapped(f) || folio_test_anon(f) || !f->mapping) return 0;
   int cleaned = 0;
-  const pfn_t pfn = page_to_pfn(f);
   rmap_walk(f, [&](vm_area_struct* vma, uint64_t address) {
     if (!(vma->vm_flags & VM_SHARED)) return;  // rmap_walk_control.invalid_vma: invalid_mkclean_vma()
     mm_struct* mm = vma->vm_mm;
-    pmd_t* pmd = mm_find_pmd(mm, address);
-    if (!pmd || !arch_->table_present(pmd->val) || arch_->pmd_trans_huge(*pmd)) return;
-    uint32_t* ptl;
-    pte_t* pte = pte_offset_map_lock(mm, pmd, address, &ptl);
-    const pte_t old = arch_->ptep_get(pte);
-    if (arch_->pte_present(old) && arch_->pte_pfn(old) == pfn && (arch_->pte_dirty(old) || arch_->pte_write(old))) {
+    folio_walk_ptes(f, vma, address, [&](pte_t* pte, uint64_t address, uint64_t) {
+      const pte_t old = arch_->ptep_get(pte);
+      if (!arch_->pte_dirty(old) && !arch_->pte_write(old)) return;
       pte_t entry = arch_->ptep_clear_flush(vma, address, pte);
       entry = arch_->pte_wrprotect(entry);
       entry = arch_->pte_mkclean(entry);
       arch_->set_pte_at(mm, address, pte, entry);
       ++cleaned;
       ctr_.folio_mkclean_ptes.inc();
-    }
-    pte_unmap_unlock(pte, ptl);
+    });
   });
   return cleaned;
 }
@@ -257,13 +271,17 @@ bool Kernel::__remove_mapping(address_space* mapping, folio* f) {
   // leaves memory, as swap_slot_store() does: a store of a core behind in simulated time made
   // before the write in simulated time but after it in the port's order is in it (the folio is
   // clean: any later store would have faulted and dirtied it).
-  if (auto w = mapping->written.find(f->index); w != mapping->written.end()) {
-    const uint8_t* data = phys_.frame_data(folio_pfn(f));
-    w->second.assign(data, data + PAGE_SIZE);
+  const uint64_t nr = uint64_t(folio_nr_pages(f));
+  for (uint64_t i = 0; i < nr; ++i) {
+    if (auto w = mapping->written.find(f->index + i); w != mapping->written.end()) {
+      const uint8_t* data = phys_.frame_data(folio_pfn(f) + i);
+      w->second.assign(data, data + PAGE_SIZE);
+    }
   }
   // shadow = workingset_eviction(folio, target_memcg); __filemap_remove_folio(folio, shadow) ->
-  // page_cache_delete(): the shadow takes the folio's slot.
-  mapping->shadows[f->index] = workingset_eviction(f);
+  // page_cache_delete(): the shadow takes the folio's slots, all of a large folio's range.
+  const address_space::shadow_entry shadow = workingset_eviction(f);
+  for (uint64_t i = 0; i < nr; ++i) mapping->shadows[f->index + i] = shadow;
   mapping->i_pages.erase(f->index);
   mapping->nrpages -= uint64_t(folio_nr_pages(f));
   f->mapping = nullptr;
@@ -411,17 +429,19 @@ unsigned Kernel::shrink_folio_list(std::vector<folio*>& folio_list, uint64_t* nr
 // list, each with a reference, off the LRU.
 uint64_t Kernel::isolate_lru_folios(uint64_t nr_to_scan, lruvec& lv, std::vector<folio*>* dst,
                                     uint64_t* nr_scanned, lru_list lru) {
-  uint64_t nr_taken = 0, scan = 0;
+  uint64_t nr_taken = 0, scan = 0, folios = 0;
   while (scan < nr_to_scan && lv.lists[lru].tail) {
     folio* f = &mem_map_[lv.lists[lru].tail];
-    ++scan;
+    // Account all pages in a folio.
+    scan += uint64_t(folio_nr_pages(f));
+    ++folios;
     folio_get(f);  // folio_try_get()
     lruvec_del_folio(lv, f);  // folio_test_clear_lru()
     dst->push_back(f);
     nr_taken += uint64_t(folio_nr_pages(f));
   }
-  *nr_scanned = scan;
-  charge(Cost::folio_op, scan);
+  *nr_scanned = scan;  // (total_scan: no zone skips here, the same)
+  charge(Cost::folio_op, folios);
   return nr_taken;
 }
 

@@ -34,6 +34,11 @@ struct DiskParams {
   unsigned parallelism = 1;    // disk.parallelism
   Duration write_latency;      // disk.write_latency
   double write_bandwidth = 0;  // disk.write_bandwidth, GB/s
+  uint64_t max_request = 0;    // disk.max_request, bytes (the queue's max_sectors_kb; 0: none)
+  // disk.fs: the filesystem its files are on, which decides their page-cache folio orders
+  // (kernel_mm: mapping_set_large_folios()).
+  enum class Fs { ext4, xfs };
+  Fs fs = Fs::ext4;
   void visit(Params& p);
 };
 
@@ -45,7 +50,9 @@ class BlockDevice : public kmm::BlockDev {
 
  private:
   uint64_t submit(uint64_t submit_ps, uint64_t bytes, bool write);
+  uint64_t submit_one(uint64_t submit_ps, uint64_t bytes, bool write);
   uint64_t latency_ps_, write_latency_ps_;
+  uint64_t max_request_;
   double ps_per_byte_, write_ps_per_byte_;
   std::vector<uint64_t> unit_free_ps_;  // when each internal unit is free again
   uint64_t link_free_ps_ = 0;           // when the link has sent the last read's data

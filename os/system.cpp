@@ -338,6 +338,8 @@ System::System(const Config& cfg, Stats& stats, Trace& trace, kmm::MmuHw& hw)
   // The files the workload maps, on the simulated filesystem (kernel_mm/filemap.cpp).
   for (const wl::FileSpec& f : workload_->files()) {
     files_.push_back(kernel_->file_create(f.name, f.size, f.seed));
+    // The filesystem's inode setup (xfs_setup_inode() -> mapping_set_folio_min_order(0)).
+    if (pp_.disk.fs == DiskParams::Fs::xfs) kmm::mapping_set_large_folios(files_.back());
     if (f.cached) kernel_->file_fill_cache(files_.back());
   }
   sched_.make_runnable(sched_.add(t, workload_->main_program(), 0), 0);

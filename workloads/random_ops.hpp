@@ -89,6 +89,7 @@ struct Limits {
   unsigned files = 0;
   uint64_t file_size = 8ull << 20;
   uint64_t file_seed = 0;
+  bool large_folios = false;  // the files on a filesystem with large page-cache folios (XFS-like)
 };
 
 // Relative frequency of each kind (index = OpKind).

@@ -84,6 +84,7 @@ struct Outcome {
   std::array<uint64_t, kOpKinds> per_kind{};  // applied, by OpKind
   uint64_t file_read_faults = 0, file_cow_faults = 0, file_pages_read = 0;  // kernel.* counters
   uint64_t memcg_pgsteal = 0, refaults = 0;  // memcg.pgsteal, kernel.workingset_refault_file
+  uint64_t large_folios = 0;                 // kernel.pagecache_large_folios
   uint64_t pswpout = 0, high_events = 0, swap_fail = 0;  // kernel.pswpout, memcg.high_events, .swap_fail
 };
 
@@ -182,6 +183,8 @@ Outcome run_ops(const Variant& v, const std::vector<Op>& ops, const Limits& lim 
   std::vector<kmm::address_space*> files;  // inodes 1..lim.files, as the reference has them
   for (unsigned f = 0; f < lim.files; ++f)
     files.push_back(k.file_create("file" + std::to_string(f), lim.file_size, lim.file_seed));
+  if (lim.large_folios)
+    for (kmm::address_space* m : files) kmm::mapping_set_large_folios(m);
   size_t i = 0;
   auto fail = [&](std::string m) {
     out.failed = true;
@@ -338,6 +341,7 @@ Outcome run_ops(const Variant& v, const std::vector<Op>& ops, const Limits& lim 
   out.high_events = fix.count("memcg.high_events");
   out.swap_fail = fix.count("memcg.swap_fail");
   out.refaults = fix.count("kernel.workingset_refault_file");
+  out.large_folios = fix.count("kernel.pagecache_large_folios");
   return out;
 }
 
@@ -486,6 +490,45 @@ TEST_CASE("differential: file mappings occur and are read and copied", "[differe
   Outcome a = run_ops(v, random_sequence(7, 3000));
   REQUIRE_FALSE(a.failed);
   CHECK(a.file_read_faults == 0);
+}
+
+// The same on a filesystem with large page-cache folios (disk.fs = xfs): readahead adds folios
+// of orders 2-5, fault-around maps runs of them, COW copies one page of one, reclaim unmaps and
+// drops them whole (a shadow at every index) in a memory cgroup far smaller than the files;
+// every byte still the reference's, the CACHE-L invariants after every entry.
+TEST_CASE("differential: random ops with private mappings of files with large folios, in and out of a memory cgroup", "[differential][memcg][large]") {
+  Limits lim;
+  lim.files = 2;
+  lim.file_seed = 0x78667321;
+  lim.large_folios = true;
+  for (const Variant& v : {Variant{Isa::x86_64, WpReuse::off, ForkCopy::batched},
+                           Variant{Isa::arm64, WpReuse::pagetable, ForkCopy::per_pte}}) {
+    uint64_t large = 0, stolen = 0, refaults = 0, reads = 0, cows = 0;
+    for (uint64_t seed : {41, 42}) {
+      for (uint64_t memcg : {uint64_t(0), uint64_t(6) << 20}) {
+        Outcome o = run_ops(v, random_sequence(seed, kSequenceLength), lim, Mutant::none, memcg);
+        INFO(variant_name(v) << " seed " << seed << " memcg " << memcg << ": " << o.message);
+        REQUIRE_FALSE(o.failed);
+        large += o.large_folios;
+        stolen += o.memcg_pgsteal;
+        refaults += o.refaults;
+        reads += o.file_read_faults;
+        cows += o.file_cow_faults;
+      }
+    }
+    INFO(variant_name(v));
+    CHECK(large > 100);
+    CHECK(stolen > 1000);
+    CHECK(refaults > 0);
+    CHECK(reads > 0);
+    CHECK(cows > 0);
+  }
+  // The same sequence on ext4-like files adds none.
+  lim.large_folios = false;
+  Outcome o = run_ops(Variant{Isa::x86_64, WpReuse::off, ForkCopy::batched}, random_sequence(41, 2000), lim);
+  REQUIRE_FALSE(o.failed);
+  CHECK(o.large_folios == 0);
+  CHECK(o.file_pages_read > 0);
 }
 
 // The same in a memory cgroup far smaller than the files (memcg.max = 6M): the page cache is

@@ -1,0 +1,732 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// Large page-cache folios (docs/research-large-pagecache-folios.md): a mapping that allows folio
+// orders [0, MAX_PAGECACHE_ORDER] (mapping_set_large_folios(), as XFS in 6.12) against the
+// default order-0 one (ext4 in 6.12). Readahead, the mmap fault paths, reclaim, munmap and
+// writeback of such folios, with counts derived from the 6.12 sources, not from the port:
+//   - mm/readahead.c: page_cache_ra_order() raises the order by 2 below the mapping's max,
+//     clamps it to the max and to ilog2(ra->size), takes __ffs(index) for an unaligned index and
+//     lowers the order while a folio would pass `limit` = min(last page of the file, the window's
+//     last page); ra_alloc_folio() sets PG_readahead on the folio whose index is the mark
+//     (start + size - async_size) rounded down to that folio's order; one read_pages() (one
+//     request) per call. A mapping without large folios falls back to do_page_cache_ra() ->
+//     page_cache_ra_unbounded() with order-0 folios (mark = the clipped nr - async_size).
+//     page_cache_async_ra(): expected = round_down(start + size - async_size, 1 << marker
+//     order); on a match start += size, size = max(size, get_next_ra_size()) (32 stays 32 with
+//     ra_pages 32), async_size = size; then page_cache_ra_order(marker's order).
+//   - mm/filemap.c: do_sync_mmap_readahead()'s read-around: start = max(0, pgoff - 16), size 32,
+//     async 8, page_cache_ra_order(0) (order 2 with large folios); filemap_fault() returns
+//     VM_FAULT_RETRY (| VM_FAULT_MAJOR on a miss) whenever it dropped the fault lock for the read
+//     or for do_async_mmap_readahead() (a PG_readahead folio found, !FAULT_FLAG_TRIED);
+//     filemap_map_pages() skips a PG_readahead folio whole (next_uptodate_folio()), maps a
+//     large folio's none PTEs in the window in runs (filemap_map_folio_range()), the first folio
+//     being the one that contains start_pgoff; end_pgoff is clamped to the last page in i_size.
+//   - mm/memory.c: do_fault_around() maps the 16-PTE-aligned window (the VMAs here are 2 MiB
+//     aligned at file offset 0, so the window is [p & ~15, (p & ~15) + 15] in file pages);
+//     finish_fault() maps one PTE for a regular file.
+//   - arch/x86/mm/fault.c do_user_addr_fault(): the first attempt runs under the per-VMA lock; a
+//     VM_FAULT_RETRY falls back to mmap_lock for a second attempt (FAULT_FLAG_TRIED if the first
+//     was VM_FAULT_MAJOR); VM_FAULT_COMPLETED ends the fault. So a fault that reads (sync or
+//     async readahead) is 2 handle_mm_fault() calls and 1 retry; a fault that only maps is 1.
+// No reads wait here: the disks below complete reads at submission (as no block device does).
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "faults_env.hpp"
+
+using namespace kmm;
+using kmmtest::Env;
+
+namespace {
+
+// The byte at `off` of the file as its disk holds it.
+int file_byte(const address_space* m, uint64_t off) {
+  return int((Kernel::file_word(m, off & ~7ull) >> (8 * (off & 7))) & 0xff);
+}
+
+// Every mapping here is placed at this 2 MiB-aligned hint (free in a new process): the
+// fault-around windows are then aligned in file pages too, and one page table maps the first
+// 512 pages. (get_unmapped_area() returns a free hint as it is, with or without the THP
+// alignment of thp_get_unmapped_area().)
+constexpr uint64_t kVa = 0x7e0000000000ull;
+
+uint64_t mmap_file(Env& e, task_struct* t, address_space* f, uint64_t len, int flags, uint64_t off = 0,
+                   int prot = PROT_READ | PROT_WRITE) {
+  const int64_t r = e.k.sys_mmap(t, kVa, len, prot, flags, f, off);
+  REQUIRE(r > 0);
+  REQUIRE(uint64_t(r) == kVa);
+  return uint64_t(r);
+}
+
+int64_t file_rss(task_struct* t) { return get_mm_counter(t->mm, MM_FILEPAGES); }
+
+uint64_t lru_pages(Env& e, lru_list l) { return e.k.lruvecs().at(0).lists[l].nr_pages; }
+
+// The page cache as "index:order" per folio in index order, 'r' after a PG_readahead one.
+std::string layout(const address_space* m) {
+  std::string s;
+  for (const auto& [index, f] : m->i_pages) {
+    if (!s.empty()) s += ' ';
+    s += std::to_string(index) + ':' + std::to_string(folio_order(f));
+    if (folio_test_readahead(f)) s += 'r';
+  }
+  return s;
+}
+
+// `n` folios of order `order` from `index` on, as layout() prints them.
+std::string run(uint64_t index, unsigned order, unsigned n) {
+  std::string s;
+  for (unsigned i = 0; i < n; ++i) {
+    if (!s.empty()) s += ' ';
+    s += std::to_string(index + (uint64_t(i) << order)) + ':' + std::to_string(order);
+  }
+  return s;
+}
+
+std::map<unsigned, unsigned> orders(const address_space* m) {
+  std::map<unsigned, unsigned> n;
+  for (const auto& [index, f] : m->i_pages) ++n[folio_order(f)];
+  return n;
+}
+
+// The cache's shape (__filemap_add_folio(): naturally aligned multi-index entries that do not
+// overlap; page_cache_delete(): the shadow over the whole range): each entry keyed by its head
+// index, found from every page it covers, no shadow inside it, nrpages the sum of the sizes.
+void check_cache(const address_space* m) {
+  uint64_t sum = 0, next = 0, bad = 0;
+  for (const auto& [index, f] : m->i_pages) {
+    const uint64_t nr = uint64_t(folio_nr_pages(f));
+    if (f->index != index || index % nr != 0 || index < next || f->mapping != m) ++bad;
+    for (uint64_t i = 0; i < nr; ++i) {
+      if (filemap_get_entry(m, index + i) != f) ++bad;
+      if (m->shadows.count(index + i)) ++bad;
+    }
+    sum += nr;
+    next = index + nr;
+  }
+  CHECK(bad == 0);
+  CHECK(sum == m->nrpages);
+}
+
+// The pages of [from, to) whose PTE (mapping file page p at va + p pages) is not present or does
+// not map the page of the cached folio that contains p (folio_file_page()).
+uint64_t bad_ptes(Env& e, task_struct* t, const address_space* m, uint64_t va, uint64_t from, uint64_t to) {
+  uint64_t bad = 0;
+  for (uint64_t p = from; p < to; ++p) {
+    const uint64_t addr = va + p * PAGE_SIZE;
+    const pte_t pte = e.pte(t, addr);
+    folio* f = filemap_get_entry(m, p);
+    if (!f || !e.a.pte_present(pte)) {
+      ++bad;
+      continue;
+    }
+    if (e.a.pte_pfn(pte) != e.k.folio_pfn(f) + (p - f->index) || e.folio_at(t, addr) != f) ++bad;
+  }
+  return bad;
+}
+
+// A disk that completes reads at once and keeps the size of every request; writes take
+// `write_ps`.
+struct Disk : BlockDev {
+  uint64_t write_ps = 0;
+  std::vector<uint64_t> reads, writes;  // bytes per request
+  uint64_t submit_read(uint64_t submit_ps, uint64_t bytes) override {
+    reads.push_back(bytes);
+    return submit_ps;
+  }
+  uint64_t submit_write(uint64_t submit_ps, uint64_t bytes) override {
+    writes.push_back(bytes);
+    return submit_ps + write_ps;
+  }
+};
+
+// Loads a byte of each page of [from, to) in order, each checked against the file.
+void touch(Env& e, task_struct* t, const address_space* m, uint64_t va, uint64_t from, uint64_t to) {
+  for (uint64_t p = from; p < to; ++p) {
+    const uint64_t off = p * PAGE_SIZE + (p * 37) % PAGE_SIZE;
+    INFO("page " << p);
+    REQUIRE(e.load(t, va + off) == file_byte(m, off));
+  }
+}
+
+// T1's layout: 8 x order 2, 2 x order 4, then order 5 up to `pages`.
+std::string sequential_layout(uint64_t pages) {
+  return run(0, 2, 8) + " " + run(32, 4, 2) + " " + run(64, 5, unsigned((pages - 64) / 32));
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+// T1: a cold 2 MiB file read through a private mapping, a byte of each page in order.
+//
+// Derivation (the rules in the header), ra_pages 32, 512 pages:
+//   page 0: miss: read-around [0, 32) (start max(0, 0 - 16) = 0), order 0 + 2 = 2: 0:2 ... 28:2,
+//     PG_readahead on round_down(24, 4) = 24; request 1; VM_FAULT_RETRY|MAJOR; the retry's
+//     fault-around [0, 15] maps folios 0, 4, 8, 12 (4 set_pte_range() of 4).
+//   page 16: fault-around [16, 31] maps 16, 20, 28 (24 is PG_readahead): 1 attempt.
+//   page 24: fault-around maps nothing; filemap_fault() finds 24:2 marked: page_cache_async_ra():
+//     expected round_down(0 + 32 - 8, 4) = 24: the window [32, 64), order 2 + 2 = 4: 32:4 (marked:
+//     mark 32) 48:4; request 2; RETRY; the retry maps 24-27.
+//   page 32: expected round_down(32 + 32 - 32, 16) = 32: [64, 96), order min(4 + 2, ilog2(32)) =
+//     5: 64:5 (marked); request 3; the retry maps 32-47 (one run of 16).
+//   page 48: fault-around maps 48-63: 1 attempt.
+//   page 64 + 32k (k = 0..13): async: [96 + 32k, 128 + 32k) as one order-5 folio, marked; the
+//     retry maps 64 + 32k .. +15; page 80 + 32k: fault-around maps the folio's other half (the
+//     first folio is the one containing start_pgoff). At page 480 the window [512, 544) is past
+//     EOF (limit 511 < index 512): nothing is read, but the lock was dropped: RETRY.
+//   So: folios {2: 8, 4: 2, 5: 14} = 24; requests 1 + 1 + 1 + 13 (64..448) = 16 of 32 pages;
+//   faults 0, 16, 24, 32, 48 + 14 async + 14 minor = 33; attempts 2 + 1 + 2 + 2 + 1 + 14 * 2 +
+//   14 = 50; retries 1 (major) + 1 (24) + 1 (32) + 14 = 17; every PTE by fault-around (512), in
+//   8 runs of 4 and 30 of 16; no PG_readahead left (480's cleared by its own async call).
+// The same file on an order-0 mapping (T1-ext4): the read-around [0, 32) marks 24; page 24's
+// async read is [32, 64) marked at 32 (page_cache_ra_unbounded(): mark = 32 - 32 = 0); every
+// later window is [32k, 32k + 32) marked at its first page, read from the fault on page 32k - 32:
+// the same faults (0, 16, 24, then async at 32, 64, ..., 480 and minor at 48, 80, ..., 496) and
+// the same 16 requests, 33 faults, 50 attempts and 17 retries; only the folios differ.
+TEST_CASE("filemap large: a cold sequential read of a 2 MiB file makes folios of order 2, 4, then 5, each PTE mapping its page", "[filemap][large]") {
+  Env e;
+  Disk disk;
+  e.k.set_block_device(&disk);
+  task_struct* t = e.proc("p");
+  address_space* file = e.k.file_create("xfs", 512 * PAGE_SIZE, 42);
+  mapping_set_large_folios(file);
+  REQUIRE(mapping_large_folio_support(file));
+  const uint64_t va = mmap_file(e, t, file, 512 * PAGE_SIZE, MAP_PRIVATE, 0, PROT_READ);
+  touch(e, t, file, va, 0, 512);
+  e.k.lru_add_drain();
+
+  CHECK(layout(file) == sequential_layout(512));
+  CHECK(orders(file) == std::map<unsigned, unsigned>{{2, 8}, {4, 2}, {5, 14}});
+  CHECK(file->nrpages == 512);
+  check_cache(file);
+  CHECK(e.count("kernel.pagecache_large_folios") == 24);
+  // 16 read requests of 32 pages each: one read_pages() per page_cache_ra_order() call, the
+  // whole batch one request whatever its folios' sizes.
+  CHECK(e.count("kernel.io_requests") == 16);
+  CHECK(disk.reads == std::vector<uint64_t>(16, 32 * PAGE_SIZE));
+  CHECK(e.count("kernel.filemap_read_pages") == 512);
+  CHECK(e.count("kernel.pgmajfault") == 1);
+  CHECK(e.count("faults.total") == 33);
+  CHECK(e.count("kernel.handle_mm_fault") == 50);
+  CHECK(e.count("kernel.filemap_fault_retry") == 17);
+  CHECK(e.count("kernel.fault_around_ptes") == 512);
+  CHECK(file_rss(t) == 512);
+  CHECK(e.rss(t) == 0);
+  // Each PTE maps its own page of the folio that contains it, read-only (a private read).
+  CHECK(bad_ptes(e, t, file, va, 0, 512) == 0);
+  CHECK_FALSE(e.writable(t, va + 100 * PAGE_SIZE));
+  // INV3: the cache's nr references and one per PTE (filemap_map_folio_range()'s
+  // folio_ref_add(count)); every page mapped once (_large_mapcount, _nr_pages_mapped); large
+  // folios are put on the LRU at once (no per-CPU batch), all inactive.
+  for (const auto& [index, f] : file->i_pages) {
+    INFO("folio " << index);
+    const int nr = int(folio_nr_pages(f));
+    CHECK(folio_ref_count(f) == 2 * nr);
+    CHECK(folio_mapcount(f) == nr);
+    CHECK(folio_nr_pages_mapped(f) == nr);
+    CHECK_FALSE(folio_test_partially_mapped(f));
+  }
+  CHECK(lru_pages(e, LRU_INACTIVE_FILE) == 512);
+  CHECK(lru_pages(e, LRU_ACTIVE_FILE) == 0);
+}
+
+TEST_CASE("filemap large: the same read on a mapping without large folios (ext4) makes 512 order-0 folios with the same requests, faults and retries", "[filemap][large]") {
+  Env e;
+  Disk disk;
+  e.k.set_block_device(&disk);
+  task_struct* t = e.proc("p");
+  address_space* file = e.k.file_create("ext4", 512 * PAGE_SIZE, 42);
+  REQUIRE_FALSE(mapping_large_folio_support(file));
+  const uint64_t va = mmap_file(e, t, file, 512 * PAGE_SIZE, MAP_PRIVATE, 0, PROT_READ);
+  touch(e, t, file, va, 0, 512);
+  e.k.lru_add_drain();
+
+  CHECK(orders(file) == std::map<unsigned, unsigned>{{0, 512}});
+  CHECK(file->i_pages.size() == 512);
+  CHECK(file->nrpages == 512);
+  check_cache(file);
+  CHECK(e.count("kernel.pagecache_large_folios") == 0);
+  CHECK(e.count("kernel.io_requests") == 16);
+  CHECK(disk.reads == std::vector<uint64_t>(16, 32 * PAGE_SIZE));
+  CHECK(e.count("kernel.filemap_read_pages") == 512);
+  CHECK(e.count("kernel.pgmajfault") == 1);
+  CHECK(e.count("faults.total") == 33);
+  CHECK(e.count("kernel.handle_mm_fault") == 50);
+  CHECK(e.count("kernel.filemap_fault_retry") == 17);
+  CHECK(e.count("kernel.fault_around_ptes") == 512);
+  CHECK(file_rss(t) == 512);
+  CHECK(bad_ptes(e, t, file, va, 0, 512) == 0);
+  for (const auto& [index, f] : file->i_pages) {
+    INFO("folio " << index);
+    CHECK(folio_ref_count(f) == 2);
+    CHECK(folio_mapcount(f) == 1);
+    CHECK_FALSE(folio_test_readahead(f));
+  }
+  CHECK(lru_pages(e, LRU_INACTIVE_FILE) == 512);
+}
+
+// ------------------------------------------------------------------------------------------------
+// T2: the "page 100" case of test_filemap.cpp's first test on a large-folio mapping.
+//
+// Read-around at 100: start 84, size 32, async 8, mark 108; order 2; limit min(255, 115) = 115;
+// 84 is 4-aligned: 84:2 88:2 ... 112:2, PG_readahead on round_down(108, 4) = 108 (a 4-page
+// folio). The retry's fault-around [96, 111] maps 96:2 100:2 104:2 and skips 108:2 whole: 12
+// PTEs (the order-0 version maps 15: only page 108 is skipped there).
+TEST_CASE("filemap large: read-around of page 100 reads 8 order-2 folios, fault-around skips the whole marked folio, and its access reads the next window", "[filemap][large]") {
+  Env e;
+  Disk disk;
+  e.k.set_block_device(&disk);
+  task_struct* t = e.proc("p");
+  address_space* file = e.k.file_create("data", 1 << 20, 42);  // 256 pages
+  mapping_set_large_folios(file);
+  const uint64_t va = mmap_file(e, t, file, 1 << 20, MAP_PRIVATE);
+  auto page = [&](uint64_t p) { return va + p * PAGE_SIZE; };
+
+  REQUIRE(e.load(t, page(100) + 5) == file_byte(file, 100 * PAGE_SIZE + 5));
+  CHECK(layout(file) == "84:2 88:2 92:2 96:2 100:2 104:2 108:2r 112:2");
+  CHECK(file->nrpages == 32);
+  check_cache(file);
+  CHECK(e.count("kernel.io_requests") == 1);
+  CHECK(disk.reads == std::vector<uint64_t>{32 * PAGE_SIZE});
+  CHECK(e.count("kernel.filemap_read_pages") == 32);
+  CHECK(e.count("kernel.pgmajfault") == 1);
+  CHECK(e.count("kernel.filemap_fault_retry") == 1);
+  CHECK(e.count("faults.total") == 1);
+  CHECK(e.count("kernel.handle_mm_fault") == 2);
+  CHECK(e.count("kernel.fault_around_ptes") == 12);
+  CHECK(file_rss(t) == 12);
+  CHECK(bad_ptes(e, t, file, va, 96, 108) == 0);
+  // The marked folio is found from any of its pages; none of its pages is mapped.
+  folio* marked = filemap_get_entry(file, 110);
+  REQUIRE(marked);
+  CHECK(marked->index == 108);
+  CHECK(folio_test_readahead(marked));
+  for (uint64_t p = 108; p < 112; ++p) CHECK(pte_none(e.pte(t, page(p))));
+  CHECK(pte_none(e.pte(t, page(95))));
+  CHECK(pte_none(e.pte(t, page(112))));
+  CHECK(filemap_get_entry(file, 83) == nullptr);
+  CHECK(filemap_get_entry(file, 116) == nullptr);
+
+  SECTION("a read of a cached page next to it is a minor fault: fault-around maps the cached folio 112 only") {
+    REQUIRE(e.load(t, page(113)) == file_byte(file, 113 * PAGE_SIZE));
+    CHECK(e.count("kernel.filemap_read_pages") == 32);
+    CHECK(e.count("kernel.pgmajfault") == 1);
+    CHECK(e.count("kernel.handle_mm_fault") == 3);
+    CHECK(e.k.last_fault().kind == FaultKind::file_map);
+    // [112, 127]: only 112:2 is cached.
+    CHECK(file_rss(t) == 16);
+    CHECK(bad_ptes(e, t, file, va, 112, 116) == 0);
+    CHECK(pte_none(e.pte(t, page(116))));
+  }
+  SECTION("the access to the marked folio reads the next window in folios of order 2, 3, 4 and 2 (page_cache_async_ra())") {
+    REQUIRE(e.load(t, page(108)) == file_byte(file, 108 * PAGE_SIZE));
+    // expected = round_down(84 + 32 - 8, 4) = 108 = the faulting index: the window moves to
+    // [116, 148), all of it async (mark 116); page_cache_ra_order(order 2) -> order 4;
+    // limit min(255, 147) = 147. 116: __ffs(116) = 2 -> 116:2, marked (round_down(116, 4));
+    // 120: __ffs = 3 -> 120:3; 128: aligned -> 128:4 (ends at 143); 144: order 4 and 3 pass 147,
+    // order 2 ends at 147 -> 144:2. 4 + 8 + 16 + 4 = 32 pages, one request.
+    CHECK(layout(file) ==
+          "84:2 88:2 92:2 96:2 100:2 104:2 108:2 112:2 116:2r 120:3 128:4 144:2");
+    CHECK(file->nrpages == 64);
+    check_cache(file);
+    CHECK(e.count("kernel.io_requests") == 2);
+    CHECK(disk.reads == std::vector<uint64_t>{32 * PAGE_SIZE, 32 * PAGE_SIZE});
+    CHECK(e.count("kernel.pgmajfault") == 1);
+    CHECK(e.count("kernel.filemap_fault_retry") == 2);  // not a major fault, but the lock was dropped
+    CHECK(e.count("faults.total") == 2);
+    CHECK(e.count("kernel.handle_mm_fault") == 4);
+    // The retry (no FAULT_FLAG_TRIED: not major) maps the unmarked folio by fault-around.
+    CHECK(file_rss(t) == 16);
+    CHECK(bad_ptes(e, t, file, va, 96, 112) == 0);
+
+    // The next mark (116:2): expected = round_down(116 + 32 - 32, 4) = 116: [148, 180) with the
+    // same shape shifted by 32 (148:2 marked, 152:3, 160:4, 176:2 ending at the limit 179): the
+    // order does not grow past 4 while the marker folio is order 2. Fault-around [112, 127]
+    // maps 112:2 and 120:3 (one run of 8) on the first attempt, 116:2 on the retry.
+    REQUIRE(e.load(t, page(116)) == file_byte(file, 116 * PAGE_SIZE));
+    CHECK(layout(file) == "84:2 88:2 92:2 96:2 100:2 104:2 108:2 112:2 116:2 120:3 128:4 144:2 "
+                          "148:2r 152:3 160:4 176:2");
+    CHECK(file->nrpages == 96);
+    CHECK(e.count("kernel.io_requests") == 3);
+    CHECK(e.count("kernel.filemap_fault_retry") == 3);
+    CHECK(e.count("kernel.handle_mm_fault") == 6);
+    CHECK(file_rss(t) == 32);
+    CHECK(bad_ptes(e, t, file, va, 96, 128) == 0);
+  }
+  SECTION("munmap unmaps, the page cache keeps the folios whole") {
+    REQUIRE(e.k.sys_munmap(t, va, 1 << 20) == 0);
+    CHECK(file_rss(t) == 0);
+    CHECK(file->nrpages == 32);
+    check_cache(file);
+    for (const auto& [index, f] : file->i_pages) {
+      CHECK(folio_mapcount(f) == 0);
+      CHECK(folio_ref_count(f) == int(folio_nr_pages(f)));  // the cache's references only
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// T3: the end of the file. A 70-page file in a 72-page mapping, read in order.
+//
+// Large folios: [0, 32) 8 x o2 marked 24; page 24: [32, 64) = 32:4 (marked) 48:4; page 32:
+// [64, 96) at order 5 with limit min(69, 95) = 69: 64: order 5, 4 and 3 pass 69 -> 64:2, marked
+// (mark 64 = round_down(64, 4)); 68: __ffs(68) = 2, 68 + 3 passes 69 -> 68:1; 70 > 69 ends it:
+// a request of 6 pages. Page 48: minor. Page 64: fault-around [64, 69] (end_pgoff clamped to
+// the file's last page) maps 68:1 and skips 64:2 (marked): filemap_fault(): async: expected
+// round_down(64, 4) = 64: the window [96, 128) is past the limit: nothing read; RETRY; the retry
+// maps 64-67. So folios {2: 9, 4: 2, 1: 1}, 3 requests (32, 32, 6), faults 0, 16, 24, 32, 48,
+// 64 = 6, attempts 2 + 1 + 2 + 2 + 1 + 2 = 10, retries 4.
+// Order 0 (ext4): page 32's window is do_page_cache_ra() clipped to [64, 70): its mark
+// (page_cache_ra_unbounded(): 6 - 32 < 0) is never reached: no PG_readahead, so page 64 is a
+// minor fault: faults 6, attempts 9, retries 3, the same 3 requests.
+TEST_CASE("filemap large: at the end of the file readahead lowers the order so that no folio passes it, and no PTE maps past it", "[filemap][large]") {
+  for (const bool large : {true, false}) {
+    INFO("large folios: " << large);
+    Env e;
+    Disk disk;
+    e.k.set_block_device(&disk);
+    task_struct* t = e.proc("p");
+    address_space* file = e.k.file_create("short", 70 * PAGE_SIZE, 13);
+    if (large) mapping_set_large_folios(file);
+    const uint64_t va = mmap_file(e, t, file, 72 * PAGE_SIZE, MAP_PRIVATE, 0, PROT_READ);
+    touch(e, t, file, va, 0, 70);
+
+    if (large) {
+      CHECK(layout(file) == run(0, 2, 8) + " 32:4 48:4 64:2 68:1");
+      CHECK(orders(file) == std::map<unsigned, unsigned>{{1, 1}, {2, 9}, {4, 2}});
+    } else {
+      CHECK(orders(file) == std::map<unsigned, unsigned>{{0, 70}});
+    }
+    CHECK(file->nrpages == 70);
+    check_cache(file);
+    CHECK(e.count("kernel.io_requests") == 3);
+    CHECK(disk.reads == std::vector<uint64_t>{32 * PAGE_SIZE, 32 * PAGE_SIZE, 6 * PAGE_SIZE});
+    CHECK(e.count("kernel.filemap_read_pages") == 70);
+    CHECK(e.count("kernel.pgmajfault") == 1);
+    CHECK(e.count("faults.total") == 6);
+    CHECK(e.count("kernel.handle_mm_fault") == (large ? 10u : 9u));
+    CHECK(e.count("kernel.filemap_fault_retry") == (large ? 4u : 3u));
+    CHECK(file_rss(t) == 70);
+    CHECK(bad_ptes(e, t, file, va, 0, 70) == 0);
+    CHECK(filemap_get_entry(file, 70) == nullptr);
+    for (const auto& [index, f] : file->i_pages) CHECK_FALSE(folio_test_readahead(f));
+    // Nothing maps the mapping's pages past the end of the file...
+    CHECK(pte_none(e.pte(t, va + 70 * PAGE_SIZE)));
+    CHECK(pte_none(e.pte(t, va + 71 * PAGE_SIZE)));
+    // ... and an access there is SIGBUS (filemap_fault(): index >= DIV_ROUND_UP(i_size)); its
+    // fault-around ([64, 69] after the clamp) finds every PTE present.
+    e.k.enter(t, 0);
+    const FaultReturn r =
+        e.k.handle_user_fault(t, va + 70 * PAGE_SIZE, mmusim::pg::x86_pf_error_code(false, false, true, false), 0);
+    CHECK(r.sigbus);
+    CHECK(e.count("faults.sigbus") == 1);
+    CHECK(pte_none(e.pte(t, va + 70 * PAGE_SIZE)));
+    CHECK(file_rss(t) == 70);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// T7: reclaim of clean, unmapped large folios (mm/vmscan.c).
+//
+// A 128-page file read in order through a mapping that is then unmapped: 0:2 ... 28:2 32:4 48:4
+// 64:5 96:5 (T1's shape; the async read at page 96 is past the end), all clean and unmapped on
+// the inactive file list, the oldest (the tail) folio 0. No swap: get_scan_count() scans the
+// file lists only, `size >> priority` pages per priority, isolate_lru_folios() counting whole
+// folios' pages (scan += folio_nr_pages()) until scan >= nr_to_scan. An unmapped clean folio
+// is reclaimed on its first look (folio_check_references(): no referenced PTE ->
+// FOLIOREF_RECLAIM_CLEAN or FOLIOREF_RECLAIM), whole: __remove_mapping() -> one
+// workingset_eviction() (nonresident_age += nr, the shadow's eviction = the age before it) and
+// __filemap_remove_folio() storing that one shadow over all its indices.
+// try_to_free_pages(32): nr_to_reclaim 32. Priorities 12-8: 128 >> p = 0. 7: 1 -> folio 0 (4).
+// 6: 124 >> 6 = 1 -> folio 4. 5: 120 >> 5 = 3 -> folio 8. 4: 116 >> 4 = 7 -> 12, 16 (8 pages).
+// 3: 108 >> 3 = 13 -> 20, 24, 28, then 32:4 (scan 12 < 13): 28 pages. 4+4+4+8+28 = 48 >= 32:
+// stop. Evicted in index order, so each shadow's eviction (from age 0) is its folio's head index.
+// try_to_free_pages(128): then 2: 80 >> 2 = 20 -> 48:4, 64:5 (48 pages); 1: 32 >> 1 = 16 ->
+// 96:5: 128.
+TEST_CASE("reclaim: a clean large page-cache folio is reclaimed whole, one shadow over all its pages, and read back from its shadows", "[filemap][large][reclaim]") {
+  Env e;
+  Disk disk;
+  e.k.set_block_device(&disk);
+  task_struct* t = e.proc("p");
+  address_space* file = e.k.file_create("cache", 128 * PAGE_SIZE, 17);
+  mapping_set_large_folios(file);
+  const uint64_t va = mmap_file(e, t, file, 128 * PAGE_SIZE, MAP_PRIVATE, 0, PROT_READ);
+  touch(e, t, file, va, 0, 128);
+  REQUIRE(layout(file) == sequential_layout(128));
+  REQUIRE(e.count("kernel.io_requests") == 4);
+  REQUIRE(e.k.sys_munmap(t, va, 128 * PAGE_SIZE) == 0);
+  e.k.lru_add_drain();
+  REQUIRE(file_rss(t) == 0);
+  REQUIRE(lru_pages(e, LRU_INACTIVE_FILE) == 128);
+  REQUIRE(lru_pages(e, LRU_ACTIVE_FILE) == 0);
+  std::map<uint64_t, uint64_t> head;  // page -> its folio's first page, before the reclaim
+  for (const auto& [index, f] : file->i_pages) {
+    REQUIRE(folio_mapcount(f) == 0);
+    REQUIRE_FALSE(folio_test_dirty(f));
+    REQUIRE(folio_ref_count(f) == int(folio_nr_pages(f)));
+    for (uint64_t i = 0; i < uint64_t(folio_nr_pages(f)); ++i) head[index + i] = index;
+  }
+  const lruvec& lv = e.k.lruvecs().at(0);
+  const uint64_t age0 = lv.nonresident_age;
+  // Every evicted page's shadow is its folio's, and says when that folio went.
+  auto check_shadows = [&](uint64_t from, uint64_t to) {
+    uint64_t bad = 0;
+    for (uint64_t p = from; p < to; ++p) {
+      auto s = file->shadows.find(p);
+      if (s == file->shadows.end() || s->second.eviction - age0 != head.at(p) || s->second.workingset) ++bad;
+    }
+    return bad;
+  };
+  e.k.enter(t, 0);
+
+  SECTION("32 pages asked: the 8 order-2 folios and the order-4 one at 32 go, 48 pages, each whole") {
+    CHECK(e.k.try_to_free_pages(0, 32) == 48);
+    e.k.check_invariants("try_to_free_pages", true);
+    CHECK(layout(file) == "48:4 64:5 96:5");
+    CHECK(file->nrpages == 80);
+    check_cache(file);
+    CHECK(file->shadows.size() == 48);
+    CHECK(check_shadows(0, 48) == 0);
+    CHECK(lv.nonresident_age - age0 == 48);
+    CHECK(e.count("kernel.allocstall") == 1);
+    CHECK(e.count("kernel.pgsteal_direct") == 48);
+    CHECK(e.count("kernel.pgscan_direct") == 48);  // PGSCAN_DIRECT counts pages (total_scan)
+    CHECK(lru_pages(e, LRU_INACTIVE_FILE) == 80);
+
+    // Read back: page 5 misses; read-around [0, 32) in order-2 folios (readahead decides the
+    // orders, not the evicted folios'), each taking the shadows of its range:
+    // workingset_refault() counts each folio's pages; the refault distances (48 - eviction >=
+    // 20) are more than the active list (0): none is activated.
+    const uint64_t vb = mmap_file(e, t, file, 128 * PAGE_SIZE, MAP_PRIVATE, 0, PROT_READ);
+    REQUIRE(e.load(t, vb + 5 * PAGE_SIZE + 3) == file_byte(file, 5 * PAGE_SIZE + 3));
+    CHECK(e.count("kernel.pgmajfault") == 2);
+    CHECK(layout(file) == run(0, 2, 6) + " 24:2r 28:2 48:4 64:5 96:5");
+    CHECK(e.count("kernel.workingset_refault_file") == 32);
+    CHECK(file->shadows.size() == 16);
+    CHECK(check_shadows(32, 48) == 0);
+    check_cache(file);
+    // The rest of the window: page 24's async readahead [32, 64) at order 4 adds 32:4 (marked),
+    // then meets 48:4 (-EEXIST): what was added is read (16 pages), and do_page_cache_ra()
+    // continues from the failing index 48 in order-0 pages, all cached: nothing more.
+    touch(e, t, file, vb, 0, 32);
+    CHECK(layout(file) == run(0, 2, 8) + " 32:4r 48:4 64:5 96:5");
+    CHECK(file->nrpages == 128);
+    CHECK(file->shadows.empty());
+    check_cache(file);
+    CHECK(e.count("kernel.workingset_refault_file") == 48);
+    CHECK(e.count("kernel.workingset_activate_file") == 0);
+    CHECK(e.count("kernel.io_requests") == 6);
+    CHECK(disk.reads.back() == 16 * PAGE_SIZE);
+    CHECK(bad_ptes(e, t, file, vb, 0, 32) == 0);
+  }
+  SECTION("everything asked: every folio goes whole, 128 pages, and a refault reads around it in order-2 folios") {
+    CHECK(e.k.try_to_free_pages(0, 128) == 128);
+    e.k.check_invariants("try_to_free_pages", true);
+    CHECK(file->nrpages == 0);
+    CHECK(file->i_pages.empty());
+    CHECK(file->shadows.size() == 128);
+    CHECK(check_shadows(0, 128) == 0);
+    CHECK(lv.nonresident_age - age0 == 128);
+    CHECK(e.count("kernel.pgsteal_direct") == 128);
+    CHECK(lru_pages(e, LRU_INACTIVE_FILE) == 0);
+
+    // Page 100 of the evicted 96:5 comes back in the read-around [84, 116): 8 x o2, marked 108.
+    const uint64_t vb = mmap_file(e, t, file, 128 * PAGE_SIZE, MAP_PRIVATE, 0, PROT_READ);
+    REQUIRE(e.load(t, vb + 100 * PAGE_SIZE + 7) == file_byte(file, 100 * PAGE_SIZE + 7));
+    CHECK(layout(file) == "84:2 88:2 92:2 96:2 100:2 104:2 108:2r 112:2");
+    CHECK(file->shadows.size() == 96);
+    CHECK(check_shadows(0, 84) == 0);
+    CHECK(check_shadows(116, 128) == 0);
+    CHECK(e.count("kernel.workingset_refault_file") == 32);
+    check_cache(file);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// T8: munmap of half of a mapped order-5 folio (mm/memory.c zap_present_ptes(), mm/rmap.c
+// __folio_remove_rmap()). Pages 0-95 of T1's file read in order: 64:5 is mapped by 32 PTEs
+// (64-79 by page 64's retry, 80-95 by page 80's fault-around). Unmapping [80, 96) zaps one batch
+// of 16 (folio_pte_batch()), drops 16 mappings and 16 references; a file folio is never queued
+// for deferred split (only anon: `partially_mapped && folio_test_anon()`), so it stays whole in
+// the cache.
+TEST_CASE("munmap: unmapping half of a large page-cache folio leaves it whole in the cache, mapped by the other half", "[filemap][large]") {
+  Env e;
+  task_struct* t = e.proc("p");
+  address_space* file = e.k.file_create("xfs", 512 * PAGE_SIZE, 5);
+  mapping_set_large_folios(file);
+  const uint64_t va = mmap_file(e, t, file, 512 * PAGE_SIZE, MAP_PRIVATE, 0, PROT_READ);
+  touch(e, t, file, va, 0, 96);
+  REQUIRE(layout(file) == run(0, 2, 8) + " 32:4 48:4 64:5 96:5r");
+  folio* f = filemap_get_entry(file, 80);
+  REQUIRE(f);
+  REQUIRE(f->index == 64);
+  REQUIRE(folio_order(f) == 5);
+  REQUIRE(file_rss(t) == 96);
+  REQUIRE(folio_mapcount(f) == 32);
+  REQUIRE(folio_ref_count(f) == 64);  // 32 for the cache, 32 for the PTEs
+  const uint64_t zapped = e.count("kernel.ptes_zapped");
+
+  REQUIRE(e.k.sys_munmap(t, va + 80 * PAGE_SIZE, 16 * PAGE_SIZE) == 0);
+  CHECK(e.count("kernel.ptes_zapped") - zapped == 16);
+  CHECK(file_rss(t) == 80);
+  CHECK(filemap_get_entry(file, 80) == f);
+  CHECK(filemap_get_entry(file, 95) == f);
+  CHECK(folio_order(f) == 5);
+  CHECK(f->mapping == file);
+  CHECK(file->nrpages == 128);
+  check_cache(file);
+  CHECK(folio_mapcount(f) == 16);
+  CHECK(folio_large_mapcount(f) == 16);
+  CHECK(folio_nr_pages_mapped(f) == 16);
+  CHECK_FALSE(folio_test_partially_mapped(f));
+  CHECK(folio_ref_count(f) == 48);
+  CHECK(bad_ptes(e, t, file, va, 64, 80) == 0);
+  for (uint64_t p = 80; p < 96; ++p) CHECK(pte_none(e.pte(t, va + p * PAGE_SIZE)));
+
+  // The rest of it goes with the rest of the mapping: mapped nowhere, still cached.
+  REQUIRE(e.k.sys_munmap(t, va, 80 * PAGE_SIZE) == 0);
+  CHECK(folio_mapcount(f) == 0);
+  CHECK(folio_nr_pages_mapped(f) == 0);
+  CHECK(folio_ref_count(f) == 32);
+  CHECK_FALSE(folio_test_partially_mapped(f));
+  CHECK(filemap_get_entry(file, 64) == f);
+}
+
+// ------------------------------------------------------------------------------------------------
+// T9: shared writes to a large folio (mm/memory.c wp_page_shared(), do_shared_fault(),
+// fault_dirty_shared_page(); folio_mark_dirty() -> folio_account_dirtied() accounts
+// folio_nr_pages(); msync(MS_SYNC) -> vfs_fsync_range() -> writeback of the folio as one unit,
+// folio_mkclean() over every PTE of it).
+// Pages 0-95 of a 512-page file read through a shared mapping as in T1: 64:5 mapped by 32
+// read-only PTEs (write notification), 96:5 read by page 64's async readahead and marked:
+// faults 0, 16, 24, 32, 48, 64, 80 = 7, attempts 2 + 1 + 2 + 2 + 1 + 2 + 1 = 11, 4 requests.
+TEST_CASE("filemap large: shared writes dirty a large folio once for all its pages, and msync writes it as one request", "[filemap][large][writeback][msync]") {
+  Env e;
+  Disk disk;
+  disk.write_ps = 1000000000000ull;  // writes take 1 s
+  e.k.set_block_device(&disk);
+  task_struct* t = e.proc("p");
+  address_space* file = e.k.file_create("shared", 512 * PAGE_SIZE, 33);
+  mapping_set_large_folios(file);
+  const uint64_t va = mmap_file(e, t, file, 512 * PAGE_SIZE, MAP_SHARED);
+  auto page = [&](uint64_t p) { return va + p * PAGE_SIZE; };
+  touch(e, t, file, va, 0, 96);
+  REQUIRE(layout(file) == run(0, 2, 8) + " 32:4 48:4 64:5 96:5r");
+  REQUIRE(e.count("faults.total") == 7);
+  REQUIRE(e.count("kernel.handle_mm_fault") == 11);
+  REQUIRE(disk.reads.size() == 4);
+  REQUIRE(file_rss(t) == 96);
+  folio* f = filemap_get_entry(file, 64);
+  REQUIRE(f);
+  REQUIRE(folio_order(f) == 5);
+  for (uint64_t p = 64; p < 96; ++p) REQUIRE_FALSE(e.writable(t, page(p)));
+  REQUIRE(e.k.nr_file_dirty() == 0);
+
+  SECTION("32 stores: 32 write-notify faults, the folio dirtied and accounted once, then written whole") {
+    // The first store: wp_page_shared() -> ->page_mkwrite: folio_mark_dirty() accounts the
+    // folio's 32 pages; the PTE becomes writable; the others stay read-only.
+    REQUIRE(e.store(t, page(64) + 1, 0x80));
+    CHECK(e.k.nr_file_dirty() == 32);
+    CHECK(e.count("kernel.nr_dirtied") == 32);
+    CHECK(folio_test_dirty(f));
+    CHECK(e.writable(t, page(64)));
+    CHECK_FALSE(e.writable(t, page(65)));
+    // Each further page takes its own first-write fault (one per PTE: finish_mkwrite_fault()
+    // -> wp_page_reuse() of that PTE); the folio is already dirty: nothing more is accounted.
+    // Each fault completes in its first attempt (fault_dirty_shared_page(): VM_FAULT_COMPLETED).
+    for (uint64_t p = 65; p < 96; ++p) REQUIRE(e.store(t, page(p) + 1, uint8_t(0x80 + (p - 64))));
+    CHECK(e.count("faults.total") == 7 + 32);
+    CHECK(e.count("kernel.handle_mm_fault") == 11 + 32);
+    CHECK(e.count("kernel.do_wp_page") == 32);
+    CHECK(e.count("kernel.wp_copy") == 0);
+    CHECK(e.k.nr_file_dirty() == 32);
+    CHECK(e.count("kernel.nr_dirtied") == 32);
+    CHECK(e.k.memcgs()[0]->nr_file_dirty == 32);
+    CHECK(file->dirty_tags == std::set<uint64_t>{64});  // the tag of the multi-index entry
+    CHECK(file->inode_dirty);
+    for (const auto& [index, g] : file->i_pages) CHECK(folio_test_dirty(g) == (g == f));
+    for (uint64_t p = 64; p < 96; ++p) {
+      INFO("page " << p);
+      CHECK(e.writable(t, page(p)));
+      CHECK(e.a.pte_dirty(e.pte(t, page(p))));
+      CHECK(e.k.phys().frame_data(e.k.folio_pfn(f) + (p - 64))[1] == 0x80 + (p - 64));
+    }
+    CHECK(bad_ptes(e, t, file, va, 0, 96) == 0);
+    CHECK(disk.reads.size() == 4);  // no read: the folio was cached
+
+    // msync(MS_SYNC) of the mapping at time 0: the one dirty folio is one request of its 32
+    // pages; folio_mkclean() write-protects and cleans each of its 32 PTEs; the call waits the
+    // disk's second for the write.
+    e.k.clear_cost();
+    e.k.enter(t, 0, 0);
+    REQUIRE(e.k.sys_msync(t, va, 512 * PAGE_SIZE, MS_SYNC) == 0);
+    e.k.check_invariants("msync", true);
+    CHECK(disk.writes == std::vector<uint64_t>{32 * PAGE_SIZE});
+    CHECK(e.count("kernel.file_write_requests") == 1);
+    CHECK(e.count("kernel.folio_mkclean_ptes") == 32);
+    CHECK(e.count("kernel.fsyncs") == 1);
+    CHECK(e.count("kernel.folio_writeback_waits") == 1);
+    CHECK(e.count("kernel.io_wait_ns") == 1000000000);
+    CHECK(e.count("kernel.nr_written") == 32);
+    CHECK(e.k.nr_file_dirty() == 0);
+    CHECK(e.k.nr_writeback() == 0);
+    CHECK_FALSE(folio_test_dirty(f));
+    CHECK_FALSE(folio_test_writeback(f));
+    CHECK(file->dirty_tags.empty());
+    CHECK_FALSE(file->inode_dirty);
+    CHECK(file->written.size() == 32);
+    for (uint64_t p = 64; p < 96; ++p) {
+      INFO("page " << p);
+      REQUIRE(file->written.count(p) == 1);
+      CHECK(file->written.at(p)[1] == 0x80 + (p - 64));
+      CHECK(file->written.at(p)[2] == file_byte(file, p * PAGE_SIZE + 2));
+      CHECK_FALSE(e.writable(t, page(p)));
+      CHECK_FALSE(e.a.pte_dirty(e.pte(t, page(p))));
+    }
+
+    // A store to any page of it faults again and dirties all of it again.
+    const uint64_t faults = e.count("faults.total");
+    REQUIRE(e.store(t, page(70) + 1, 0x11));
+    CHECK(e.count("faults.total") == faults + 1);
+    CHECK(e.k.nr_file_dirty() == 32);
+    CHECK(e.count("kernel.nr_dirtied") == 64);
+    CHECK(file->dirty_tags == std::set<uint64_t>{64});
+  }
+  SECTION("a store to an unmapped page of the marked folio: async readahead by the next miss, then one writable PTE and the whole folio dirty") {
+    // Page 100 (in 96:5, PG_readahead, no PTE): do_shared_fault() -> filemap_fault(): the marked
+    // folio starts page_cache_async_ra(): expected round_down(96 + 32 - 32, 32) = 96 != 100:
+    // page_cache_next_miss(101) = 128 (96:5 covers up to 127), size = 28 + 32 -> 32
+    // (get_next_ra_size()), page_cache_ra_order(order 5) at 128: 128:5 marked, one request;
+    // RETRY (not major). The second attempt maps page 100 alone (finish_fault(): one PTE for a
+    // regular file) after ->page_mkwrite dirtied the folio: 32 pages accounted.
+    REQUIRE(e.store(t, page(100) + 1, 0x5a));
+    CHECK(layout(file) == run(0, 2, 8) + " 32:4 48:4 64:5 96:5 128:5r");
+    CHECK(disk.reads.size() == 5);
+    CHECK(disk.reads.back() == 32 * PAGE_SIZE);
+    CHECK(e.count("faults.total") == 8);
+    CHECK(e.count("kernel.handle_mm_fault") == 13);
+    CHECK(e.count("kernel.do_shared_fault") == 2);
+    CHECK(e.count("kernel.filemap_fault_retry") == 5);
+    CHECK(e.count("kernel.pgmajfault") == 1);
+    CHECK(file_rss(t) == 97);
+    CHECK(e.writable(t, page(100)));
+    CHECK(bad_ptes(e, t, file, va, 100, 101) == 0);
+    for (uint64_t p = 96; p < 128; ++p) {
+      if (p != 100) CHECK(pte_none(e.pte(t, page(p))));
+    }
+    folio* g = filemap_get_entry(file, 100);
+    REQUIRE(g);
+    CHECK(g->index == 96);
+    CHECK(folio_test_dirty(g));
+    CHECK(folio_mapcount(g) == 1);
+    CHECK(e.k.nr_file_dirty() == 32);
+    CHECK(e.count("kernel.nr_dirtied") == 32);
+    CHECK(file->dirty_tags == std::set<uint64_t>{96});
+    CHECK(e.load(t, page(100) + 1) == 0x5a);
+    CHECK(e.load(t, page(100) + 2) == file_byte(file, 100 * PAGE_SIZE + 2));
+  }
+}
