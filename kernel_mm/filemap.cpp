@@ -567,8 +567,10 @@ vm_fault_t Kernel::filemap_map_pages(vm_fault* vmf, uint64_t start_pgoff, uint64
       vmf->pte = pte0 + (index - start_pgoff);
       if (index <= end_pgoff) {
         if (!folio_test_large(f)) {
-          // filemap_map_order0_folio(): PageHWPoison no; not workingset: one more miss to forgive.
-          ++mmap_miss;
+          // filemap_map_order0_folio(): PageHWPoison no. If there are too many folios that are
+          // recently evicted in a file, they will probably continue to be evicted: a workingset
+          // folio does not decrease mmap_miss, so that read-ahead can stop.
+          if (!folio_test_workingset(f)) ++mmap_miss;
           pt_touch(vmf->pte, sizeof(pte_t), false);
           if (pte_none(arch_->ptep_get(vmf->pte))) {
             if (vmf->address == addr) ret = VM_FAULT_NOPAGE;
@@ -598,7 +600,8 @@ vm_fault_t Kernel::filemap_map_pages(vm_fault* vmf, uint64_t start_pgoff, uint64
 // filemap_map_folio_range() (mm/filemap.c:3539): map the pages [index, index + nr_pages) of the
 // large folio `f` (the PTE of `index` at vmf->pte, its address `addr`), each run of none PTEs with
 // one set_pte_range() (on arm64, contpte blocks where a run covers one) and one reference per
-// PTE; a PTE already present ends a run. (mmap_miss as filemap_map_order0_folio() here.)
+// PTE; a PTE already present ends a run; each page of a folio that is not workingset forgives
+// one miss (mmap_miss, as filemap_map_order0_folio()).
 vm_fault_t Kernel::filemap_map_folio_range(vm_fault* vmf, folio* f, uint64_t index, uint64_t addr, unsigned nr_pages,
                                            uint64_t* rss, unsigned* mmap_miss) {
   vm_fault_t ret = 0;
@@ -615,7 +618,7 @@ vm_fault_t Kernel::filemap_map_folio_range(vm_fault* vmf, folio* f, uint64_t ind
   };
   pt_touch(vmf->pte, sizeof(pte_t) * nr_pages, false);
   do {
-    ++*mmap_miss;
+    if (!folio_test_workingset(f)) ++*mmap_miss;
     if (pte_none(arch_->ptep_get(&vmf->pte[count]))) {
       ++count;
       continue;

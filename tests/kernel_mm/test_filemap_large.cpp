@@ -730,3 +730,28 @@ TEST_CASE("filemap large: shared writes dirty a large folio once for all its pag
     CHECK(e.load(t, page(100) + 2) == file_byte(file, 100 * PAGE_SIZE + 2));
   }
 }
+
+// filemap_map_order0_folio() / filemap_map_folio_range(): a page fault-around maps forgives one
+// mmap_miss unless its folio is workingset ("if there are too many folios that are recently
+// evicted in a file, they will probably continue to be evicted ... don't decrease mmap_miss").
+TEST_CASE("filemap: fault-around forgives mmap_miss only for folios that are not workingset", "[filemap][large]") {
+  for (const bool large : {false, true}) {
+    INFO((large ? "xfs-like" : "ext4-like"));
+    Env e;
+    task_struct* t = e.proc("p");
+    address_space* file = e.k.file_create("ws", 64 * PAGE_SIZE, 13);
+    if (large) mapping_set_large_folios(file);
+    e.k.file_fill_cache(file);
+    // Pages 16-31 were evicted and read again after being active (PG_workingset).
+    for (uint64_t i = 16; i < 32; ++i) filemap_get_entry(file, i)->flags |= PG_workingset;
+    const uint64_t va = mmap_file(e, t, file, 64 * PAGE_SIZE, MAP_PRIVATE);
+    file->mmap_miss = 40;
+    REQUIRE(e.load(t, va + 20 * PAGE_SIZE) == file_byte(file, 20 * PAGE_SIZE));
+    CHECK(file_rss(t) == 16);
+    CHECK(e.count("kernel.filemap_read_pages") == 0);
+    CHECK(file->mmap_miss == 40);  // the window [16, 32) is all workingset
+    REQUIRE(e.load(t, va + 40 * PAGE_SIZE) == file_byte(file, 40 * PAGE_SIZE));
+    CHECK(file_rss(t) == 32);
+    CHECK(file->mmap_miss == 24);  // [32, 48): 16 pages forgiven
+  }
+}
