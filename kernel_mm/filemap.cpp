@@ -228,6 +228,22 @@ bool Kernel::lock_folio_maybe_drop_mmap(vm_fault* vmf, folio* f, bool* fpin) {
   return true;
 }
 
+// read_pages() (mm/readahead.c:146): the batch's folios, added locked and filled, read by one
+// request of all their pages (blk_start_plug() around ->readahead); they are unlocked and
+// uptodate when it completes (folio_end_read(), at that time as the other tasks see it:
+// folio_io_pending()). `simulated` false: no request (file_fill_cache()). The batch is emptied.
+void Kernel::read_pages(std::vector<folio*>& batch, bool simulated) {
+  if (batch.empty()) return;
+  uint64_t nr_pages = 0;
+  for (const folio* f : batch) nr_pages += uint64_t(folio_nr_pages(f));
+  const uint64_t done = simulated ? read_request(unsigned(nr_pages)) : 0;
+  for (folio* f : batch) {
+    f->io_until_ps = done;
+    folio_unlock(f);  // folio_end_read()
+  }
+  batch.clear();
+}
+
 // page_cache_ra_unbounded() (mm/readahead.c:205) with read_pages() (146): allocate and add the
 // folios of [index, index + nr) that are not cached, and read each run of them with one request.
 // The folios are unlocked and uptodate when their request completes (folio_io_pending()).
@@ -237,20 +253,11 @@ unsigned Kernel::page_cache_ra_unbounded(address_space* mapping, uint64_t index,
   std::vector<folio*> run;  // the folios of the current request
   // The index that only has lookahead ("async region") gets the readahead flag (never, without).
   const uint64_t mark = lookahead && lookahead <= nr ? nr - lookahead : ~uint64_t(0);
-  auto read_run = [&]() {
-    if (run.empty()) return;
-    const uint64_t done = simulated ? read_request(unsigned(run.size())) : 0;
-    for (folio* f : run) {
-      f->io_until_ps = done;
-      folio_unlock(f);  // folio_end_read(), at `done` as the other tasks see it
-    }
-    run.clear();
-  };
   for (uint64_t i = 0; i < nr; ++i) {
     if (filemap_get_entry(mapping, index + i)) {
       // Page already present? Kick off the current batch of contiguous pages before continuing
       // with the next batch.
-      read_run();
+      read_pages(run, simulated);
       continue;
     }
     folio* f = folio_alloc(0, false);  // filemap_alloc_folio()
@@ -259,7 +266,7 @@ unsigned Kernel::page_cache_ra_unbounded(address_space* mapping, uint64_t index,
                                           simulated ? CacheCharge::readahead_gfp : CacheCharge::root)) {
       folio_put(f);
       if (ret == -ENOMEM) break;
-      read_run();
+      read_pages(run, simulated);
       continue;
     }
     if (i == mark) f->flags |= PG_readahead;  // folio_set_readahead()
@@ -271,7 +278,7 @@ unsigned Kernel::page_cache_ra_unbounded(address_space* mapping, uint64_t index,
     run.push_back(f);
     ++added;
   }
-  read_run();
+  read_pages(run, simulated);
   return added;
 }
 
@@ -322,7 +329,6 @@ void Kernel::page_cache_ra_order(address_space* mapping, uint64_t index, uint64_
   new_order = std::max(new_order, min_order);
   // mapping_align_index(): min order 0, the index as it is.
   std::vector<folio*> batch;
-  uint64_t nr_pages = 0;
   int err = 0;
   while (index <= limit) {
     unsigned order = new_order;
@@ -344,17 +350,9 @@ void Kernel::page_cache_ra_order(address_space* mapping, uint64_t index, uint64_
     filemap_read_folio(mapping, f);  // (the contents now; the folio stays locked until its request)
     folio_put(f);                    // readahead_folio(): the allocation's reference
     batch.push_back(f);
-    nr_pages += uint64_t(folio_nr_pages(f));
     index += 1ull << order;
   }
-  // read_pages(): one request for the batch (blk_start_plug() around ->readahead).
-  if (!batch.empty()) {
-    const uint64_t done = simulated ? read_request(unsigned(nr_pages)) : 0;
-    for (folio* f : batch) {
-      f->io_until_ps = done;
-      folio_unlock(f);  // folio_end_read()
-    }
-  }
+  read_pages(batch, simulated);
   // If there were already pages in the page cache, then we may have left some gaps. Let the
   // regular readahead code take care of this situation.
   if (!err) return;

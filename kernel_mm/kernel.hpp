@@ -1100,6 +1100,9 @@ class Kernel {
   // large folios, else do_page_cache_ra().
   void page_cache_ra_order(address_space* mapping, uint64_t index, uint64_t size, uint64_t async_size,
                            unsigned new_order, bool simulated = true);
+  // read_pages() (mm/readahead.c): one request for the batch's locked folios, unlocked at its
+  // completion; the batch emptied.
+  void read_pages(std::vector<folio*>& batch, bool simulated);
   // page_cache_async_ra() (mm/readahead.c): a fault found `f` (at `index`) marked PG_readahead.
   void page_cache_async_ra(address_space* mapping, folio* f, uint64_t index, uint64_t req_count);
 

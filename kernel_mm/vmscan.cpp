@@ -180,16 +180,16 @@ void Kernel::try_to_unmap(folio* f) {
   rmap_walk(f, [&](vm_area_struct* vma, uint64_t address) {
     if (!folio_mapped(f)) return;
     mm_struct* mm = vma->vm_mm;
-    folio_walk_ptes(f, vma, address, [&](pte_t* pte, uint64_t address, uint64_t i) {
+    folio_walk_ptes(f, vma, address, [&](pte_t* pte, uint64_t addr, uint64_t i) {
       pte_t pteval;
       // should_defer_flush() (mm/rmap.c:727)
       if (arch_->arch_tlbbatch_should_defer(mm, cpu_)) {
-        pteval = arch_->ptep_get_and_clear(mm, address, pte);
+        pteval = arch_->ptep_get_and_clear(mm, addr, pte);
         // set_tlb_ubc_flush_pending() (mm/rmap.c:682)
-        arch_->arch_tlbbatch_add_pending(tlb_ubc_.arch, vma, address);
+        arch_->arch_tlbbatch_add_pending(tlb_ubc_.arch, vma, addr);
         tlb_ubc_.flush_required = true;
       } else {
-        pteval = arch_->ptep_clear_flush(vma, address, pte);
+        pteval = arch_->ptep_clear_flush(vma, addr, pte);
       }
       // Set the dirty flag on the folio now the PTE is gone.
       if (arch_->pte_dirty(pteval)) folio_mark_dirty(f);
@@ -204,7 +204,7 @@ void Kernel::try_to_unmap(folio* f) {
         add_mm_counter(mm, MM_SWAPENTS, 1);
         pte_t swp_pte = arch_->swp_entry_to_pte(entry);
         if (anon_exclusive) swp_pte = arch_->pte_swp_mkexclusive(swp_pte);
-        arch_->set_pte_at(mm, address, pte, swp_pte);
+        arch_->set_pte_at(mm, addr, pte, swp_pte);
       } else {
         add_mm_counter(mm, MM_FILEPAGES, -1);  // dec_mm_counter(mm, mm_counter_file(folio))
       }
@@ -234,13 +234,13 @@ int Kernel::folio_mkclean(folio* f) {
   rmap_walk(f, [&](vm_area_struct* vma, uint64_t address) {
     if (!(vma->vm_flags & VM_SHARED)) return;  // rmap_walk_control.invalid_vma: invalid_mkclean_vma()
     mm_struct* mm = vma->vm_mm;
-    folio_walk_ptes(f, vma, address, [&](pte_t* pte, uint64_t address, uint64_t) {
+    folio_walk_ptes(f, vma, address, [&](pte_t* pte, uint64_t addr, uint64_t) {
       const pte_t old = arch_->ptep_get(pte);
       if (!arch_->pte_dirty(old) && !arch_->pte_write(old)) return;
-      pte_t entry = arch_->ptep_clear_flush(vma, address, pte);
+      pte_t entry = arch_->ptep_clear_flush(vma, addr, pte);
       entry = arch_->pte_wrprotect(entry);
       entry = arch_->pte_mkclean(entry);
-      arch_->set_pte_at(mm, address, pte, entry);
+      arch_->set_pte_at(mm, addr, pte, entry);
       ++cleaned;
       ctr_.folio_mkclean_ptes.inc();
     });

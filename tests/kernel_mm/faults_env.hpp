@@ -89,4 +89,12 @@ struct Env {
   uint64_t count(const std::string& key) const { return fix.count(key); }
 };
 
+// The byte at `off` of the file as its disk holds it (the file's contents from its seed).
+inline int file_byte(const kmm::address_space* m, uint64_t off) {
+  return int((kmm::Kernel::file_word(m, off & ~7ull) >> (8 * (off & 7))) & 0xff);
+}
+
+// The task's file-backed RSS (MM_FILEPAGES).
+inline int64_t file_rss(kmm::task_struct* t) { return kmm::get_mm_counter(t->mm, kmm::MM_FILEPAGES); }
+
 }  // namespace kmmtest

@@ -10,13 +10,10 @@
 
 using namespace kmm;
 using kmmtest::Env;
+using kmmtest::file_byte;
+using kmmtest::file_rss;
 
 namespace {
-
-// The byte at `off` of the file as its disk holds it.
-int file_byte(const address_space* m, uint64_t off) {
-  return int((Kernel::file_word(m, off & ~7ull) >> (8 * (off & 7))) & 0xff);
-}
 
 uint64_t mmap_file(Env& e, task_struct* t, address_space* f, uint64_t len, int flags, uint64_t off = 0,
                    int prot = PROT_READ | PROT_WRITE) {
@@ -24,8 +21,6 @@ uint64_t mmap_file(Env& e, task_struct* t, address_space* f, uint64_t len, int f
   REQUIRE(r > 0);
   return uint64_t(r);
 }
-
-int64_t file_rss(task_struct* t) { return get_mm_counter(t->mm, MM_FILEPAGES); }
 
 }  // namespace
 

@@ -40,13 +40,10 @@
 
 using namespace kmm;
 using kmmtest::Env;
+using kmmtest::file_byte;
+using kmmtest::file_rss;
 
 namespace {
-
-// The byte at `off` of the file as its disk holds it.
-int file_byte(const address_space* m, uint64_t off) {
-  return int((Kernel::file_word(m, off & ~7ull) >> (8 * (off & 7))) & 0xff);
-}
 
 // Every mapping here is placed at this 2 MiB-aligned hint (free in a new process): the
 // fault-around windows are then aligned in file pages too, and one page table maps the first
@@ -62,7 +59,6 @@ uint64_t mmap_file(Env& e, task_struct* t, address_space* f, uint64_t len, int f
   return uint64_t(r);
 }
 
-int64_t file_rss(task_struct* t) { return get_mm_counter(t->mm, MM_FILEPAGES); }
 
 uint64_t lru_pages(Env& e, lru_list l) { return e.k.lruvecs().at(0).lists[l].nr_pages; }
 
@@ -153,6 +149,25 @@ void touch(Env& e, task_struct* t, const address_space* m, uint64_t va, uint64_t
   }
 }
 
+// What a cold sequential read of a 512-page file costs on either filesystem (T1 and T1-ext4,
+// derived below): 16 requests of 32 pages, one major fault, 33 faults handled in 50 attempts with
+// 17 retries, every page mapped by fault-around, each PTE its own page's.
+void check_sequential_read(Env& e, const Disk& disk, task_struct* t, const address_space* file, uint64_t va) {
+  CHECK(file->nrpages == 512);
+  check_cache(file);
+  CHECK(e.count("kernel.io_requests") == 16);
+  CHECK(disk.reads == std::vector<uint64_t>(16, 32 * PAGE_SIZE));
+  CHECK(e.count("kernel.filemap_read_pages") == 512);
+  CHECK(e.count("kernel.pgmajfault") == 1);
+  CHECK(e.count("faults.total") == 33);
+  CHECK(e.count("kernel.handle_mm_fault") == 50);
+  CHECK(e.count("kernel.filemap_fault_retry") == 17);
+  CHECK(e.count("kernel.fault_around_ptes") == 512);
+  CHECK(file_rss(t) == 512);
+  CHECK(bad_ptes(e, t, file, va, 0, 512) == 0);
+  CHECK(lru_pages(e, LRU_INACTIVE_FILE) == 512);
+}
+
 // T1's layout: 8 x order 2, 2 x order 4, then order 5 up to `pages`.
 std::string sequential_layout(uint64_t pages) {
   return run(0, 2, 8) + " " + run(32, 4, 2) + " " + run(64, 5, unsigned((pages - 64) / 32));
@@ -201,23 +216,12 @@ TEST_CASE("filemap large: a cold sequential read of a 2 MiB file makes folios of
 
   CHECK(layout(file) == sequential_layout(512));
   CHECK(orders(file) == std::map<unsigned, unsigned>{{2, 8}, {4, 2}, {5, 14}});
-  CHECK(file->nrpages == 512);
-  check_cache(file);
   CHECK(e.count("kernel.pagecache_large_folios") == 24);
   // 16 read requests of 32 pages each: one read_pages() per page_cache_ra_order() call, the
-  // whole batch one request whatever its folios' sizes.
-  CHECK(e.count("kernel.io_requests") == 16);
-  CHECK(disk.reads == std::vector<uint64_t>(16, 32 * PAGE_SIZE));
-  CHECK(e.count("kernel.filemap_read_pages") == 512);
-  CHECK(e.count("kernel.pgmajfault") == 1);
-  CHECK(e.count("faults.total") == 33);
-  CHECK(e.count("kernel.handle_mm_fault") == 50);
-  CHECK(e.count("kernel.filemap_fault_retry") == 17);
-  CHECK(e.count("kernel.fault_around_ptes") == 512);
-  CHECK(file_rss(t) == 512);
+  // whole batch one request whatever its folios' sizes. Each PTE maps its own page of the folio
+  // that contains it, read-only (a private read).
+  check_sequential_read(e, disk, t, file, va);
   CHECK(e.rss(t) == 0);
-  // Each PTE maps its own page of the folio that contains it, read-only (a private read).
-  CHECK(bad_ptes(e, t, file, va, 0, 512) == 0);
   CHECK_FALSE(e.writable(t, va + 100 * PAGE_SIZE));
   // INV3: the cache's nr references and one per PTE (filemap_map_folio_range()'s
   // folio_ref_add(count)); every page mapped once (_large_mapcount, _nr_pages_mapped); large
@@ -230,7 +234,6 @@ TEST_CASE("filemap large: a cold sequential read of a 2 MiB file makes folios of
     CHECK(folio_nr_pages_mapped(f) == nr);
     CHECK_FALSE(folio_test_partially_mapped(f));
   }
-  CHECK(lru_pages(e, LRU_INACTIVE_FILE) == 512);
   CHECK(lru_pages(e, LRU_ACTIVE_FILE) == 0);
 }
 
@@ -247,26 +250,14 @@ TEST_CASE("filemap large: the same read on a mapping without large folios (ext4)
 
   CHECK(orders(file) == std::map<unsigned, unsigned>{{0, 512}});
   CHECK(file->i_pages.size() == 512);
-  CHECK(file->nrpages == 512);
-  check_cache(file);
   CHECK(e.count("kernel.pagecache_large_folios") == 0);
-  CHECK(e.count("kernel.io_requests") == 16);
-  CHECK(disk.reads == std::vector<uint64_t>(16, 32 * PAGE_SIZE));
-  CHECK(e.count("kernel.filemap_read_pages") == 512);
-  CHECK(e.count("kernel.pgmajfault") == 1);
-  CHECK(e.count("faults.total") == 33);
-  CHECK(e.count("kernel.handle_mm_fault") == 50);
-  CHECK(e.count("kernel.filemap_fault_retry") == 17);
-  CHECK(e.count("kernel.fault_around_ptes") == 512);
-  CHECK(file_rss(t) == 512);
-  CHECK(bad_ptes(e, t, file, va, 0, 512) == 0);
+  check_sequential_read(e, disk, t, file, va);
   for (const auto& [index, f] : file->i_pages) {
     INFO("folio " << index);
     CHECK(folio_ref_count(f) == 2);
     CHECK(folio_mapcount(f) == 1);
     CHECK_FALSE(folio_test_readahead(f));
   }
-  CHECK(lru_pages(e, LRU_INACTIVE_FILE) == 512);
 }
 
 // ------------------------------------------------------------------------------------------------
