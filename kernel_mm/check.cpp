@@ -68,8 +68,8 @@
 //    file's cache is that file's at its index, uptodate, neither anon nor PageAnonExclusive, not
 //    left locked, and holds one reference per page for the cache (refcount = mapcount + cache +
 //    LRU-add batch slots); nrpages adds up; a PTE that maps a page-cache page lies in a VMA of
-//    that file at that page's offset, is writable only in a shared mapping and then only with the
-//    folio dirty; MM_FILEPAGES = the PTEs that map page-cache pages. (Invariants 4-6 are about
+//    that file at that page's offset, before the end of the file (CACHE-L4), is writable only in
+//    a shared mapping and then only with the folio dirty; MM_FILEPAGES = the PTEs that map page-cache pages. (Invariants 4-6 are about
 //    anonymous pages: a shared file page may be writable in several mappings.)
 //  - LRU (kernel_mm/vmscan.cpp): each node's lists are well linked and counted, every folio on a
 //    list belongs there (anon or file, PG_active) and to that node, and has PG_lru; every mapped
@@ -811,6 +811,11 @@ class Checker {
     if (linear != f->index + (m.pfn - hp))
       fail(INV_CACHE, "file page index {:#x} mapped at linear_page_index {:#x}: {}; {}; {}", f->index + (m.pfn - hp),
            linear, rec_state(m), vma_state(v), folio_state(f));
+    // CACHE-L4 (filemap_map_pages()'s end_pgoff clamp to the last page, filemap_fault()'s
+    // SIGBUS at or past i_size): no PTE maps a file page at or past the end of the file.
+    if (const uint64_t eof = (f->mapping->i_size + PAGE_SIZE - 1) >> PAGE_SHIFT; linear >= eof)
+      fail(INV_CACHE, "file {} ({} pages): page index {:#x} at or past the end of the file is mapped: {}; {}; {}",
+           f->mapping->ino, eof, linear, rec_state(m), vma_state(v), folio_state(f));
     if (m.writable && !(v->vm_flags & VM_SHARED))
       fail(INV_CACHE, "a page-cache page is writable in a private mapping (a write must copy it): {}; {}; {}",
            rec_state(m), vma_state(v), folio_state(f));

@@ -112,6 +112,15 @@ uint64_t Kernel::file_word(const address_space* m, uint64_t offset) {
   return mmusim::file_word(m->seed, m->ino, m->i_size, offset);
 }
 
+uint64_t Kernel::disk_word(const address_space* m, uint64_t offset) {
+  if (auto w = m->written.find(offset >> PAGE_SHIFT); w != m->written.end()) {
+    uint64_t v;
+    std::memcpy(&v, w->second.data() + (offset & (PAGE_SIZE - 1)), 8);
+    return v;
+  }
+  return file_word(m, offset);
+}
+
 // ------------------------------------------------------------------------------------------------
 // The page cache (mm/filemap.c)
 

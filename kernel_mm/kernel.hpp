@@ -996,8 +996,10 @@ class Kernel {
   // A file of `size` bytes whose contents follow from `seed` (file_word()), nothing cached.
   address_space* file_create(const std::string& name, uint64_t size, uint64_t seed);
   const std::vector<std::unique_ptr<address_space>>& files() const { return files_; }
-  // The 8 bytes at `offset` (8-aligned) of a file as written on its disk (beyond i_size: zero).
+  // The 8 bytes at `offset` (8-aligned) of a file as created (beyond i_size: zero).
   static uint64_t file_word(const address_space* m, uint64_t offset);
+  // The same as the file's disk holds them now: what writeback wrote there, else as created.
+  static uint64_t disk_word(const address_space* m, uint64_t offset);
   folio* filemap_get_folio(address_space* mapping, uint64_t index);  // +1 reference, or null
   // How filemap_add_folio() charges the folio (mem_cgroup_charge(folio, NULL, gfp)): the current
   // task's memcg with the mapping's gfp (reclaim, retry, OOM), with readahead's (__GFP_NORETRY:

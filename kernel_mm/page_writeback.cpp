@@ -257,10 +257,14 @@ uint64_t Kernel::writepages(address_space* mapping, uint64_t nr_to_write, bool s
 
 void Kernel::folio_wait_writeback(folio* f) {
   if (!folio_test_writeback(f)) return;
-  uint64_t done = 0;
+  uint64_t done = 0;  // when its last write completes (0 is a time too: no disk, at time 0)
+  bool in_flight = false;
   for (const auto& [at, w] : writeback_)
-    if (w == f) done = std::max(done, at);
-  MMUSIM_CHECK(done, "folio_wait_writeback: a folio under writeback with no write in flight");
+    if (w == f) {
+      done = std::max(done, at);
+      in_flight = true;
+    }
+  MMUSIM_CHECK(in_flight, "folio_wait_writeback: a folio under writeback with no write in flight");
   const uint64_t now = time_now_ps();
   if (done > now) {
     // (folio_wait_bit_common(): TASK_UNINTERRUPTIBLE, as a fault's wait for a read.)

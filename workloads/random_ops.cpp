@@ -139,6 +139,9 @@ class RopsProgram : public StepProgram {
           if (sh_.loads) sh_.loads->inc();
           break;
         }
+        case OpKind::Msync:  // drawn only with Weights::with_msync(), which this program does not use
+          push(syscall(Sys::Msync, ac.addr, ac.len, uint64_t(ac.arg)));
+          break;
         case OpKind::Verify:
           for (uint64_t v = ac.addr; v < ac.addr + ac.len; v += 64) {
             Uop u = access(UopKind::Load, v, 8, ref_u64(ref_, v), kIpLoad + 4);

@@ -21,6 +21,13 @@
 // process writes it (its own copy from then on); MADV_DONTNEED drops the copy, so the page reads
 // the file again; MADV_WIPEONFORK is refused there (-EINVAL), so it is never drawn for them. No
 // process writes a file, so the references stay independent of the interleaving.
+// With Limits::shared_files as well, some of those mappings are MAP_SHARED: a store writes the
+// file (RefFiles, one per run, shared by every process's reference), which every shared mapping
+// of that page and every private page not yet written then reads; MADV_DONTNEED and munmap lose
+// nothing; fork shares the page with the child; msync(MS_SYNC | MS_ASYNC) changes nothing
+// visible (Msync, drawn only with Weights::with_msync()). The processes share memory then, so the
+// reference holds only for a driver that runs one operation at a time (the kernel-level test);
+// the random-ops workload, whose processes run concurrently, does not set it.
 //
 // Header-only (no link dependency) so that the kernel tests use it without the workloads library.
 #pragma once
@@ -53,8 +60,8 @@ inline constexpr uint64_t kPmd = mmusim::pg::kBaseGeometry.level_size(1);
 
 // Verify: load and check every 64th 8 bytes of a few pages (the kernel-level harness compares
 // them whole).
-enum class OpKind : uint8_t { Mmap, Munmap, Mprotect, Madvise, Store, Load, Touch, Fork, Wait, Exit, Verify };
-inline constexpr unsigned kOpKinds = 11;
+enum class OpKind : uint8_t { Mmap, Munmap, Mprotect, Madvise, Store, Load, Touch, Fork, Wait, Exit, Verify, Msync };
+inline constexpr unsigned kOpKinds = 12;
 inline const char* op_kind_name(OpKind k) {
   switch (k) {
     case OpKind::Mmap: return "Mmap";
@@ -68,6 +75,7 @@ inline const char* op_kind_name(OpKind k) {
     case OpKind::Wait: return "Wait";
     case OpKind::Exit: return "Exit";
     case OpKind::Verify: return "Verify";
+    case OpKind::Msync: return "Msync";
   }
   return "?";
 }
@@ -90,11 +98,18 @@ struct Limits {
   uint64_t file_size = 8ull << 20;
   uint64_t file_seed = 0;
   bool large_folios = false;  // the files on a filesystem with large page-cache folios (XFS-like)
+  bool shared_files = false;  // some file mappings MAP_SHARED (a one-at-a-time driver only, see above)
 };
 
-// Relative frequency of each kind (index = OpKind).
+// Relative frequency of each kind (index = OpKind). Msync is 0 by default, so the sequences drawn
+// for a seed are those drawn before it existed.
 struct Weights {
-  std::array<unsigned, kOpKinds> w{5, 3, 4, 6, 32, 30, 6, 3, 2, 2, 2};
+  std::array<unsigned, kOpKinds> w{5, 3, 4, 6, 32, 30, 6, 3, 2, 2, 2, 0};
+  static Weights with_msync() {
+    Weights x;
+    x.w[unsigned(OpKind::Msync)] = 4;
+    return x;
+  }
   unsigned total() const {
     unsigned t = 0;
     for (unsigned x : w) t += x;
@@ -124,27 +139,40 @@ struct RefPage {
   bool dontfork = false, wipeonfork = false;
   std::shared_ptr<PageBytes> data;  // null: reads as zero (or as the file); shared between
                                     // processes until written
-  int file = -1;                    // a private file mapping's page: Limits::files index
+  int file = -1;                    // a file mapping's page: Limits::files index
   uint64_t file_page = 0;           // and the page's index in the file
+  bool shared = false;              // of a MAP_SHARED mapping: data stays null, bytes are the file's
 };
 
-// The byte at `off` of file `file` (Limits::files) as the kernel's page cache reads it.
+// The byte at `off` of file `file` (Limits::files) as created (base/file_contents.hpp).
 inline uint8_t file_byte(const Limits& lim, int file, uint64_t off) {
   const uint64_t w = mmusim::file_word(lim.file_seed, uint32_t(file + 1), lim.file_size, off & ~uint64_t(7));
   return uint8_t(w >> (8 * (off & 7)));
 }
 
+// The files' pages written through shared mappings, for the whole run (every process's reference
+// holds the same one).
+struct RefFiles {
+  std::map<std::pair<int, uint64_t>, PageBytes> written;  // (file, page index) -> the page now
+};
+
 struct RefProc {
   Limits lim;                                        // the files' sizes and seeds
+  std::shared_ptr<RefFiles> files = std::make_shared<RefFiles>();
   std::map<uint64_t, RefPage> pages;                 // by virtual page number
   std::vector<std::pair<uint64_t, uint64_t>> areas;  // [start, start + len) of each mmap, in order
   uint64_t mapped = 0;                               // bytes mapped
 
+  // The byte at `off` of file `file` as it reads now (with what shared mappings wrote).
+  uint8_t file_now(int file, uint64_t off) const {
+    auto it = files->written.find({file, off / kPage});
+    return it == files->written.end() ? file_byte(lim, file, off) : it->second[off % kPage];
+  }
   uint8_t byte(uint64_t va) const {
     auto it = pages.find(va / kPage);
     if (it == pages.end()) return 0;
     if (!it->second.data)
-      return it->second.file < 0 ? 0 : file_byte(lim, it->second.file, it->second.file_page * kPage + va % kPage);
+      return it->second.file < 0 ? 0 : file_now(it->second.file, it->second.file_page * kPage + va % kPage);
     return (*it->second.data)[va % kPage];
   }
   // The page's bytes as they read now (the file's for a file page not yet written).
@@ -155,6 +183,12 @@ struct RefProc {
   }
   void write(uint64_t va, uint8_t v) {
     RefPage& p = pages.at(va / kPage);
+    if (p.shared) {  // the file's page
+      auto it = files->written.find({p.file, p.file_page});
+      if (it == files->written.end()) it = files->written.emplace(std::make_pair(p.file, p.file_page), page_bytes(va / kPage)).first;
+      it->second[va % kPage] = v;
+      return;
+    }
     if (!p.data) p.data = std::make_shared<PageBytes>(p.file < 0 ? PageBytes{} : page_bytes(va / kPage));
     else if (p.data.use_count() > 1) p.data = std::make_shared<PageBytes>(*p.data);  // our own COW
     (*p.data)[va % kPage] = v;
@@ -180,6 +214,7 @@ struct RefProc {
   RefProc fork_child() const {
     RefProc c;
     c.lim = lim;
+    c.files = files;
     for (auto& [vpn, p] : pages) {
       if (p.dontfork) continue;
       RefPage q = p;
@@ -201,8 +236,9 @@ struct Action {
   bool valid = false;
   uint64_t addr = 0, len = 0;  // memory ops: the range; Mmap: len
   int arg = 0;                 // prot, advice
-  int file = -1;               // Mmap: a private mapping of this file (Limits::files), or anonymous
+  int file = -1;               // Mmap: a mapping of this file (Limits::files), or anonymous
   uint64_t pgoff = 0;          // Mmap of a file: the page offset
+  bool shared = false;         // Mmap of a file: MAP_SHARED (else MAP_PRIVATE)
   uint8_t size = 0;            // Store/Load bytes
   uint64_t value = 0;          // Store: the value (size > 8: a repeated byte); Load: expected bytes (size <= 8)
   // Touch: one 8-byte store per page of [addr, addr + len), values from `value` (see touch_value).
@@ -272,6 +308,7 @@ inline Action resolve(const Op& op, const RefProc& p, const Limits& lim) {
         const uint64_t fpages = lim.file_size / kPage;
         ac.len = std::min(ac.len, fpages * kPage);
         ac.pgoff = (op.c >> 8) % (fpages - ac.len / kPage + 1);
+        ac.shared = lim.shared_files && op.a % 2;
       }
       ac.valid = p.areas.size() < lim.max_areas && p.mapped + ac.len <= lim.max_mapped;
       return ac;
@@ -345,6 +382,12 @@ inline Action resolve(const Op& op, const RefProc& p, const Limits& lim) {
       ac.len = std::min<uint64_t>(ac.len, 4 * kPage);
       ac.valid = p.all_mapped(ac.addr, ac.len);
       return ac;
+    case OpKind::Msync:  // MS_SYNC mostly, sometimes MS_ASYNC; a hole in the range is -ENOMEM
+      if (p.areas.empty()) return ac;
+      std::tie(ac.addr, ac.len) = pick_range(area(), op.b, op.c);
+      ac.arg = (op.b >> 40) % 4 ? kMsSync : kMsAsync;
+      ac.valid = p.all_mapped(ac.addr, ac.len);
+      return ac;
     case OpKind::Fork:
     case OpKind::Wait:
     case OpKind::Exit:
@@ -376,6 +419,7 @@ inline void apply(RefProc& p, const Action& ac, uint64_t mmap_ret = 0) {
         if (ac.file >= 0) {
           rp.file = ac.file;
           rp.file_page = ac.pgoff + (v - mmap_ret) / kPage;
+          rp.shared = ac.shared;
         }
         auto [it, fresh] = p.pages.insert_or_assign(v / kPage, rp);
         (void)it;

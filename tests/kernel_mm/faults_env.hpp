@@ -89,7 +89,7 @@ struct Env {
   uint64_t count(const std::string& key) const { return fix.count(key); }
 };
 
-// The byte at `off` of the file as its disk holds it (the file's contents from its seed).
+// The byte at `off` of the file as created (its contents from its seed; Kernel::disk_word() is what its disk holds now).
 inline int file_byte(const kmm::address_space* m, uint64_t off) {
   return int((kmm::Kernel::file_word(m, off & ~7ull) >> (8 * (off & 7))) & 0xff);
 }

@@ -11,6 +11,10 @@
 // operations per CI run over the variants. MMUSIM_DIFF_OPS=N sets the total (e.g. 1000000 for a
 // longer run), MMUSIM_DIFF_SEED=S another base seed.
 //
+// With files (Limits::files), private and, with Limits::shared_files, shared mappings of them:
+// the reference's one copy of each file (RefFiles) is what every mapping of a page reads until a
+// private one copies it; at the end each file is fsync'ed and its disk compared with it.
+//
 // A failing sequence is shrunk (delta debugging over the op list: any subsequence is a valid
 // sequence, see random_ops.hpp) and printed as a test case to paste below as a regression test.
 #include <catch2/catch.hpp>
@@ -33,6 +37,7 @@ using namespace mmusim::wl::rops;
 using mmusim::wl::kProtRead;
 using mmusim::wl::kProtWrite;
 using mmusim::wl::kMapPrivateAnon;
+using mmusim::wl::kMapShared;
 using mmusim::wl::kMadvDontneed;
 using mmusim::wl::kMadvHugepage;
 using kmm::ForkCopy;
@@ -72,7 +77,7 @@ std::string variant_name(const Variant& v) {
 }
 
 // Deliberate bugs in the reference model, to test the harness itself (the shrinker).
-enum class Mutant { none, dontneed_keeps_data };
+enum class Mutant { none, dontneed_keeps_data, shared_store_private };
 
 struct Outcome {
   bool failed = false;
@@ -86,6 +91,8 @@ struct Outcome {
   uint64_t memcg_pgsteal = 0, refaults = 0;  // memcg.pgsteal, kernel.workingset_refault_file
   uint64_t large_folios = 0;                 // kernel.pagecache_large_folios
   uint64_t pswpout = 0, high_events = 0, swap_fail = 0;  // kernel.pswpout, memcg.high_events, .swap_fail
+  uint64_t shared_faults = 0, pages_written = 0, fsyncs = 0;  // kernel.do_shared_fault, .nr_written, .fsyncs
+  uint64_t file_pages_checked = 0;  // pages of the files compared with the reference at the end
 };
 
 struct Proc {
@@ -134,7 +141,7 @@ void verify_all(kmm::Kernel& k, kmm::UserAccess& ua, Proc& p, size_t op, Outcome
       // Touched, the page will read zero (anonymous) or the file.
       if (rp.data)
         for (unsigned j = 0; j < kPage; ++j) {
-          const uint8_t fresh = rp.file < 0 ? 0 : file_byte(p.ref.lim, rp.file, rp.file_page * kPage + j);
+          const uint8_t fresh = rp.file < 0 ? 0 : p.ref.file_now(rp.file, rp.file_page * kPage + j);
           if ((*rp.data)[j] != fresh) {
             fail(fmt::format("data integrity: task {} page at VA {:#x} is not mapped, but the "
                              "reference holds data there (byte {:#x} at +{:#x}), after op #{}",
@@ -205,7 +212,8 @@ Outcome run_ops(const Variant& v, const std::vector<Op>& ops, const Limits& lim 
       switch (op.kind) {
         case OpKind::Mmap: {
           int64_t r = ac.file < 0 ? k.sys_mmap(p.t, 0, ac.len, kProtRead | kProtWrite, kMapPrivateAnon)
-                                  : k.sys_mmap(p.t, 0, ac.len, kProtRead | kProtWrite, kMapPrivateAnon & ~0x20,
+                                  : k.sys_mmap(p.t, 0, ac.len, kProtRead | kProtWrite,
+                                               ac.shared ? kMapShared : kMapPrivateAnon & ~0x20,
                                                files[size_t(ac.file)], ac.pgoff * kPage);
           if (r <= 0) {
             fail(fmt::format("mmap({:#x}) returned {}", ac.len, r));
@@ -216,9 +224,11 @@ Outcome run_ops(const Variant& v, const std::vector<Op>& ops, const Limits& lim 
         }
         case OpKind::Munmap:
         case OpKind::Mprotect:
-        case OpKind::Madvise: {
+        case OpKind::Madvise:
+        case OpKind::Msync: {
           int r = op.kind == OpKind::Munmap     ? k.sys_munmap(p.t, ac.addr, ac.len)
                   : op.kind == OpKind::Mprotect ? k.sys_mprotect(p.t, ac.addr, ac.len, ac.arg)
+                  : op.kind == OpKind::Msync    ? k.sys_msync(p.t, ac.addr, ac.len, ac.arg)
                                                 : k.sys_madvise(p.t, ac.addr, ac.len, ac.arg);
           if (r != 0) {
             fail(fmt::format("{}({:#x}, {:#x}, {}) returned {}", op_kind_name(op.kind), ac.addr, ac.len, ac.arg, r));
@@ -235,6 +245,13 @@ Outcome run_ops(const Variant& v, const std::vector<Op>& ops, const Limits& lim 
             fail(fmt::format("store to {:#x} by task {} got a signal", ac.addr, p.t->pid));
             continue;
           }
+          if (mutant == Mutant::shared_store_private)  // the mutant: a shared page written is a private copy
+            for (unsigned j = 0; j < ac.size; ++j)
+              if (auto it = p.ref.pages.find((ac.addr + j) / kPage); it != p.ref.pages.end() && it->second.shared) {
+                const PageBytes now = p.ref.page_bytes(it->first);
+                it->second.shared = false;
+                it->second.data = std::make_shared<PageBytes>(now);
+              }
           apply(p.ref, ac);
           break;
         }
@@ -320,6 +337,26 @@ Outcome run_ops(const Variant& v, const std::vector<Op>& ops, const Limits& lim 
     if (!out.failed)
       for (Proc& q : procs)
         if (q.alive && !out.failed) verify_all(k, ua, q, i, out, fail);
+    // The files: fsync'ed (every dirty page written and waited for), the disk must hold what the
+    // shared mappings wrote, every other byte as created.
+    if (!out.failed && lim.shared_files) {
+      k.enter(procs[0].t, 0);
+      for (unsigned f = 0; f < lim.files && !out.failed; ++f) {
+        if (int r = k.vfs_fsync_range(files[f], 0, lim.file_size - 1, 0); r != 0) {
+          fail(fmt::format("fsync of file {} returned {}", f, r));
+          break;
+        }
+        for (uint64_t off = 0; off < lim.file_size && !out.failed; off += 8) {
+          const uint64_t got = kmm::Kernel::disk_word(files[f], off);
+          uint64_t want = 0;
+          for (unsigned b = 0; b < 8; ++b) want |= uint64_t(procs[0].ref.file_now(int(f), off + b)) << (8 * b);
+          if (got != want)
+            fail(fmt::format("data integrity: file {} on the disk after fsync holds {:#x} at {:#x}, expected {:#x}",
+                             f, got, off, want));
+          if (off % kPage == 0) ++out.file_pages_checked;
+        }
+      }
+    }
     if (!out.failed) {
       // Teardown: the children first, then the first process.
       for (size_t p = procs.size(); p-- > 0;)
@@ -342,14 +379,17 @@ Outcome run_ops(const Variant& v, const std::vector<Op>& ops, const Limits& lim 
   out.swap_fail = fix.count("memcg.swap_fail");
   out.refaults = fix.count("kernel.workingset_refault_file");
   out.large_folios = fix.count("kernel.pagecache_large_folios");
+  out.shared_faults = fix.count("kernel.do_shared_fault");
+  out.pages_written = fix.count("kernel.nr_written");
+  out.fsyncs = fix.count("kernel.fsyncs");
   return out;
 }
 
-std::vector<Op> random_sequence(uint64_t seed, size_t n) {
+std::vector<Op> random_sequence(uint64_t seed, size_t n, const Weights& wt = {}) {
   Rng r{seed};
   std::vector<Op> ops;
   ops.reserve(n);
-  for (size_t i = 0; i < n; ++i) ops.push_back(draw(r));
+  for (size_t i = 0; i < n; ++i) ops.push_back(draw(r, wt));
   return ops;
 }
 
@@ -385,17 +425,52 @@ std::vector<Op> shrink(std::vector<Op> ops, const std::function<Outcome(const st
   return ops;
 }
 
-std::string reproducer(const Variant& v, const std::vector<Op>& ops, const std::string& message) {
+// The Limits a reproducer needs to run as the failing case did ("" for the defaults).
+std::string limits_cpp(const Limits& lim) {
+  const Limits d;
+  std::string s;
+  if (lim.max_procs != d.max_procs) s += fmt::format("  lim.max_procs = {};\n", lim.max_procs);
+  if (lim.max_mapped != d.max_mapped) s += fmt::format("  lim.max_mapped = {:#x};\n", lim.max_mapped);
+  if (lim.max_areas != d.max_areas) s += fmt::format("  lim.max_areas = {};\n", lim.max_areas);
+  if (lim.files != d.files) s += fmt::format("  lim.files = {};\n", lim.files);
+  if (lim.file_size != d.file_size) s += fmt::format("  lim.file_size = {:#x};\n", lim.file_size);
+  if (lim.file_seed != d.file_seed) s += fmt::format("  lim.file_seed = {:#x};\n", lim.file_seed);
+  if (lim.large_folios) s += "  lim.large_folios = true;\n";
+  if (lim.shared_files) s += "  lim.shared_files = true;\n";
+  return s.empty() ? s : "  Limits lim;\n" + s;
+}
+
+// A failing case as a test to paste below: its ops, its variant, and the Limits and memory.max
+// it ran with.
+std::string reproducer(const Variant& v, const std::vector<Op>& ops, const std::string& message,
+                       const Limits& lim = {}, uint64_t memcg_max = 0) {
+  const std::string lims = limits_cpp(lim);
+  const std::string extra = memcg_max ? fmt::format(", {}, Mutant::none, {:#x}", lims.empty() ? "Limits{}" : "lim", memcg_max)
+                            : lims.empty() ? std::string() : ", lim";
   return fmt::format(
       "// {}\n"
       "TEST_CASE(\"differential regression: {} #{:04x}\", \"[differential][regression]\") {{\n"
       "  const std::vector<Op> ops = {{\n{}  }};\n"
-      "  Outcome o = run_ops({{{}, {}, {}{}}}, ops);\n"
+      "{}"
+      "  Outcome o = run_ops({{{}, {}, {}{}}}, ops{});\n"
       "  INFO(o.message);\n"
       "  CHECK_FALSE(o.failed);\n"
       "}}\n",
-      message, variant_name(v), ops.empty() ? 0u : unsigned(ops[0].a & 0xffff), ops_to_cpp(ops), isa_cpp(v.isa), wp_cpp(v.wp), fc_cpp(v.fc),
-      v.thp == ThpCow::copy ? ", ThpCow::copy" : "");
+      message, variant_name(v), ops.empty() ? 0u : unsigned(ops[0].a & 0xffff), ops_to_cpp(ops), lims, isa_cpp(v.isa),
+      wp_cpp(v.wp), fc_cpp(v.fc), v.thp == ThpCow::copy ? ", ThpCow::copy" : "", extra);
+}
+
+// After a failing run of `seq`: the sequence shrunk and printed as a regression test (the caller
+// then fails the test case).
+void report_if_failed(const Variant& v, const std::vector<Op>& seq, const Outcome& o, const Limits& lim,
+                      uint64_t memcg_max = 0) {
+  if (!o.failed) return;
+  auto run = [&](const std::vector<Op>& c) { return run_ops(v, c, lim, Mutant::none, memcg_max); };
+  const std::vector<Op> small = shrink(seq, run);
+  const Outcome so = run(small);
+  std::printf("FAILED: %s, op #%zu of %zu: %s\nshrunk to %zu ops: %s\n%s\n", variant_name(v).c_str(), o.op,
+              seq.size(), o.message.c_str(), small.size(), so.message.c_str(),
+              reproducer(v, small, so.message, lim, memcg_max).c_str());
 }
 
 uint64_t env_u64(const char* name, uint64_t def) {
@@ -407,6 +482,18 @@ uint64_t env_u64(const char* name, uint64_t def) {
 constexpr uint64_t kDefaultTotalOps = 102400;
 constexpr unsigned kVariants = 16;
 constexpr size_t kSequenceLength = 1600;  // ops per sequence (state builds up within one)
+
+// The sequence of `seed` run; a failure is shrunk and printed (report_if_failed()) and fails the
+// test case.
+Outcome run_seed(const Variant& v, uint64_t seed, const Limits& lim, uint64_t memcg_max, const Weights& wt = {}) {
+  const std::vector<Op> seq = random_sequence(seed, kSequenceLength, wt);
+  Outcome o = run_ops(v, seq, lim, Mutant::none, memcg_max);
+  INFO(variant_name(v) << (lim.large_folios ? " large folios" : "") << " seed " << seed << " memcg " << memcg_max
+                       << ": " << o.message);
+  report_if_failed(v, seq, o, lim, memcg_max);
+  REQUIRE_FALSE(o.failed);
+  return o;
+}
 
 void run_variant(Isa isa, WpReuse wp, ThpCow thp = ThpCow::split, const Limits& lim = {}) {
   const uint64_t total = env_u64("MMUSIM_DIFF_OPS", kDefaultTotalOps);
@@ -429,7 +516,7 @@ void run_variant(Isa isa, WpReuse wp, ThpCow thp = ThpCow::split, const Limits& 
         Outcome so = run_ops(v, small, lim);
         std::printf("FAILED: %s, seed %#llx, op #%zu of %zu: %s\nshrunk to %zu ops: %s\n%s\n",
                     variant_name(v).c_str(), (unsigned long long)seed, o.op, n, o.message.c_str(),
-                    small.size(), so.message.c_str(), reproducer(v, small, so.message).c_str());
+                    small.size(), so.message.c_str(), reproducer(v, small, so.message, lim).c_str());
         FAIL(variant_name(v) << " seed " << seed << ": " << o.message);
       }
     }
@@ -506,9 +593,7 @@ TEST_CASE("differential: random ops with private mappings of files with large fo
     uint64_t large = 0, stolen = 0, refaults = 0, reads = 0, cows = 0;
     for (uint64_t seed : {41, 42}) {
       for (uint64_t memcg : {uint64_t(0), uint64_t(6) << 20}) {
-        Outcome o = run_ops(v, random_sequence(seed, kSequenceLength), lim, Mutant::none, memcg);
-        INFO(variant_name(v) << " seed " << seed << " memcg " << memcg << ": " << o.message);
-        REQUIRE_FALSE(o.failed);
+        const Outcome o = run_seed(v, seed, lim, memcg);
         large += o.large_folios;
         stolen += o.memcg_pgsteal;
         refaults += o.refaults;
@@ -543,9 +628,7 @@ TEST_CASE("differential: random ops with file mappings in a memory cgroup that k
                            Variant{Isa::arm64, WpReuse::pagetable, ForkCopy::per_pte}}) {
     uint64_t stolen = 0, refaults = 0, bytes = 0;
     for (uint64_t seed : {31, 32, 33}) {
-      Outcome o = run_ops(v, random_sequence(seed, kSequenceLength), lim, Mutant::none, 6ull << 20);
-      INFO(variant_name(v) << " seed " << seed << ": " << o.message);
-      REQUIRE_FALSE(o.failed);
+      const Outcome o = run_seed(v, seed, lim, 6ull << 20);
       stolen += o.memcg_pgsteal;
       refaults += o.refaults;
       bytes += o.bytes_compared;
@@ -590,9 +673,83 @@ TEST_CASE("differential: random ops under memory.high with swap bounded by memor
   }
 }
 
+// Two 8 MiB files, mapped private or shared.
+Limits shared_file_limits() {
+  Limits lim;
+  lim.files = 2;
+  lim.file_seed = 0x73686172;
+  lim.shared_files = true;
+  return lim;
+}
+
+// Shared file mappings among the private and anonymous ones (Limits::shared_files), with msync:
+// write faults on the page cache (do_shared_fault(), wp_page_shared() after msync cleaned the
+// PTEs), dirty accounting and writeback, fork sharing the pages, private mappings of the same
+// file reading what the shared ones wrote until they copy; at the end every file fsync'ed and its
+// disk compared with the reference. Out of and in a memory cgroup far smaller than the files
+// (reclaim writes dirty folios back: the flusher, then drops them; a refault reads the written
+// bytes back), on ext4-like and XFS-like (large folio) files.
+TEST_CASE("differential: random ops with shared and private file mappings, msync, in and out of a memory cgroup", "[differential][memcg][shared]") {
+  Limits lim = shared_file_limits();
+  for (bool large : {false, true}) {
+    lim.large_folios = large;
+    for (const Variant& v : {Variant{Isa::x86_64, WpReuse::off, ForkCopy::batched},
+                             Variant{Isa::arm64, WpReuse::pagetable, ForkCopy::per_pte}}) {
+      uint64_t shared = 0, written = 0, fsyncs = 0, stolen = 0, refaults = 0, checked = 0, bytes = 0, cows = 0;
+      for (uint64_t seed : {51, 52}) {
+        for (uint64_t memcg : {uint64_t(0), uint64_t(6) << 20}) {
+          const Outcome o = run_seed(v, seed, lim, memcg, Weights::with_msync());
+          shared += o.shared_faults;
+          written += o.pages_written;
+          fsyncs += o.fsyncs;
+          stolen += o.memcg_pgsteal;
+          refaults += o.refaults;
+          checked += o.file_pages_checked;
+          bytes += o.bytes_compared;
+          cows += o.file_cow_faults;
+        }
+      }
+      INFO(variant_name(v) << (large ? " large folios" : ""));
+      std::printf("differential shared files %-22s%s: shared faults %llu, pages written %llu, fsyncs %llu, "
+                  "pgsteal %llu, refaults %llu, bytes compared %llu\n",
+                  variant_name(v).c_str(), large ? " large" : "", (unsigned long long)shared,
+                  (unsigned long long)written, (unsigned long long)fsyncs, (unsigned long long)stolen,
+                  (unsigned long long)refaults, (unsigned long long)bytes);
+      CHECK(shared > 0);
+      CHECK(written > 0);
+      CHECK(fsyncs > 0);
+      CHECK(stolen > 1000);
+      CHECK(refaults > 0);
+      CHECK(cows > 0);
+      CHECK(checked == 2 * 2 * 2 * (lim.file_size / kPage));  // every page of both files, every run
+      CHECK(bytes > 100000);
+    }
+  }
+}
+
+// The harness sees a reference that gets shared mappings wrong: one that keeps a shared page's
+// writes to itself (a private copy) is caught, by another mapping's load or by the disk at the end.
+TEST_CASE("differential: a reference that makes shared stores private is caught", "[differential][shared]") {
+  Limits lim = shared_file_limits();
+  const Variant v{Isa::x86_64, WpReuse::off, ForkCopy::batched};
+  const std::vector<Op> seq = random_sequence(51, kSequenceLength, Weights::with_msync());
+  REQUIRE_FALSE(run_ops(v, seq, lim).failed);
+  Outcome o = run_ops(v, seq, lim, Mutant::shared_store_private);
+  CHECK(o.failed);
+  CHECK(o.message.find("data integrity") != std::string::npos);
+  // Its reproducer carries the Limits and memory.max the run had.
+  const std::string code = reproducer(v, {seq.front()}, o.message, lim, 6ull << 20);
+  CHECK(code.find("  lim.files = 2;\n  lim.file_seed = 0x73686172;\n  lim.shared_files = true;\n") != std::string::npos);
+  CHECK(code.find("ops, lim, Mutant::none, 0x600000);") != std::string::npos);
+  CHECK(reproducer(v, {seq.front()}, o.message).find("}, ops);") != std::string::npos);
+}
+
 TEST_CASE("differential: the generator covers every operation", "[differential]") {
   const Variant v{Isa::x86_64, WpReuse::pagetable, ForkCopy::batched};
-  Outcome o = run_ops(v, random_sequence(42, 3000));
+  Limits lim;
+  lim.files = 2;
+  lim.shared_files = true;
+  Outcome o = run_ops(v, random_sequence(42, 3000, Weights::with_msync()), lim);
   INFO(o.message);
   REQUIRE_FALSE(o.failed);
   for (unsigned k = 0; k < kOpKinds; ++k) {
