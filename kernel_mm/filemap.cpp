@@ -407,12 +407,28 @@ void Kernel::page_cache_async_ra(address_space* mapping, folio* f, uint64_t inde
   page_cache_ra_order(mapping, mapping->ra_start, mapping->ra_size, mapping->ra_async_size, order);
 }
 
-// do_sync_mmap_readahead() (mm/filemap.c:3146), without VM_HUGEPAGE's PMD-order readahead (no
-// PMD-mapped page-cache folios: a VM_HUGEPAGE file VMA reads around as any other). Drops the
-// fault lock (*fpin) before it reads.
+// do_sync_mmap_readahead() (mm/filemap.c:3146). Drops the fault lock (*fpin) before it reads.
 void Kernel::do_sync_mmap_readahead(vm_fault* vmf, bool* fpin) {
   address_space* mapping = vmf->vma->vm_file;
   const vm_flags_t vm_flags = vmf->vma->vm_flags;
+  // CONFIG_TRANSPARENT_HUGEPAGE: a VM_HUGEPAGE VMA (MADV_HUGEPAGE) uses the readahead code even
+  // if readahead is disabled (HPAGE_PMD_ORDER <= MAX_PAGECACHE_ORDER on x86-64 and arm64 4K):
+  // from the PMD-aligned index, two PMD folios' worth (one with VM_RAND_READ), the second the
+  // async part, page_cache_ra_order(HPAGE_PMD_ORDER). As in 6.12 the window's start (ra->start)
+  // is left as it was. On ext4 that is 1024 order-0 pages in one go (do_page_cache_ra()); with
+  // large folios, order-9 folios, which this port maps with PTEs: do_set_pmd()'s PMD mapping of
+  // a page-cache folio is not ported (docs/plan-pmd-pagecache-folios.md).
+  static_assert(HPAGE_PMD_ORDER <= MAX_PAGECACHE_ORDER);
+  if (vm_flags & VM_HUGEPAGE) {
+    maybe_unlock_mmap_for_io(vmf, fpin);
+    const uint64_t index = ALIGN_DOWN(vmf->pgoff, uint64_t(HPAGE_PMD_NR));
+    mapping->ra_size = HPAGE_PMD_NR;
+    // Fetch two PMD folios, so we get the chance to actually readahead, unless we've been told not to.
+    if (!(vm_flags & VM_RAND_READ)) mapping->ra_size *= 2;
+    mapping->ra_async_size = HPAGE_PMD_NR;
+    page_cache_ra_order(mapping, index, mapping->ra_size, mapping->ra_async_size, HPAGE_PMD_ORDER);
+    return;
+  }
   // If we don't want any read-ahead, don't bother (the caller reads the one page).
   if (vm_flags & VM_RAND_READ) return;
   if (!mapping->ra_pages) return;

@@ -753,3 +753,85 @@ TEST_CASE("filemap: fault-around forgives mmap_miss only for folios that are not
     CHECK(file->mmap_miss == 24);  // [32, 48): 16 pages forgiven
   }
 }
+
+// ------------------------------------------------------------------------------------------------
+// MADV_HUGEPAGE on a file mapping: do_sync_mmap_readahead()'s VM_HUGEPAGE branch (mm/filemap.c:
+// 3158, CONFIG_TRANSPARENT_HUGEPAGE, HPAGE_PMD_ORDER 9 <= MAX_PAGECACHE_ORDER 9), "even if
+// readahead is disabled".
+//
+// A cold 2048-page file, mapped whole at kVa, a load of page 700. Derivation:
+//   index = 700 & ~511 = 512; ra->size = 512 x 2 = 1024 (512 with VM_RAND_READ), async_size 512;
+//   page_cache_ra_order(order 9): mark = 512 + size - 512.
+//   - ext4 (no large folios): the fallback do_page_cache_ra(512, size, 512) ->
+//     page_cache_ra_unbounded(): order-0 pages [512, 512 + size), PG_readahead at the page
+//     nr - lookahead from the start: 1024 (size 1024) or 512 (size 512); one request.
+//   - large folios: new_order 9 (already the max: no + 2), min(9, ilog2(size)) = 9; limit =
+//     min(2047, 512 + size - 1); folios 512:9 and 1024:9 (size 1024) or 512:9 (size 512); the one
+//     at round_down(mark, 512) gets PG_readahead: 1024 (size 1024), 512 (size 512); one request.
+//   The fault: VM_FAULT_RETRY | VM_FAULT_MAJOR (the lock dropped for the read), the retry's
+//   fault-around over [688, 703] maps the 16 PTEs, except that it skips a PG_readahead folio
+//   whole (next_uptodate_folio()): with large folios and VM_RAND_READ that is folio 512 itself,
+//   so finish_fault() maps the one PTE. 2 handle_mm_fault() calls, 1 retry, 1 major fault.
+// Without MADV_HUGEPAGE the same load reads around: [684, 716), 32 pages.
+TEST_CASE("filemap: MADV_HUGEPAGE reads two PMD-sized windows from the PMD-aligned index (one with MADV_RANDOM), in order 0 on ext4 and order 9 with large folios", "[filemap][large][thp]") {
+  struct Case {
+    bool large, random;
+    std::string layout;
+    uint64_t pages, ptes, rss;
+  };
+  const std::vector<Case> cases = {
+      {false, false, "", 1024, 16, 16},
+      {false, true, "", 512, 16, 16},
+      {true, false, "512:9 1024:9r", 1024, 16, 16},
+      {true, true, "512:9r", 512, 0, 1},
+  };
+  for (const Case& c : cases) {
+    INFO((c.large ? "large folios" : "ext4") << (c.random ? " MADV_RANDOM" : ""));
+    Env e;
+    Disk disk;
+    e.k.set_block_device(&disk);
+    task_struct* t = e.proc("p");
+    address_space* file = e.k.file_create("big", 2048 * PAGE_SIZE, 21);
+    if (c.large) mapping_set_large_folios(file);
+    const uint64_t va = mmap_file(e, t, file, 2048 * PAGE_SIZE, MAP_PRIVATE, 0, PROT_READ);
+    e.k.enter(t, 0);
+    REQUIRE(e.k.sys_madvise(t, va, 2048 * PAGE_SIZE, MADV_HUGEPAGE) == 0);
+    if (c.random) REQUIRE(e.k.sys_madvise(t, va, 2048 * PAGE_SIZE, MADV_RANDOM) == 0);
+    touch(e, t, file, va, 700, 701);
+    CHECK(file->nrpages == c.pages);
+    check_cache(file);
+    if (c.large) {
+      CHECK(layout(file) == c.layout);
+    } else {
+      CHECK(orders(file) == std::map<unsigned, unsigned>{{0, unsigned(c.pages)}});
+      CHECK(file->i_pages.begin()->first == 512);
+      CHECK(file->i_pages.rbegin()->first == 512 + c.pages - 1);
+      std::vector<uint64_t> marked;
+      for (const auto& [index, f] : file->i_pages)
+        if (folio_test_readahead(f)) marked.push_back(index);
+      CHECK(marked == std::vector<uint64_t>{c.random ? 512u : 1024u});
+    }
+    CHECK(disk.reads == std::vector<uint64_t>{c.pages * PAGE_SIZE});
+    CHECK(e.count("kernel.io_requests") == 1);
+    CHECK(e.count("kernel.filemap_read_pages") == c.pages);
+    CHECK(e.count("kernel.pgmajfault") == 1);
+    CHECK(e.count("faults.total") == 1);
+    CHECK(e.count("kernel.handle_mm_fault") == 2);
+    CHECK(e.count("kernel.filemap_fault_retry") == 1);
+    CHECK(e.count("kernel.fault_around_ptes") == c.ptes);
+    CHECK(file_rss(t) == int64_t(c.rss));
+    CHECK(bad_ptes(e, t, file, va, 700, 701) == 0);
+    if (c.rss == 16) CHECK(bad_ptes(e, t, file, va, 688, 704) == 0);
+  }
+  // The control: no MADV_HUGEPAGE, the 32-page read-around.
+  Env e;
+  Disk disk;
+  e.k.set_block_device(&disk);
+  task_struct* t = e.proc("p");
+  address_space* file = e.k.file_create("big", 2048 * PAGE_SIZE, 21);
+  const uint64_t va = mmap_file(e, t, file, 2048 * PAGE_SIZE, MAP_PRIVATE, 0, PROT_READ);
+  touch(e, t, file, va, 700, 701);
+  CHECK(file->nrpages == 32);
+  CHECK(file->i_pages.begin()->first == 684);
+  CHECK(disk.reads == std::vector<uint64_t>{32 * PAGE_SIZE});
+}
