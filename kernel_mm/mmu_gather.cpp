@@ -134,6 +134,24 @@ void Kernel::tlb_gather_mmu(mmu_gather* tlb, mm_struct* mm) { __tlb_gather_mmu(t
 
 void Kernel::tlb_gather_mmu_fullmm(mmu_gather* tlb, mm_struct* mm) { __tlb_gather_mmu(tlb, mm, true); }
 
+// tlb_get_unmap_shift() (include/asm-generic/tlb.h): the smallest level the gather cleared.
+static unsigned tlb_get_unmap_shift(const mmu_gather* tlb) {
+  if (tlb->cleared_ptes) return PAGE_SHIFT;
+  if (tlb->cleared_pmds) return PMD_SHIFT;
+  if (tlb->cleared_puds) return PUD_SHIFT;
+  if (tlb->cleared_p4ds) return PGDIR_SHIFT;  // P4D_SHIFT (folded: 4 levels)
+  return PAGE_SHIFT;
+}
+
+// tlb_get_level() (arch/arm64/include/asm/tlb.h): the TTL hint, the level when only one level's
+// leaves were cleared and no table freed (3 = PTE, 2 = PMD, 1 = PUD, 0 = P4D).
+static int tlb_get_level(const mmu_gather* tlb) {
+  if (tlb->freed_tables) return TLBI_TTL_UNKNOWN;  // the TTL field is only valid for the leaf entry
+  const int n = int(tlb->cleared_ptes) + int(tlb->cleared_pmds) + int(tlb->cleared_puds) + int(tlb->cleared_p4ds);
+  if (n != 1) return TLBI_TTL_UNKNOWN;
+  return tlb->cleared_ptes ? 3 : tlb->cleared_pmds ? 2 : tlb->cleared_puds ? 1 : 0;
+}
+
 // tlb_flush() (arch/x86/include/asm/tlb.h; arch/arm64/include/asm/tlb.h): the arch layer's
 // tlb_flush_mmu_range() gets the gathered range, or start = end = ~0 (TLB_FLUSH_ALL) for a fullmm
 // gather or need_flush_all: x86 then flushes the whole mm; arm64 flushes only if tables were freed
@@ -144,7 +162,7 @@ void Kernel::tlb_flush(mmu_gather* tlb) {
     start = tlb->start;
     end = tlb->end;
   }
-  arch_->tlb_flush_mmu_range(tlb->mm, start, end, tlb->freed_tables);
+  arch_->tlb_flush_mmu_range(tlb->mm, start, end, tlb_get_unmap_shift(tlb), tlb_get_level(tlb), tlb->freed_tables);
 }
 
 // tlb_flush_mmu_tlbonly() (include/asm-generic/tlb.h): flush what was gathered, reset the range.

@@ -20,6 +20,10 @@ namespace kmm {
 
 class Kernel;
 
+// The TLBI TTL hint "level unknown" (arch/arm64/include/asm/tlbflush.h: INT_MAX), as
+// tlb_get_level() returns it for an mmu_gather flush.
+inline constexpr int TLBI_TTL_UNKNOWN = 0x7fffffff;
+
 // Outcome of an arch fault handler (do_user_addr_fault / do_page_fault).
 struct FaultReturn {
   vm_fault_t fault = 0;   // the last handle_mm_fault result
@@ -213,8 +217,11 @@ class Arch {
   // flush_pmd_tlb_range(): a range of PMD leaves (stride PMD_SIZE).
   virtual void flush_pmd_tlb_range(vm_area_struct* vma, uint64_t start, uint64_t end) = 0;
   virtual void flush_tlb_mm(mm_struct* mm) = 0;
-  // flush_tlb_mm_range() for an mmu_gather flush (x86) / __flush_tlb_range (arm64).
-  virtual void tlb_flush_mmu_range(mm_struct* mm, uint64_t start, uint64_t end, bool freed_tables) = 0;
+  // An mmu_gather's flush, tlb_flush() (asm/tlb.h): flush_tlb_mm_range() (x86) /
+  // __flush_tlb_range() (arm64) of the gathered range with the stride tlb_get_unmap_shift() gives
+  // (PMD_SHIFT for a gather that cleared only PMDs) and the level (arm64's TTL hint).
+  virtual void tlb_flush_mmu_range(mm_struct* mm, uint64_t start, uint64_t end, unsigned stride_shift,
+                                   int tlb_level, bool freed_tables) = 0;
   // This CPU only, the current mm (x86 flush_tlb_local; the `pagetable+flush` experiment).
   virtual void flush_tlb_local() = 0;
 

@@ -94,6 +94,15 @@ inline int file_byte(const kmm::address_space* m, uint64_t off) {
   return int((kmm::Kernel::file_word(m, off & ~7ull) >> (8 * (off & 7))) & 0xff);
 }
 
+// A new process on a kernel a test built itself (not an Env's), entered and loaded on CPU 0.
+inline kmm::task_struct* start_process(kmm::Kernel& k, const char* name = "p") {
+  kmm::task_struct* t = k.create_process(name);
+  REQUIRE(t);
+  k.enter(t, 0);
+  k.arch().switch_mm(0, t->mm);
+  return t;
+}
+
 // The task's file-backed RSS (MM_FILEPAGES).
 inline int64_t file_rss(kmm::task_struct* t) { return kmm::get_mm_counter(t->mm, kmm::MM_FILEPAGES); }
 

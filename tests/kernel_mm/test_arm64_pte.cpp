@@ -215,15 +215,24 @@ TEST_CASE("arm64: TLB flush primitives issue the tlbflush.h sequences", "[arm64]
     CHECK(hw.ops[1].va == Env::kBase);
   }
   SECTION("tlb_flush (mmu_gather): last level unless tables were freed; fullmm only flushes freed tables") {
-    a.tlb_flush_mmu_range(&e.mm, e.addr(2), e.addr(6), false);
+    a.tlb_flush_mmu_range(&e.mm, e.addr(2), e.addr(6), PAGE_SHIFT, 3, false);
     CHECK(hw.tlbis(TlbiOp::VALE1, true) == 4);
     hw.clear();
-    a.tlb_flush_mmu_range(&e.mm, e.addr(2), e.addr(6), true);
+    a.tlb_flush_mmu_range(&e.mm, e.addr(2), e.addr(6), PAGE_SHIFT, TLBI_TTL_UNKNOWN, true);
     CHECK(hw.tlbis(TlbiOp::VAE1, true) == 4);
     hw.clear();
-    a.tlb_flush_mmu_range(&e.mm, ~0ull, ~0ull, false);
+    a.tlb_flush_mmu_range(&e.mm, ~0ull, ~0ull, PAGE_SHIFT, 3, false);
     CHECK(hw.ops.empty());
-    a.tlb_flush_mmu_range(&e.mm, ~0ull, ~0ull, true);
+    a.tlb_flush_mmu_range(&e.mm, ~0ull, ~0ull, PAGE_SHIFT, TLBI_TTL_UNKNOWN, true);
+    CHECK(hw.tlbis(TlbiOp::ASIDE1, true) == 1);
+    hw.clear();
+    // A gather of PMD leaves only (tlb_get_unmap_size() = PMD_SIZE): one TLBI per 2 MiB block,
+    // where a 4K stride over the 2 MiB (512 >= MAX_DVM_OPS) would flush the whole ASID.
+    a.tlb_flush_mmu_range(&e.mm, Env::kBase, Env::kBase + 2 * PMD_SIZE, PMD_SHIFT, 2, false);
+    CHECK(hw.tlbis(TlbiOp::VALE1, true) == 2);
+    CHECK(hw.tlbis(TlbiOp::ASIDE1, true) == 0);
+    hw.clear();
+    a.tlb_flush_mmu_range(&e.mm, Env::kBase, Env::kBase + PMD_SIZE, PAGE_SHIFT, TLBI_TTL_UNKNOWN, false);
     CHECK(hw.tlbis(TlbiOp::ASIDE1, true) == 1);
   }
   SECTION("flush_tlb_local: TLBI ASIDE1 of the loaded mm, this CPU only") {

@@ -516,9 +516,7 @@ TEST_CASE("fork: the struct pages of the folios go through the caches (dup, zap)
   hw.vmemmap = k.struct_page_pa(0);
   CHECK(hw.vmemmap == k.nr_frames() * PAGE_SIZE);
   UserAccess ua(k);
-  task_struct* t = k.create_process("p");
-  k.enter(t, 0);
-  k.arch().switch_mm(0, t->mm);
+  task_struct* t = kmmtest::start_process(k);
   const int64_t va = k.sys_mmap(t, 0, 64 * PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
   REQUIRE(va > 0);
   std::set<uint64_t> data;

@@ -3,6 +3,8 @@
 // on a write to it, __split_huge_pmd through split_vma, and do_huge_pmd_wp_page reuse.
 #include <catch2/catch.hpp>
 
+#include <vector>
+
 #include "faults_env.hpp"
 
 using namespace kmm;
@@ -338,4 +340,63 @@ TEST_CASE("thp: thp_cow = copy copies the sub-pages in kernel.huge_copy_order", 
   REQUIRE(hi.size() == HPAGE_PMD_NR);
   CHECK(hi.front() == 0);
   CHECK(hi.back() == 400);
+}
+
+namespace {
+// The x86 TLB operations the kernel issues.
+struct X86FlushLog : NullMmuHw {
+  std::vector<uint64_t> invlpg;  // the addresses, in order
+  int full = 0;                  // flushes of a whole PCID
+  void x86_invlpg(int, uint16_t, uint64_t va) override { invlpg.push_back(va); }
+  void x86_flush_pcid(int, uint16_t) override { ++full; }
+  void clear() {
+    invlpg.clear();
+    full = 0;
+  }
+};
+}  // namespace
+
+// x86 TLB flushes of PMD mappings as in 6.12:
+//   - an mmu_gather that cleared only PMD leaves flushes with stride PMD_SHIFT
+//     (tlb_flush(), arch/x86/include/asm/tlb.h: tlb_get_unmap_shift()): one INVLPG per 2 MiB,
+//     within tlb_single_page_flush_ceiling (33);
+//   - flush_pmd_tlb_range() is flush_tlb_range() (x86 has no __HAVE_ARCH_FLUSH_PMD_TLB_RANGE,
+//     include/linux/pgtable.h:1785), stride PAGE_SHIFT: 512 pages > 33, a full flush of the mm;
+//     so a THP split's pmdp_invalidate() flushes the whole mm.
+TEST_CASE("thp: x86 flushes a zap of PMD leaves by one INVLPG per 2 MiB and a split's PMD by the whole mm", "[thp][tlb]") {
+  mmusim::Stats stats;
+  X86FlushLog hw;
+  KernelParams kp;
+  kp.phys_mem = 1ull << 30;
+  kp.check_invariants = true;
+  pmd_thp(kp);
+  Kernel k(kp, mmusim::pg::Isa::x86_64, hw, stats);
+  UserAccess ua(k);
+  task_struct* t = kmmtest::start_process(k);
+  const int64_t r = k.sys_mmap(t, 0, 4 * PMD_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  REQUIRE(r > 0);
+  const uint64_t base = uint64_t(r);
+  REQUIRE(IS_ALIGNED(base, PMD_SIZE));
+  for (unsigned i = 0; i < 4; ++i) REQUIRE(ua.store8(t, base + i * PMD_SIZE, 1));
+  REQUIRE(stats.total_value("kernel.do_huge_pmd_anonymous_page") == 4);
+
+  hw.clear();
+  k.enter(t, 0);
+  REQUIRE(k.sys_madvise(t, base, PMD_SIZE, MADV_DONTNEED) == 0);
+  CHECK(hw.invlpg == std::vector<uint64_t>{base});
+  CHECK(hw.full == 0);
+
+  hw.clear();
+  REQUIRE(k.sys_madvise(t, base + PMD_SIZE, 2 * PMD_SIZE, MADV_DONTNEED) == 0);
+  CHECK(hw.invlpg == std::vector<uint64_t>{base + PMD_SIZE, base + 2 * PMD_SIZE});
+  CHECK(hw.full == 0);
+
+  // mprotect() of one page of the last THP: split_vma() splits the PMD first (__split_huge_pmd()
+  // -> pmdp_invalidate() -> flush_pmd_tlb_range(): a full flush), then change_protection()'s
+  // gather flushes the one PTE it changed.
+  hw.clear();
+  REQUIRE(k.sys_mprotect(t, base + 3 * PMD_SIZE, PAGE_SIZE, PROT_READ) == 0);
+  CHECK(stats.total_value("kernel.split_huge_pmd") == 1);
+  CHECK(hw.full == 1);
+  CHECK(hw.invlpg == std::vector<uint64_t>{base + 3 * PMD_SIZE});
 }

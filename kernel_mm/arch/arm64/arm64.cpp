@@ -471,8 +471,10 @@ void Arm64Arch::flush_pmd_tlb_range(vm_area_struct* vma, uint64_t start, uint64_
 // "If we're tearing down the address space then we only care about invalidating the
 // walk-cache, since the ASID allocator won't reallocate our ASID without invalidating the entire
 // TLB." Otherwise __flush_tlb_range() of the gathered range, leaf-only unless tables were freed.
-// The gather's unmap size is not passed here: stride PAGE_SIZE, level unknown.
-void Arm64Arch::tlb_flush_mmu_range(mm_struct* mm, uint64_t start, uint64_t end, bool freed_tables) {
+// The stride is tlb_get_unmap_size() (a gather of PMD leaves only: PMD_SIZE, one TLBI per block),
+// the level tlb_get_level().
+void Arm64Arch::tlb_flush_mmu_range(mm_struct* mm, uint64_t start, uint64_t end, unsigned stride_shift,
+                                    int tlb_level, bool freed_tables) {
   const bool last_level = !freed_tables;
   const bool fullmm = start == ~uint64_t(0) && end == ~uint64_t(0);
   if (fullmm) {
@@ -480,7 +482,7 @@ void Arm64Arch::tlb_flush_mmu_range(mm_struct* mm, uint64_t start, uint64_t end,
     return;
   }
   if (end <= start) return;  // nothing gathered
-  __flush_tlb_range(mm, start, end, PAGE_SIZE, last_level, TLBI_TTL_UNKNOWN);
+  __flush_tlb_range(mm, start, end, uint64_t(1) << stride_shift, last_level, tlb_level);
 }
 
 // flush_tlb_local(): the `pagetable+flush` experiment's "this CPU only, the current mm":

@@ -74,9 +74,8 @@ inline constexpr uint64_t PAGE_SHARED_EXEC = _PAGE_SHARED_EXEC;
 inline constexpr uint64_t PAGE_READONLY = _PAGE_READONLY;
 inline constexpr uint64_t PAGE_READONLY_EXEC = _PAGE_READONLY_EXEC;
 
-// tlbflush.h: MAX_DVM_OPS = PTRS_PER_PTE; TLBI_TTL_UNKNOWN = INT_MAX.
+// tlbflush.h: MAX_DVM_OPS = PTRS_PER_PTE (TLBI_TTL_UNKNOWN: arch.hpp).
 inline constexpr unsigned MAX_DVM_OPS = PTRS_PER_PTE;
-inline constexpr int TLBI_TTL_UNKNOWN = 0x7fffffff;
 }  // namespace arm64b
 
 // ---- ESR_EL1 of a data/instruction abort (arch/arm64/include/asm/esr.h) ------------------------
@@ -242,7 +241,8 @@ class Arm64Arch : public Arch {
   void flush_tlb_range(vm_area_struct* vma, uint64_t start, uint64_t end) override;
   void flush_pmd_tlb_range(vm_area_struct* vma, uint64_t start, uint64_t end) override;
   void flush_tlb_mm(mm_struct* mm) override;
-  void tlb_flush_mmu_range(mm_struct* mm, uint64_t start, uint64_t end, bool freed_tables) override;
+  void tlb_flush_mmu_range(mm_struct* mm, uint64_t start, uint64_t end, unsigned stride_shift, int tlb_level,
+                           bool freed_tables) override;
   void flush_tlb_local() override;
   // __flush_tlb_range() (tlbflush.h:507): DSB ISHST, a TLBI VALE1IS/VAE1IS per stride, DSB ISH;
   // flush_tlb_mm() instead from MAX_DVM_OPS strides on (no FEAT_TLBIRANGE on N1).

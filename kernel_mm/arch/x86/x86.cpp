@@ -321,14 +321,19 @@ void X86Arch::flush_tlb_page(vm_area_struct* vma, uint64_t addr) {
   flush_tlb_mm_range(vma->vm_mm, addr, addr + PAGE_SIZE, PAGE_SHIFT, false);
 }
 
+// flush_tlb_range() (arch/x86/include/asm/tlbflush.h:241): stride PAGE_SHIFT (no hugetlb here)
+// and freed_tables true, so every CPU in mm_cpumask is reached, lazy ones too; a range above
+// tlb_single_page_flush_ceiling (33) pages is a full flush of the mm.
 void X86Arch::flush_tlb_range(vm_area_struct* vma, uint64_t start, uint64_t end) {
   k_.counters().tlb_flush_range.inc();
-  flush_tlb_mm_range(vma->vm_mm, start, end, PAGE_SHIFT, false);
+  flush_tlb_mm_range(vma->vm_mm, start, end, PAGE_SHIFT, true);
 }
 
+// flush_pmd_tlb_range(): x86 does not define __HAVE_ARCH_FLUSH_PMD_TLB_RANGE, so it is
+// flush_tlb_range() (include/linux/pgtable.h:1785): a 2 MiB range is 512 pages, a full flush of
+// the mm (as a THP split's pmdp_invalidate() does in 6.12).
 void X86Arch::flush_pmd_tlb_range(vm_area_struct* vma, uint64_t start, uint64_t end) {
-  k_.counters().tlb_flush_range.inc();
-  flush_tlb_mm_range(vma->vm_mm, start, end, PMD_SHIFT, false);
+  flush_tlb_range(vma, start, end);
 }
 
 // ptep_clear_flush_young() (arch/x86/mm/pgtable.c:495): "On x86 CPUs, clearing the accessed bit
@@ -380,15 +385,19 @@ void X86Arch::arch_tlbbatch_flush(std::vector<mm_struct*>& batch) {
   wait_for_acks(last_ack);
 }
 
+// flush_tlb_mm() (arch/x86/include/asm/tlbflush.h:238): freed_tables true.
 void X86Arch::flush_tlb_mm(mm_struct* mm) {
   k_.counters().tlb_flush_mm.inc();
-  flush_tlb_mm_range(mm, 0, kFlushAll, 0, false);
+  flush_tlb_mm_range(mm, 0, kFlushAll, 0, true);
 }
 
-// tlb_flush() for x86 (arch/x86/include/asm/tlb.h): flush_tlb_mm_range over the gathered range.
-void X86Arch::tlb_flush_mmu_range(mm_struct* mm, uint64_t start, uint64_t end, bool freed_tables) {
+// tlb_flush() for x86 (arch/x86/include/asm/tlb.h): flush_tlb_mm_range() over the gathered range
+// with stride_shift = tlb_get_unmap_shift(tlb) (one INVLPG per 2 MiB for a gather that cleared
+// only PMDs) and the gather's freed_tables.
+void X86Arch::tlb_flush_mmu_range(mm_struct* mm, uint64_t start, uint64_t end, unsigned stride_shift, int,
+                                  bool freed_tables) {
   k_.counters().tlb_flush_range.inc();
-  flush_tlb_mm_range(mm, start, end, PAGE_SHIFT, freed_tables);
+  flush_tlb_mm_range(mm, start, end, stride_shift, freed_tables);
 }
 
 // flush_tlb_local() (arch/x86/mm/tlb.c:1265): this CPU, the loaded ASID, whole non-global TLB.

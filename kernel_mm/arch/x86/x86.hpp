@@ -99,7 +99,7 @@ class X86Arch : public Arch {
   void flush_tlb_range(vm_area_struct*, uint64_t, uint64_t) override;
   void flush_pmd_tlb_range(vm_area_struct*, uint64_t, uint64_t) override;
   void flush_tlb_mm(mm_struct*) override;
-  void tlb_flush_mmu_range(mm_struct*, uint64_t, uint64_t, bool) override;
+  void tlb_flush_mmu_range(mm_struct*, uint64_t, uint64_t, unsigned, int, bool) override;
   void flush_tlb_local() override;
 
   FaultReturn handle_user_fault(task_struct*, uint64_t, uint64_t, uint64_t) override;
