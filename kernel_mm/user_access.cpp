@@ -28,9 +28,12 @@ uint64_t UserAccess::translate(task_struct* t, uint64_t va, bool write) {
   const pg::Isa isa = k_.isa();
   pg::WalkOptions opt{k_.arch().arch_has_hw_pte_young(hafdbs_)};
   // A fault that changes nothing the walk sees would repeat forever: the kernel must make
-  // progress within a few attempts (a retry, a race with itself is impossible here).
+  // progress within a few attempts. One exception: a fault that found its PTE changed under it
+  // (FaultKind::race: the !pte_same() exits) may leave it as it was, as the walk sees it: the
+  // reclaim its own charge ran cleared the accessed bit (folio_referenced()), and this access's
+  // walk sets it again. The access then simply faults again, as on the hardware.
   uint64_t last_syndrome = ~uint64_t(0), last_leaf = ~uint64_t(0);
-  for (int attempt = 0; attempt < 8; ++attempt) {
+  for (int attempt = 0; attempt < 16; ++attempt) {
     pg::Walk w = pg::walk(isa, k_.phys(), t->mm->pgd, va, opt);
     if (!pg::walk_faults(w)) {
       if (!write) return w.pa(va);
@@ -53,8 +56,9 @@ uint64_t UserAccess::translate(task_struct* t, uint64_t va, bool write) {
       // out): it does not come back to the access.
       if (r.sigsegv || r.sigbus || (r.fault & VM_FAULT_OOM)) return ~uint64_t(0);
     }
+    if (k_.last_fault().kind == FaultKind::race) last_leaf = ~uint64_t(0);  // (the hook's fault too)
   }
-  mmusim::panic("the access at {:#x} still faults after 8 attempts", va);
+  mmusim::panic("the access at {:#x} still faults after 16 attempts", va);
 }
 
 namespace {

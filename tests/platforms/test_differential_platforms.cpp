@@ -266,13 +266,18 @@ TEST_CASE("random-ops with file mappings on every platform: every load checked, 
 // cgroup's file folios while the processes fork, map, write and unmap around them (the rmap walk
 // over their VMAs, the batched unmap flush where another CPU holds the mm), refaults come back
 // through shadow entries; every load still checked, invariants (the LRU lists and the cgroup's
-// usage among them) after every kernel entry.
+// usage among them) after every kernel entry. 8M: a MADV_HUGEPAGE'd file VMA reads 4 MiB ahead
+// (do_sync_mmap_readahead()'s VM_HUGEPAGE branch), folios locked until the disk completes, which
+// 6M of memory.max with the processes' anonymous memory cannot always hold: the charges that
+// find nothing else to reclaim end in the cgroup's OOM kill, as on Linux. On the functional
+// platform this run also has faults that find their PTE changed by their own charge's reclaim
+// (the accessed bit cleared, set again by the retried access's walk): not a livelock.
 TEST_CASE("random-ops with file mappings under memcg.max: reclaim among the operations, every load checked",
           "[differential][filemap][reclaim][memcg]") {
   TempDir t;
   for (const char* where : kEveryPlatform) {
     INFO(where);
-    const std::string js = run_file_ops(t, std::string(where) + " --set memcg.max=6M");
+    const std::string js = run_file_ops(t, std::string(where) + " --set memcg.max=8M");
     CHECK(stat(js, "memcg.max_events") > 0);
     CHECK(stat(js, "memcg.pgsteal") > 1000);
     CHECK(stat(js, "kernel.reclaim_unmapped_ptes") > 0);
