@@ -512,11 +512,7 @@ void run_variant(Isa isa, WpReuse wp, ThpCow thp = ThpCow::split, const Limits& 
       bytes += o.bytes_compared;
       checks += o.invariant_checks;
       if (o.failed) {
-        std::vector<Op> small = shrink(seq, [&](const std::vector<Op>& c) { return run_ops(v, c, lim); });
-        Outcome so = run_ops(v, small, lim);
-        std::printf("FAILED: %s, seed %#llx, op #%zu of %zu: %s\nshrunk to %zu ops: %s\n%s\n",
-                    variant_name(v).c_str(), (unsigned long long)seed, o.op, n, o.message.c_str(),
-                    small.size(), so.message.c_str(), reproducer(v, small, so.message, lim).c_str());
+        report_if_failed(v, seq, o, lim);
         FAIL(variant_name(v) << " seed " << seed << ": " << o.message);
       }
     }
