@@ -51,7 +51,8 @@
 // Also:
 //  - page-table structure: every table referenced is PG_table and referenced once; no PUD leaves;
 //    a non-present non-none PTE is a swap entry of a slot in use, in an anonymous VMA (SWAP below: each slot's count is its swap PTEs; no migration entries in this port); huge PMDs map the
-//    head of a PMD-order folio and have a deposited table; no orphan deposited tables; special
+//    head of a PMD-order folio and have a deposited table, but for a page-cache folio's, which
+//    has none; no orphan deposited tables; special
 //    PTEs map only the zero page.
 //  - locks at a quiescent point: no split PTL (ptdesc lock in each table page) held, no folio
 //    lock or large-mapcount lock held, mmap_lock free and mm_lock_seq even, no VMA read- or
@@ -69,7 +70,9 @@
 //    left locked, and holds one reference per page for the cache (refcount = mapcount + cache +
 //    LRU-add batch slots); nrpages adds up; a PTE that maps a page-cache page lies in a VMA of
 //    that file at that page's offset, before the end of the file (CACHE-L4), is writable only in
-//    a shared mapping and then only with the folio dirty; MM_FILEPAGES = the PTEs that map page-cache pages. (Invariants 4-6 are about
+//    a shared mapping and then only with the folio dirty; a PMD maps a whole order-9 folio before
+//    the end of the file at a 2 MiB-aligned file offset; MM_FILEPAGES = the PTEs that map
+//    page-cache pages + 512 per such PMD; NR_FILE_THPS and NR_FILE_PMDMAPPED add up. (Invariants 4-6 are about
 //    anonymous pages: a shared file page may be writable in several mappings.)
 //  - LRU (kernel_mm/vmscan.cpp): each node's lists are well linked and counted, every folio on a
 //    list belongs there (anon or file, PG_active) and to that node, and has PG_lru; every mapped
@@ -151,6 +154,7 @@ struct MmTally {
   uint64_t anon_ptes = 0;
   uint64_t file_ptes = 0;  // PTEs mapping page-cache folios (MM_FILEPAGES)
   uint64_t anon_pmds = 0;
+  uint64_t file_pmds = 0;  // huge PMDs mapping page-cache folios (512 pages each of MM_FILEPAGES)
   uint64_t swap_ptes = 0;  // swap entries in PTEs (MM_SWAPENTS)
   uint64_t tables = 0;  // PUD + PMD + PTE tables + deposited tables (what pgtables_bytes counts)
   const vm_area_struct* vma_cache = nullptr;
@@ -443,17 +447,26 @@ class Checker {
     if (w && !(vma->vm_flags & VM_WRITE))
       fail(INV_VMA, "mm {}: writable huge PMD {:#x} at va {:#x} in a VMA without VM_WRITE ({})", mm->id, pmd.val,
            va, vma_state(vma));
-    // pgtable_trans_huge_deposit(): every huge PMD keeps a PTE table for its split.
-    auto dep = priv_.deposited.find(slot_pa);
-    if (dep == priv_.deposited.end())
-      fail(INV_PT, "mm {}: huge PMD {:#x} at va {:#x} has no deposited page table", mm->id, pmd.val, va);
-    check_table(mi, dep->second, "deposited PTE", va);
-    ++tally_[mi].tables;
-    deposits_found_.push_back(slot_pa);
-
     const pfn_t pfn = arch_.pmd_pfn(pmd);
     if (!IS_ALIGNED(pfn, HPAGE_PMD_NR))
       fail(INV_PT, "mm {}: huge PMD {:#x} at va {:#x} maps unaligned pfn {:#x}", mm->id, pmd.val, va, pfn);
+    // A page-cache folio's PMD (do_set_pmd()) has no deposited table: arch_needs_pgtable_deposit()
+    // is false on x86 and arm64.
+    const bool file = pfn < k_.nr_frames() && !is_huge_zero(pfn) && k_.pfn_to_page(pfn)->mapping &&
+                      !folio_test_anon(page_folio(k_.pfn_to_page(pfn)));
+    auto dep = priv_.deposited.find(slot_pa);
+    if (file) {
+      if (dep != priv_.deposited.end())
+        fail(INV_PT, "mm {}: the huge PMD {:#x} at va {:#x} of a page-cache folio has a deposited page table", mm->id,
+             pmd.val, va);
+    } else {
+      // pgtable_trans_huge_deposit(): every anonymous huge PMD keeps a PTE table for its split.
+      if (dep == priv_.deposited.end())
+        fail(INV_PT, "mm {}: huge PMD {:#x} at va {:#x} has no deposited page table", mm->id, pmd.val, va);
+      check_table(mi, dep->second, "deposited PTE", va);
+      ++tally_[mi].tables;
+      deposits_found_.push_back(slot_pa);
+    }
     if (is_huge_zero(pfn)) {
       if (w) fail(INV4_ZERO, "mm {}: the huge zero folio is mapped writable by PMD {:#x} at va {:#x}", mm->id, pmd.val, va);
       return;
@@ -463,7 +476,8 @@ class Checker {
     if (f->head_off != 0 || folio_order(f) != HPAGE_PMD_ORDER)
       fail(INV_PT, "mm {}: huge PMD {:#x} at va {:#x} does not map a whole PMD-order folio: {}", mm->id, pmd.val,
            va, folio_state(page_folio(f)));
-    ++tally_[mi].anon_pmds;
+    if (file) ++tally_[mi].file_pmds;
+    else ++tally_[mi].anon_pmds;
     recs_.push_back(MapRec{pfn, va, pmd.val, vma, mi, true, w});
   }
 
@@ -816,6 +830,20 @@ class Checker {
     if (const uint64_t eof = (f->mapping->i_size + PAGE_SIZE - 1) >> PAGE_SHIFT; linear >= eof)
       fail(INV_CACHE, "file {} ({} pages): page index {:#x} at or past the end of the file is mapped: {}; {}; {}",
            f->mapping->ino, eof, linear, rec_state(m), vma_state(v), folio_state(f));
+    // A PMD (do_set_pmd(), finish_fault()'s needs_fallback): the head of an order-9 folio, in a
+    // VMA whose file offset is 2 MiB-aligned with its address (thp_vma_suitable_order()), and the
+    // whole folio before the end of the file.
+    if (m.pmd) {
+      const uint64_t eof = (f->mapping->i_size + PAGE_SIZE - 1) >> PAGE_SHIFT;
+      if (m.pfn != hp || folio_order(f) != HPAGE_PMD_ORDER ||
+          ((v->vm_start >> PAGE_SHIFT) - v->vm_pgoff) % HPAGE_PMD_NR != 0 || f->index + HPAGE_PMD_NR > eof)
+        fail(INV_CACHE, "file {} ({} pages): a PMD maps page-cache folio at index {:#x} {}: {}; {}; {}",
+             f->mapping->ino, eof, f->index,
+             m.pfn != hp || folio_order(f) != HPAGE_PMD_ORDER ? "that is not a whole order-9 folio"
+             : f->index + HPAGE_PMD_NR > eof                  ? "across the end of the file"
+                                                              : "in a VMA whose offset is not 2 MiB-aligned with it",
+             rec_state(m), vma_state(v), folio_state(f));
+    }
     if (m.writable && !(v->vm_flags & VM_SHARED))
       fail(INV_CACHE, "a page-cache page is writable in a private mapping (a write must copy it): {}; {}; {}",
            rec_state(m), vma_state(v), folio_state(f));
@@ -947,6 +975,18 @@ class Checker {
         fail(INV_CACHE, "memcg {}: file_dirty {} and file_writeback {} but its page cache holds {} dirty and {} "
              "under writeback", i, k_.memcgs()[i]->nr_file_dirty, k_.memcgs()[i]->nr_writeback, memcg_dirty[i],
              memcg_writeback[i]);
+    // NR_FILE_THPS and NR_FILE_PMDMAPPED: the cached folios of PMD order, and those of them that a
+    // PMD maps.
+    uint64_t thps = 0, pmdmapped = 0;
+    for (const auto& up : k_.files())
+      for (const auto& [index, f] : up->i_pages)
+        if (folio_test_pmd_mappable(f)) {
+          thps += uint64_t(folio_nr_pages(f));
+          if (f->entire_mapcount > 0) pmdmapped += uint64_t(folio_nr_pages(f));
+        }
+    if (thps != k_.nr_file_thps() || pmdmapped != k_.nr_file_pmdmapped())
+      fail(INV_CACHE, "NR_FILE_THPS {} and NR_FILE_PMDMAPPED {} but the page cache holds {} pages in PMD-order folios, {} "
+           "of them PMD-mapped", k_.nr_file_thps(), k_.nr_file_pmdmapped(), thps, pmdmapped);
     for (const auto& up : k_.files()) {
       const address_space* m = up.get();
       // CACHE-L2: no shadow at an index a cached folio covers (a large folio's whole range).
@@ -1068,9 +1108,10 @@ class Checker {
       if (get_mm_counter(mm, MM_ANONPAGES) != anon)
         fail(INV7_RSS, "mm {}: MM_ANONPAGES {} but {} anon PTE(s) + {} anon PMD(s) x {} = {}", mm->id,
              get_mm_counter(mm, MM_ANONPAGES), t.anon_ptes, t.anon_pmds, HPAGE_PMD_NR, anon);
-      if (get_mm_counter(mm, MM_FILEPAGES) != int64_t(t.file_ptes))
-        fail(INV7_RSS, "mm {}: MM_FILEPAGES {} but {} PTE(s) map page-cache pages", mm->id,
-             get_mm_counter(mm, MM_FILEPAGES), t.file_ptes);
+      const int64_t file = int64_t(t.file_ptes + uint64_t(HPAGE_PMD_NR) * t.file_pmds);
+      if (get_mm_counter(mm, MM_FILEPAGES) != file)
+        fail(INV7_RSS, "mm {}: MM_FILEPAGES {} but {} PTE(s) + {} PMD(s) x {} map page-cache pages", mm->id,
+             get_mm_counter(mm, MM_FILEPAGES), t.file_ptes, t.file_pmds, HPAGE_PMD_NR);
       if (get_mm_counter(mm, MM_SWAPENTS) != int64_t(t.swap_ptes))
         fail(INV7_RSS, "mm {}: MM_SWAPENTS {} but {} swap PTE(s)", mm->id, get_mm_counter(mm, MM_SWAPENTS),
              t.swap_ptes);

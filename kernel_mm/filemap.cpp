@@ -31,8 +31,9 @@
 // readahead is not waited for by the fault that starts it, so a reader that computes between its
 // accesses overlaps the disk. (The port fills a folio's contents at submission: only what other
 // tasks see of it follows the time.)
-// Simplified (each marked where it happens): no PMD mapping of page-cache folios (nor
-// VM_HUGEPAGE's PMD-order readahead); MADV_SEQUENTIAL reads a full window without the on-demand
+// An order-9 folio (VM_HUGEPAGE readahead with large folios) is mapped with one PMD where the
+// VMA's 2 MiB block and file offset allow (do_set_pmd(), from fault-around or finish_fault()).
+// Simplified (each marked where it happens): MADV_SEQUENTIAL reads a full window without the on-demand
 // ramp; no truncation. (The cache's reclaim is
 // vmscan.cpp's, its writeback page_writeback.cpp's.)
 #include <cstring>
@@ -168,6 +169,8 @@ int Kernel::filemap_add_folio(address_space* mapping, folio* f, uint64_t index, 
   f->index = index;
   mapping->i_pages.emplace(index, f);
   mapping->nrpages += nr;
+  // __lruvec_stat_mod_folio(NR_FILE_THPS) (NR_FILE_PAGES is not kept)
+  if (folio_test_pmd_mappable(f)) nr_file_thps_ += nr;
   if (nr > 1) ctr_.pagecache_large_folios.inc();
   struct_page_touch(f, 1, true);
   charge(Cost::folio_op);
@@ -416,8 +419,7 @@ void Kernel::do_sync_mmap_readahead(vm_fault* vmf, bool* fpin) {
   // from the PMD-aligned index, two PMD folios' worth (one with VM_RAND_READ), the second the
   // async part, page_cache_ra_order(HPAGE_PMD_ORDER). As in 6.12 the window's start (ra->start)
   // is left as it was. On ext4 that is 1024 order-0 pages in one go (do_page_cache_ra()); with
-  // large folios, order-9 folios, which this port maps with PTEs: do_set_pmd()'s PMD mapping of
-  // a page-cache folio is not ported (docs/plan-pmd-pagecache-folios.md).
+  // large folios, order-9 folios, which do_set_pmd() maps with one PMD where the VMA allows.
   static_assert(HPAGE_PMD_ORDER <= MAX_PAGECACHE_ORDER);
   if (vm_flags & VM_HUGEPAGE) {
     maybe_unlock_mmap_for_io(vmf, fpin);
@@ -558,12 +560,80 @@ static folio* next_uptodate_folio(Kernel& k, address_space* mapping, uint64_t* i
   return nullptr;
 }
 
+// do_set_pmd() (mm/memory.c:4926): map the order-9 page-cache folio of `pg` with one PMD at the
+// fault's 2 MiB block. Refused (VM_FAULT_FALLBACK) for a VMA with VM_NOHUGEPAGE
+// (vma_thp_disabled(); no prctl(PR_SET_THP_DISABLE) here), a block the VMA does not cover whole or
+// whose file offset is not 2 MiB-aligned (thp_vma_suitable_order()), a folio of another order, or
+// a PMD that is no longer none. Neither the sysfs THP knob nor CONFIG_READ_ONLY_THP_FOR_FS is
+// asked. No reference is taken: the caller's (->fault's or the lookup's) becomes the PMD's. No
+// page table is deposited (arch_needs_pgtable_deposit() is false on x86 and arm64).
+vm_fault_t Kernel::do_set_pmd(vm_fault* vmf, folio* f, page* pg) {
+  vm_area_struct* vma = vmf->vma;
+  const bool write = vmf->flags & FAULT_FLAG_WRITE;
+  const uint64_t haddr = vmf->address & PMD_MASK;
+  vm_fault_t ret = VM_FAULT_FALLBACK;
+  (void)pg;
+  // It is too late to allocate a small folio, we already have a large folio in the pagecache:
+  // ... So let's simply refuse any PMD mappings if THPs are disabled. (thp_disabled_by_hw(): no.)
+  if (vma->vm_flags & VM_NOHUGEPAGE) return ret;  // vma_thp_disabled()
+  if (!thp_vma_suitable_order(vma, haddr, HPAGE_PMD_ORDER)) return ret;
+  if (folio_order(f) != HPAGE_PMD_ORDER) return ret;
+  pg = f;  // page = &folio->page
+  // folio_test_has_hwpoisoned(): no poison. arch_needs_pgtable_deposit(): false.
+  vmf->ptl = pmd_lock(vma->vm_mm, vmf->pmd);
+  if (!pmd_none(*vmf->pmd)) goto out;
+  {
+    // flush_icache_pages(): nothing on x86 and arm64 (no executable mappings here).
+    pmd_t entry = arch_->mk_huge_pmd(folio_pfn(f), vma_page_prot(vma));  // vma->vm_page_prot
+    if (write) entry = arch_->maybe_pmd_mkwrite(arch_->pmd_mkdirty(entry), vma);
+    add_mm_counter(vma->vm_mm, MM_FILEPAGES, HPAGE_PMD_NR);  // mm_counter_file()
+    folio_add_file_rmap_pmd(f, pg, vma);
+    arch_->set_pmd_at(vma->vm_mm, haddr, vmf->pmd, entry);
+    // update_mmu_cache_pmd(): empty on x86 and arm64.
+    // fault is handled
+    ret = 0;
+    ctr_.thp_file_mapped.inc();  // count_vm_event(THP_FILE_MAPPED)
+    last_fault_.order = HPAGE_PMD_ORDER;
+  }
+out:
+  spin_unlock(vmf->ptl);
+  return ret;
+}
+
+// filemap_map_pmd() (mm/filemap.c:3466): the fault-around window's first folio `f` (locked,
+// referenced). A huge PMD already there: nothing to do. A none PMD and a PMD-order folio:
+// do_set_pmd(); mapped: the lookup's reference is the mapping's. Otherwise, a none PMD gets its
+// page table (pmd_install() of do_fault_around()'s preallocated one; the port allocates it here)
+// and the caller maps PTEs. *oom: that allocation failed.
+bool Kernel::filemap_map_pmd(vm_fault* vmf, folio* f, uint64_t start, bool* oom) {
+  mm_struct* mm = vmf->vma->vm_mm;
+  // Huge page is mapped? No need to proceed.
+  if (arch_->pmd_trans_huge(*vmf->pmd)) {
+    folio_unlock(f);
+    folio_put(f);
+    return true;
+  }
+  if (pmd_none(*vmf->pmd) && folio_test_pmd_mappable(f)) {
+    page* pg = folio_file_page(f, start);
+    const vm_fault_t ret = do_set_pmd(vmf, f, pg);
+    if (!ret) {
+      // The page is mapped successfully, reference consumed.
+      folio_unlock(f);
+      return true;
+    }
+  }
+  if (pmd_none(*vmf->pmd) && pte_alloc(mm, vmf->pmd)) *oom = true;  // pmd_install()
+  return false;
+}
+
 // filemap_map_pages() (mm/filemap.c:3634), the VMA's ->map_pages: map the cached, uptodate pages
 // of [start_pgoff, end_pgoff] whose PTEs are none: an order-0 folio's one PTE
 // (filemap_map_order0_folio(), 3602), a large folio's pages in the window in runs of none PTEs,
-// one set_pte_range() and one folio_ref_add() per run (filemap_map_folio_range(), 3539). Returns
-// VM_FAULT_NOPAGE if the faulting address was mapped. (No PMD mapping of a PMD-order folio:
-// filemap_map_pmd() only installs the page table.)
+// one set_pte_range() and one folio_ref_add() per run (filemap_map_folio_range(), 3539). If the
+// first folio ends within the file (can_map_large), filemap_map_pmd() may map it with a PMD or
+// installs the page table; if it does not and the PMD is none, nothing is mapped (the tree's
+// pte_offset_map_lock() finds no table): ->fault maps the page. Returns VM_FAULT_NOPAGE if the
+// faulting address was mapped.
 vm_fault_t Kernel::filemap_map_pages(vm_fault* vmf, uint64_t start_pgoff, uint64_t end_pgoff) {
   vm_area_struct* vma = vmf->vma;
   address_space* mapping = vma->vm_file;
@@ -572,41 +642,54 @@ vm_fault_t Kernel::filemap_map_pages(vm_fault* vmf, uint64_t start_pgoff, uint64
   unsigned mmap_miss = 0;
   uint64_t index = start_pgoff;
 
+  // Recalculate end_pgoff based on file_end before calling next_uptodate_folio() to avoid races
+  // with concurrent truncation.
+  const uint64_t file_end = DIV_ROUND_UP(mapping->i_size, PAGE_SIZE) - 1;
+  end_pgoff = std::min(end_pgoff, file_end);
+
   folio* f = next_uptodate_folio(*this, mapping, &index, end_pgoff);
   if (f) {
-    // filemap_map_pmd(): no PMD mapping; install the page table if there is none.
-    if (pmd_none(*vmf->pmd) && pte_alloc(vma->vm_mm, vmf->pmd)) {
+    // Do not allow to map with PTEs beyond i_size and with PMD across i_size to preserve SIGBUS
+    // semantics. (The exception for shmem/tmpfs: no shmem here.)
+    const bool can_map_large = file_end >= folio_next_index(f);
+    bool oom = false;
+    if (can_map_large && filemap_map_pmd(vmf, f, start_pgoff, &oom)) {
+      ret = VM_FAULT_NOPAGE;
+      goto out;
+    }
+    if (oom) {
       folio_unlock(f);
       folio_put(f);
       return VM_FAULT_OOM;
     }
+    if (pmd_none(*vmf->pmd)) {  // pte_offset_map_lock() returned NULL
+      folio_unlock(f);
+      folio_put(f);
+      goto out;
+    }
     const uint64_t addr0 = vma->vm_start + ((start_pgoff - vma->vm_pgoff) << PAGE_SHIFT);
     vmf->pte = pte_offset_map_lock(vma->vm_mm, vmf->pmd, addr0, &vmf->ptl);
     pte_t* pte0 = vmf->pte;
-    const uint64_t file_end = DIV_ROUND_UP(mapping->i_size, PAGE_SIZE) - 1;
-    if (end_pgoff > file_end) end_pgoff = file_end;
     do {
       const uint64_t addr = addr0 + ((index - start_pgoff) << PAGE_SHIFT);
       vmf->pte = pte0 + (index - start_pgoff);
-      if (index <= end_pgoff) {
-        if (!folio_test_large(f)) {
-          // filemap_map_order0_folio(): PageHWPoison no. If there are too many folios that are
-          // recently evicted in a file, they will probably continue to be evicted: a workingset
-          // folio does not decrease mmap_miss, so that read-ahead can stop.
-          if (!folio_test_workingset(f)) ++mmap_miss;
-          pt_touch(vmf->pte, sizeof(pte_t), false);
-          if (pte_none(arch_->ptep_get(vmf->pte))) {
-            if (vmf->address == addr) ret = VM_FAULT_NOPAGE;
-            set_pte_range(vmf, f, f, 1, addr);
-            ++rss;
-            folio_get(f);  // folio_ref_inc()
-            ctr_.fault_around_ptes.inc();
-          }
-        } else {
-          ret |= filemap_map_folio_range(vmf, f, index, addr,
-                                         unsigned(std::min(folio_next_index(f) - 1, end_pgoff) - index + 1), &rss,
-                                         &mmap_miss);
+      if (!folio_test_large(f)) {
+        // filemap_map_order0_folio(): PageHWPoison no. If there are too many folios that are
+        // recently evicted in a file, they will probably continue to be evicted: a workingset
+        // folio does not decrease mmap_miss, so that read-ahead can stop.
+        if (!folio_test_workingset(f)) ++mmap_miss;
+        pt_touch(vmf->pte, sizeof(pte_t), false);
+        if (pte_none(arch_->ptep_get(vmf->pte))) {
+          if (vmf->address == addr) ret = VM_FAULT_NOPAGE;
+          set_pte_range(vmf, f, f, 1, addr);
+          ++rss;
+          folio_get(f);  // folio_ref_inc()
+          ctr_.fault_around_ptes.inc();
         }
+      } else {
+        ret |= filemap_map_folio_range(vmf, f, index, addr,
+                                       unsigned(std::min(folio_next_index(f) - 1, end_pgoff) - index + 1), &rss,
+                                       &mmap_miss);
       }
       folio_unlock(f);
       folio_put(f);
@@ -615,6 +698,7 @@ vm_fault_t Kernel::filemap_map_pages(vm_fault* vmf, uint64_t start_pgoff, uint64
     add_mm_counter(vma->vm_mm, MM_FILEPAGES, int64_t(rss));  // mm_counter_file()
     pte_unmap_unlock(pte0, vmf->ptl);
   }
+out:
   if (mmap_miss >= mapping->mmap_miss) mapping->mmap_miss = 0;
   else mapping->mmap_miss -= mmap_miss;
   return ret;
@@ -746,14 +830,29 @@ vm_fault_t Kernel::__do_fault(vm_fault* vmf) {
 }
 
 // finish_fault() (mm/memory.c:5072): map the page ->fault found (or the COW copy) at the faulting
-// address. One PTE: a regular file maps its neighbours by fault-around only.
+// address. Where the PMD is none, an order-9 page-cache folio that ends within the file is mapped
+// with one PMD (do_set_pmd()); otherwise one PTE: a regular file maps its neighbours by
+// fault-around only (the whole-folio PTE mapping is for anonymous shmem).
 vm_fault_t Kernel::finish_fault(vm_fault* vmf) {
   vm_area_struct* vma = vmf->vma;
   const bool is_cow = (vmf->flags & FAULT_FLAG_WRITE) && !(vma->vm_flags & VM_SHARED);
   page* pg = is_cow ? vmf->cow_page : vmf->page_;
-  // check_stable_address_space(): no OOM reaper here.
-  if (pmd_none(*vmf->pmd) && pte_alloc(vma->vm_mm, vmf->pmd)) return VM_FAULT_OOM;
   folio* f = page_folio(pg);
+  // check_stable_address_space(): no OOM reaper here.
+  bool needs_fallback = false;
+  if (vma->vm_file) {
+    const uint64_t file_end = DIV_ROUND_UP(vma->vm_file->i_size, PAGE_SIZE);
+    // Do not allow to map with PTEs beyond i_size and with PMD across i_size to preserve SIGBUS
+    // semantics. (No shmem exception: no shmem here.)
+    needs_fallback = file_end < folio_next_index(f);
+  }
+  if (pmd_none(*vmf->pmd)) {
+    if (!needs_fallback && folio_test_large(f)) {  // PageTransCompound(page)
+      const vm_fault_t ret = do_set_pmd(vmf, f, pg);
+      if (ret != VM_FAULT_FALLBACK) return ret;
+    }
+    if (pte_alloc(vma->vm_mm, vmf->pmd)) return VM_FAULT_OOM;
+  }
   vmf->pte = pte_offset_map_lock(vma->vm_mm, vmf->pmd, vmf->address, &vmf->ptl);
   // Re-check under ptl
   if (vmf_pte_changed(vmf)) {

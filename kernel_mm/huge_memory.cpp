@@ -3,8 +3,10 @@
 // the huge zero page, PMD write faults (reuse or split), PMD split, and fork's copy_huge_pmd.
 // zap_huge_pmd() belongs to teardown (mmu_gather.cpp).
 //
-// Only anonymous VMAs exist: the file/shmem/DAX branches of the policy keep their place with the
-// "not this kind of VMA" value. No userfaultfd, no memcg, no THP migration entries, no khugepaged.
+// The order policy serves anonymous VMAs: a file VMA gets no THP through it (no ->huge_fault); its
+// PMD mappings come from do_set_pmd() (filemap.cpp) of order-9 page-cache folios, and the split,
+// zap and fork paths here handle them as 6.12 does (the !vma_is_anonymous() branches). No
+// userfaultfd, no THP migration entries, no khugepaged.
 #include "base/error.hpp"
 #include "kernel_mm/kernel.hpp"
 
@@ -32,7 +34,8 @@ unsigned long Kernel::thp_vma_allowable_orders(vm_area_struct* vma, vm_flags_t v
                                                bool enforce_sysfs, unsigned long orders) {
   // A file VMA (the branch of __thp_vma_allowable_orders() for !vma_is_anonymous()): THPs at
   // fault time only through ->huge_fault (DAX, shmem), and for collapse only with
-  // CONFIG_READ_ONLY_THP_FOR_FS on read-only executables; the files here have neither.
+  // CONFIG_READ_ONLY_THP_FOR_FS on read-only executables; the files here have neither. (A file
+  // PMD comes from do_set_pmd(), which does not ask this policy.)
   if (vma->vm_file) return 0;
   const bool global_always = params_.thp_enabled == ThpMode::always;
   const bool global_enabled = params_.thp_enabled == ThpMode::always || params_.thp_enabled == ThpMode::madvise;
@@ -89,6 +92,9 @@ unsigned long Kernel::thp_vma_allowable_orders(vm_area_struct* vma, vm_flags_t v
 bool Kernel::thp_vma_suitable_order(vm_area_struct* vma, uint64_t addr, unsigned order) {
   const uint64_t hpage_size = PAGE_SIZE << order;
   // Don't have to check pgoff for anonymous vma
+  if (vma->vm_file /* !vma_is_anonymous() */) {
+    if (!IS_ALIGNED((vma->vm_start >> PAGE_SHIFT) - vma->vm_pgoff, uint64_t(1) << order)) return false;
+  }
   const uint64_t haddr = ALIGN_DOWN(addr, hpage_size);
   if (haddr < vma->vm_start || haddr + hpage_size > vma->vm_end) return false;
   return true;
@@ -459,7 +465,8 @@ static void __split_huge_zero_page_pmd(Kernel& k, vm_area_struct* vma, uint64_t 
   k.charge(Cost::pte_write);
 }
 
-// __split_huge_pmd_locked() (mm/huge_memory.c:2716), anonymous VMA, freeze = false.
+// __split_huge_pmd_locked() (mm/huge_memory.c:2716), freeze = false. A file VMA's PMD is zapped
+// (the page cache keeps the folio); an anonymous one's becomes a table of 512 PTEs.
 void Kernel::__split_huge_pmd_locked(vm_area_struct* vma, pmd_t* pmd, uint64_t haddr) {
   mm_struct* mm = vma->vm_mm;
   folio* f;
@@ -476,7 +483,23 @@ void Kernel::__split_huge_pmd_locked(vm_area_struct* vma, pmd_t* pmd, uint64_t h
 
   ctr_.huge_pmd_split.inc();  // count_vm_event(THP_SPLIT_PMD)
 
-  // !vma_is_anonymous(): no huge PMD maps a file here (no large page-cache folios).
+  if (vma->vm_file /* !vma_is_anonymous() */) {
+    // pmdp_huge_clear_flush():
+    old_pmd = arch_->pmdp_huge_get_and_clear(mm, haddr, pmd);
+    arch_->flush_pmd_tlb_range(vma, haddr, haddr + HPAGE_PMD_SIZE);
+    // We are going to unmap this huge page. So just go ahead and zap it.
+    // (arch_needs_pgtable_deposit(): false, no table to zap. vma_is_special_huge(): no DAX.
+    // pmd migration entries: none.)
+    pg = pfn_to_page(arch_->pmd_pfn(old_pmd));
+    f = page_folio(pg);
+    if (!folio_test_dirty(f) && arch_->pmd_dirty(old_pmd)) folio_mark_dirty(f);
+    if (!folio_test_referenced(f) && arch_->pmd_young(old_pmd)) f->flags |= PG_referenced;  // folio_set_referenced()
+    folio_remove_rmap_pmd(f, pg, vma);
+    add_mm_counter(mm, MM_FILEPAGES, -int64_t(HPAGE_PMD_NR));  // mm_counter_file()
+    folio_put(f);
+    // The PMD stays none: the next fault maps PTEs or a PMD again.
+    return;
+  }
 
   if (is_huge_zero_pmd(*pmd)) {
     // We are going from a zero huge page write protected to zero small page also write protected.
@@ -562,7 +585,9 @@ int Kernel::copy_huge_pmd(mm_struct* dst_mm, mm_struct* src_mm, pmd_t* dst_pmd, 
   pfn_t pgtable = 0;
   int ret = -ENOMEM;
 
-  // pmd_special(): no special huge PMDs. Skip if can be re-fill on fault: always anonymous.
+  // pmd_special(): no special huge PMDs.
+  // Skip if can be re-fill on fault (a page-cache folio's PMD: the child faults it in again).
+  if (dst_vma->vm_file /* !vma_is_anonymous(dst_vma) */) return 0;
 
   pgtable = pte_alloc_one(dst_mm);
   if (!pgtable) goto out;

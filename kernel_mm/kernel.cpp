@@ -255,7 +255,7 @@ KernelCounters::KernelCounters(mmusim::Stats& s)
       fault_race(s.counter("kernel.fault_race", "faults that found the PTE changed under the PTL (pte_same failed)")),
       huge_pmd_anonymous(s.counter("kernel.do_huge_pmd_anonymous_page", "PMD THP allocation faults")),
       huge_pmd_wp(s.counter("kernel.do_huge_pmd_wp_page", "write faults on a read-only huge PMD")),
-      huge_pmd_split(s.counter("kernel.split_huge_pmd", "huge PMDs split into PTE tables")),
+      huge_pmd_split(s.counter("kernel.split_huge_pmd", "huge PMDs split (THP_SPLIT_PMD): an anonymous one into a PTE table, a page-cache folio's unmapped")),
       huge_pmd_copy(s.counter("kernel.huge_pmd_copy",
                               "write faults that copied (or zeroed) a whole huge page into a new THP "
                               "(kernel.thp_cow = copy)")),
@@ -292,6 +292,7 @@ KernelCounters::KernelCounters(mmusim::Stats& s)
       filemap_fault_retry(s.counter("kernel.filemap_fault_retry", "file faults that dropped the fault lock for the read and returned VM_FAULT_RETRY (maybe_unlock_mmap_for_io)")),
       faults_sigbus(s.counter("faults.sigbus", "faults that found no page behind a mapping (SIGBUS: beyond the end of the file)")),
       pagecache_large_folios(s.counter("kernel.pagecache_large_folios", "large folios (order > 0) added to the page cache: readahead on a filesystem with large folios (disk.fs = xfs)")),
+      thp_file_mapped(s.counter("kernel.thp_file_mapped", "PMD mappings of page-cache folios made (do_set_pmd(), /proc/vmstat thp_file_mapped)", "mappings")),
       io_requests(s.counter("kernel.io_requests", "read requests submitted to the disk (readahead runs and single reads)")),
       folio_io_waits(s.counter("kernel.folio_io_waits", "times a task slept until a page-cache folio's read completed (lock_folio_maybe_drop_mmap, filemap_read_folio)")),
       io_wait_ns(s.counter("kernel.io_wait_ns", "time tasks slept waiting for the disk (part of their faults' and system calls' time, not of the CPU's kernel work)", "ns")),

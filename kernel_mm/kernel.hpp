@@ -122,6 +122,8 @@ struct KernelCounters {
   // File-backed memory (filemap.cpp).
   mmusim::Counter &do_read_fault, &do_cow_fault, &do_shared_fault, &pgmajfault, &fault_around_ptes,
       &filemap_read_pages, &filemap_fault_retry, &faults_sigbus, &pagecache_large_folios;
+  // /proc/vmstat's thp_file_mapped: PMD mappings of page-cache folios made (do_set_pmd()).
+  mmusim::Counter &thp_file_mapped;
   // The disk (a BlockDev): read requests (file and swap), and waits for folios still under read.
   mmusim::Counter &io_requests, &folio_io_waits, &io_wait_ns;
   // fsync (msync(MS_SYNC)): vfs_fsync_range() calls, and its waits for folios under writeback.
@@ -687,6 +689,10 @@ class Kernel {
   // first page's address in the VMA, which may lie outside it): fn(pte, addr, page in folio).
   template <typename F>
   void folio_walk_ptes(folio* f, vm_area_struct* vma, uint64_t address, F&& fn);
+  // page_vma_mapped_walk()'s PMD case: the huge PMD of `vma` that maps the order-9 folio `f` at
+  // `address` (its first page's), under the PMD lock: fn(pmd, address).
+  template <typename F>
+  void folio_walk_pmd(folio* f, vm_area_struct* vma, uint64_t address, F&& fn);
   // folio_referenced() (mm/rmap.c:983): the VMAs in which a PTE that maps the folio was young,
   // every such accessed bit cleared; `vm_flags` the union of their VMAs' flags.
   int folio_referenced(folio* f, vm_flags_t* vm_flags);
@@ -765,6 +771,7 @@ class Kernel {
   // Page-cache folios (filemap.cpp): folio_add_file_rmap_ptes() when a fault maps them,
   // folio_dup_file_rmap_ptes() when fork copies their PTEs.
   void folio_add_file_rmap_ptes(folio* f, page* pg, int nr_pages, vm_area_struct* vma);
+  void folio_add_file_rmap_pmd(folio* f, page* pg, vm_area_struct* vma);
   void folio_dup_file_rmap_ptes(folio* f, page* pg, int nr_pages, vm_area_struct* dst_vma);
   void folio_dup_file_rmap_pte(folio* f, page* pg, vm_area_struct* dst_vma) {
     folio_dup_file_rmap_ptes(f, pg, 1, dst_vma);
@@ -795,6 +802,10 @@ class Kernel {
   vm_fault_t do_fault_around(vm_fault* vmf);
   bool should_fault_around(vm_fault* vmf);
   vm_fault_t finish_fault(vm_fault* vmf);
+  // do_set_pmd() (mm/memory.c:4926): map an order-9 page-cache folio with one PMD.
+  vm_fault_t do_set_pmd(vm_fault* vmf, folio* f, page* pg);
+  // filemap_map_pmd() (mm/filemap.c:3466): true if the fault is done (a PMD mapped or found).
+  bool filemap_map_pmd(vm_fault* vmf, folio* f, uint64_t start, bool* oom);
   void set_pte_range(vm_fault* vmf, folio* f, page* pg, unsigned nr, uint64_t addr);
   vm_fault_t do_page_mkwrite(vm_fault* vmf, folio* f);
   vm_fault_t fault_dirty_shared_page(vm_fault* vmf);
@@ -940,7 +951,7 @@ class Kernel {
   // ============ address space (mm/mmap.c, mm/vma.c, mm/mprotect.c, mm/madvise.c) =================
   vm_area_struct* find_vma(mm_struct* mm, uint64_t addr);  // first VMA with vm_end > addr
   vm_area_struct* vma_lookup(mm_struct* mm, uint64_t addr); // the VMA containing addr
-  uint64_t get_unmapped_area(mm_struct* mm, uint64_t addr, uint64_t len, uint64_t align);
+  uint64_t get_unmapped_area(mm_struct* mm, uint64_t addr, uint64_t len, uint64_t align, uint64_t pgoff = 0);
   vm_area_struct* vma_insert(mm_struct* mm, std::unique_ptr<vm_area_struct> vma);
   std::unique_ptr<vm_area_struct> vma_remove(mm_struct* mm, vm_area_struct* vma);
   // Splits so that a VMA boundary falls at addr (__split_vma).
@@ -1016,6 +1027,10 @@ class Kernel {
   // Writeback (page_writeback.cpp: mm/page-writeback.c, fs/fs-writeback.c).
   // The dirty-page state, global (global_node_page_state NR_FILE_DIRTY, NR_WRITEBACK), pages.
   uint64_t nr_file_dirty() const { return nr_file_dirty_; }
+  // Node statistics of PMD-sized page cache, pages: NR_FILE_THPS (cached folios of order >= 9)
+  // and NR_FILE_PMDMAPPED (of them, those mapped by at least one PMD).
+  uint64_t nr_file_thps() const { return nr_file_thps_; }
+  uint64_t nr_file_pmdmapped() const { return nr_file_pmdmapped_; }
   uint64_t nr_writeback() const { return nr_writeback_; }
   // folio_clear_dirty_for_io() (mm/page-writeback.c): the folio's PTEs write-protected and clean
   // (folio_mkclean()), its dirty state taken for a write; true: it was dirty. Locked folio.
@@ -1197,6 +1212,7 @@ class Kernel {
   uint64_t wb_last_old_flush_ = 0;  // wb->last_old_flush, jiffies
   bool wb_over_bg_thresh(const mem_cgroup* memcg) const;
   uint64_t nr_file_dirty_ = 0, nr_writeback_ = 0;
+  uint64_t nr_file_thps_ = 0, nr_file_pmdmapped_ = 0;  // __mod_lruvec_stat NR_FILE_THPS, NR_FILE_PMDMAPPED
   bdi_writeback wb_;                     // (wb_init(): the estimates start at INIT_BW)
   wb_domain global_wb_domain_;
   std::vector<address_space*> b_dirty_;  // the wb's dirty inodes, in dirtied_when order

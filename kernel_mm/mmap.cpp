@@ -141,15 +141,17 @@ uint64_t arch_get_unmapped_area_topdown(Kernel& k, mm_struct* mm, uint64_t addr,
 }
 }  // namespace
 
-// __get_unmapped_area() (mm/mmap.c:881) for anonymous memory, after the MAP_FIXED and hint
-// handling. `align` = PMD_SIZE asks for thp_get_unmapped_area_vmflags() (mm/huge_memory.c:1175):
-// __thp_get_unmapped_area() pads the length by PMD_SIZE, takes the top-down result and moves it to
-// the PMD-aligned address inside; on failure the plain search. align = 0: the plain search.
-uint64_t Kernel::get_unmapped_area(mm_struct* mm, uint64_t addr, uint64_t len, uint64_t align) {
+// __get_unmapped_area() (mm/mmap.c:881), after the MAP_FIXED and hint handling. `align` =
+// PMD_SIZE asks for thp_get_unmapped_area_vmflags() (mm/huge_memory.c:1175; a file's
+// f_op->get_unmapped_area, thp_get_unmapped_area(), is the same): __thp_get_unmapped_area() pads
+// the length by PMD_SIZE, takes the top-down result and moves it to the address inside whose
+// distance from the file offset `pgoff` (0 for anonymous memory) is a multiple of PMD_SIZE; on
+// failure the plain search. align = 0: the plain search.
+uint64_t Kernel::get_unmapped_area(mm_struct* mm, uint64_t addr, uint64_t len, uint64_t align, uint64_t pgoff) {
   if (align) {
     MMUSIM_CHECK(align == PMD_SIZE, "get_unmapped_area: alignment {:#x} (only PMD_SIZE)", align);
-    // __thp_get_unmapped_area(filp = NULL, addr, len, off = 0, flags, size = PMD_SIZE)
-    const uint64_t size = align, off = 0;
+    // __thp_get_unmapped_area(filp, addr, len, off = pgoff << PAGE_SHIFT, flags, size = PMD_SIZE)
+    const uint64_t size = align, off = pgoff << PAGE_SHIFT;
     const uint64_t off_end = off + len, off_align = ALIGN(off, size);
     if (!(off_end <= off_align || (off_end - off_align) < size)) {
       uint64_t len_pad = len + size;
@@ -213,11 +215,13 @@ int64_t Kernel::sys_mmap(task_struct* t, uint64_t addr, uint64_t len, int prot, 
 
   // __get_unmapped_area()
   if (!(flags & MAP_FIXED)) {
-    // Ensures that larger anonymous mappings are THP aligned (IS_ENABLED(THP), no hint, length a
-    // multiple of PMD_SIZE). A file's f_op->get_unmapped_area decides for it: the files here
-    // have no large folios, so none aligns (as mm_get_unmapped_area() for such a file).
-    const uint64_t align = (!file && !addr && IS_ALIGNED(len, PMD_SIZE)) ? PMD_SIZE : 0;
-    addr = get_unmapped_area(mm, addr, len, align);
+    // A file's f_op->get_unmapped_area decides for it: ext4's and XFS's are
+    // thp_get_unmapped_area(), whatever the folio sizes or the THP knobs (a mapping that spans a
+    // 2 MiB block of the file gets an address congruent to its offset modulo 2 MiB). Otherwise
+    // "Ensures that larger anonymous mappings are THP aligned" (IS_ENABLED(THP), no hint, length
+    // a multiple of PMD_SIZE).
+    const uint64_t align = (file || (!addr && IS_ALIGNED(len, PMD_SIZE))) ? PMD_SIZE : 0;
+    addr = get_unmapped_area(mm, addr, len, align, file ? offset >> PAGE_SHIFT : 0);
     if (IS_ERR_VALUE(addr)) {
       mmap_write_unlock(mm);
       return int64_t(addr);

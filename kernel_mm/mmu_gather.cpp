@@ -9,8 +9,7 @@
 // (__tlb_remove_folio_pages) and dropped by tlb_flush_mmu() AFTER the TLB flush; page-table pages
 // are likewise freed only after the flush that covers them (tlb_remove_table).
 //
-// Simplifications: no swap/migration/device entries (a non-present, non-none PTE is a port bug),
-// no file folios (the !anon branches keep their shape), no uffd-wp markers, no hugetlb, no
+// Simplifications: no migration/device entries, no uffd-wp markers, no hugetlb, no
 // mmu-notifiers, no delayed rmap (only file folios use it). CONFIG_MMU_GATHER_PAGE_SIZE is off (as
 // on x86 and arm64), so tlb_change_page_size() is empty; CONFIG_MMU_GATHER_MERGE_VMAS is off, so
 // tlb_end_vma() flushes. The page batches are not allocated in simulated memory; only their fill
@@ -564,8 +563,10 @@ int Kernel::zap_huge_pmd(mmu_gather* tlb, vm_area_struct* vma, pmd_t* pmd, uint6
       zap_deposited_table(mm, pmd);
       add_mm_counter(mm, MM_ANONPAGES, -int64_t(HPAGE_PMD_NR));
     } else {
-      // File THPs: arch_needs_pgtable_deposit(), mm_counter_file(), folio_mark_dirty(): none here
-      add_mm_counter(mm, MM_FILEPAGES, -int64_t(HPAGE_PMD_NR));
+      // A page-cache folio mapped by do_set_pmd(): arch_needs_pgtable_deposit() is false (no
+      // table to zap). No folio_mark_accessed() for a young PMD, unlike the PTE zap.
+      add_mm_counter(mm, MM_FILEPAGES, -int64_t(HPAGE_PMD_NR));  // mm_counter_file()
+      if (arch_->pmd_dirty(orig_pmd)) folio_mark_dirty(f);
     }
     spin_unlock(ptl);
     if (flush_needed) tlb_remove_page_size(tlb, f, HPAGE_PMD_SIZE);

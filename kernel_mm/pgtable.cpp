@@ -303,6 +303,17 @@ pmd_t Arch::pmdp_huge_get_and_clear(mm_struct* mm, uint64_t addr, pmd_t* pmdp) {
   return pmd;
 }
 
+int Arch::pmdp_clear_flush_young(vm_area_struct* vma, uint64_t haddr, pmd_t* pmdp) {
+  k_.pt_touch(pmdp, sizeof(pmd_t), false);
+  // pmdp_test_and_clear_young()
+  const pmd_t pmd = *pmdp;
+  if (!pmd_young(pmd)) return 0;
+  *pmdp = pmd_mkold(pmd);
+  k_.charge(Cost::pte_write);
+  flush_pmd_tlb_range(vma, haddr, haddr + HPAGE_PMD_SIZE);
+  return 1;
+}
+
 // pmdp_invalidate() (mm/pgtable-generic.c): make it not present, flush, return the old value.
 pmd_t Arch::pmdp_invalidate(vm_area_struct* vma, uint64_t addr, pmd_t* pmdp) {
   pmd_t old = *pmdp;

@@ -292,6 +292,19 @@ void Kernel::folio_add_file_rmap_ptes(folio* f, page* pg, int nr_pages, vm_area_
   __folio_add_rmap(*this, f, pg, nr_pages, vma, false, &nr_pmdmapped);
 }
 
+// folio_add_file_rmap_pmd() (mm/rmap.c:1520): an order-9 page-cache folio mapped by one PMD
+// (do_set_pmd()). __folio_mod_stat(): NR_FILE_PMDMAPPED += the folio's pages on its first PMD
+// mapping (a node statistic, "not maintained per-memcg"); NR_FILE_MAPPED is not kept.
+// (mlock_vma_folio(): no mlock here.)
+void Kernel::folio_add_file_rmap_pmd(folio* f, page* pg, vm_area_struct* vma) {
+  int nr_pmdmapped = 0;
+  MMUSIM_CHECK(!folio_test_anon(f), "file rmap of anon folio pfn {:#x}", folio_pfn(f));
+  MMUSIM_CHECK(folio_test_pmd_mappable(f) && pg == f, "file PMD rmap of pfn {:#x}: not the head of a PMD-order folio",
+               page_to_pfn(pg));
+  __folio_add_rmap(*this, f, pg, HPAGE_PMD_NR, vma, true, &nr_pmdmapped);
+  nr_file_pmdmapped_ += uint64_t(nr_pmdmapped);
+}
+
 // __folio_dup_file_rmap() (include/linux/rmap.h:341) -> folio_dup_file_rmap_ptes(): fork()
 // copies the PTEs of a page-cache folio (the caller took the references).
 void Kernel::folio_dup_file_rmap_ptes(folio* f, page* pg, int nr_pages, vm_area_struct* dst_vma) {
@@ -359,8 +372,9 @@ void Kernel::folio_add_new_anon_rmap(folio* f, vm_area_struct* vma, uint64_t add
 // Removing mappings
 
 // __folio_remove_rmap() (mm/rmap.c:1530)
-static void __folio_remove_rmap(Kernel& k, folio* f, page* pg, int nr_pages, vm_area_struct* vma,
-                                bool pmd_level) {
+// Returns nr_pmdmapped (the pages whose last PMD mapping went), for __folio_mod_stat().
+static int __folio_remove_rmap(Kernel& k, folio* f, page* pg, int nr_pages, vm_area_struct* vma,
+                               bool pmd_level) {
   int32_t* mapped = &f->nr_pages_mapped;
   int last = 0, nr = 0, nr_pmdmapped = 0;
   bool partially_mapped = false;
@@ -413,7 +427,9 @@ static void __folio_remove_rmap(Kernel& k, folio* f, page* pg, int nr_pages, vm_
   if (partially_mapped && folio_test_anon(f) && !folio_test_partially_mapped(f))
     k.deferred_split_folio(f, true);
 
-  // __folio_mod_stat(), munlock_vma_folio(): not kept.
+  // __folio_mod_stat(): NR_FILE_PMDMAPPED by the caller (the rest not kept); munlock_vma_folio():
+  // no mlock.
+  return nr_pmdmapped;
 }
 
 void Kernel::folio_remove_rmap_ptes(folio* f, page* pg, int nr_pages, vm_area_struct* vma) {
@@ -421,7 +437,11 @@ void Kernel::folio_remove_rmap_ptes(folio* f, page* pg, int nr_pages, vm_area_st
 }
 
 void Kernel::folio_remove_rmap_pmd(folio* f, page* pg, vm_area_struct* vma) {
-  __folio_remove_rmap(*this, f, pg, HPAGE_PMD_NR, vma, true);
+  const int nr_pmdmapped = __folio_remove_rmap(*this, f, pg, HPAGE_PMD_NR, vma, true);
+  if (!folio_test_anon(f)) {
+    MMUSIM_CHECK(nr_file_pmdmapped_ >= uint64_t(nr_pmdmapped), "NR_FILE_PMDMAPPED below zero");
+    nr_file_pmdmapped_ -= uint64_t(nr_pmdmapped);  // __folio_mod_stat(folio, -nr, -nr_pmdmapped)
+  }
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -145,9 +145,26 @@ void Kernel::folio_walk_ptes(folio* f, vm_area_struct* vma, uint64_t address, F&
   }
 }
 
+// page_vma_mapped_walk() (mm/page_vma_mapped.c) of a PMD-mappable folio: the PMD at the folio's
+// address, if the VMA covers the whole 2 MiB and the PMD maps the folio (pvmw.pte == NULL).
+template <typename F>
+void Kernel::folio_walk_pmd(folio* f, vm_area_struct* vma, uint64_t address, F&& fn) {
+  if (!folio_test_pmd_mappable(f)) return;
+  if (address < vma->vm_start || address + HPAGE_PMD_SIZE > vma->vm_end || (address & ~PMD_MASK)) return;
+  mm_struct* mm = vma->vm_mm;
+  pmd_t* pmd = mm_find_pmd(mm, address);
+  if (!pmd) return;
+  pt_touch(pmd, sizeof(pmd_t), false);
+  uint32_t* ptl = pmd_lock(mm, pmd);
+  if (arch_->pmd_trans_huge(*pmd) && arch_->pmd_pfn(*pmd) == folio_pfn(f)) fn(pmd, address);
+  spin_unlock(ptl);
+}
+
 // folio_referenced() (mm/rmap.c:983) -> rmap_walk() -> folio_referenced_one() (846): each PTE
 // that maps the folio, taken under its PTL (page_vma_mapped_walk()), its accessed bit cleared
-// (ptep_clear_flush_young_notify()).
+// (ptep_clear_flush_young_notify()); a PMD that maps it likewise (pmdp_clear_flush_young_notify(),
+// which flushes the 2 MiB if it was young). A VMA in which one was young counts once, and only
+// then adds its flags.
 int Kernel::folio_referenced(folio* f, vm_flags_t* vm_flags) {
   *vm_flags = 0;
   if (!folio_mapped(f) || (!f->mapping && !folio_test_anon(f))) return 0;
@@ -158,12 +175,18 @@ int Kernel::folio_referenced(folio* f, vm_flags_t* vm_flags) {
     // Every PTE of the folio in the VMA has its accessed bit cleared; the VMA counts once if any
     // was young (pra->referenced++).
     int young = 0;
+    folio_walk_pmd(f, vma, address, [&](pmd_t* pmd, uint64_t haddr) {
+      if (arch_->pmdp_clear_flush_young(vma, haddr, pmd)) ++young;
+      --mapcount;  // a PMD counts one in the folio's mapcount
+    });
     folio_walk_ptes(f, vma, address, [&](pte_t* pte, uint64_t addr, uint64_t) {
       if (arch_->ptep_clear_flush_young(vma, addr, pte)) ++young;
       --mapcount;
-      *vm_flags |= vma->vm_flags;
     });
-    if (young) ++referenced;
+    if (young) {
+      ++referenced;
+      *vm_flags |= vma->vm_flags;  // pra->vm_flags |= vma->vm_flags & ~VM_LOCKED
+    }
   });
   return referenced;
 }
@@ -173,13 +196,18 @@ int Kernel::folio_referenced(folio* f, vm_flags_t* vm_flags) {
 // bit moved to the folio; a page-cache folio's MM_FILEPAGES dropped, an anonymous one's PTE
 // replaced by its swap entry (swap_duplicate(), exclusive if the page was, MM_ANONPAGES ->
 // MM_SWAPENTS); the rmap and the mapping's reference dropped. A large page-cache folio: each of
-// its PTEs so (reclaim never splits it); swap-cache folios are order 0 here.
+// its PTEs so (the folio is never split), and a PMD that maps it is zapped by the PMD split;
+// swap-cache folios are order 0 here.
 void Kernel::try_to_unmap(folio* f) {
   MMUSIM_CHECK(f->mapping || (!folio_test_large(f) && folio_test_anon(f) && folio_test_swapcache(f)),
                "try_to_unmap: pfn {:#x}: only page-cache and small swap-cache folios here", page_to_pfn(f));
   rmap_walk(f, [&](vm_area_struct* vma, uint64_t address) {
     if (!folio_mapped(f)) return;
     mm_struct* mm = vma->vm_mm;
+    // A PMD that maps the folio (TTU_SPLIT_HUGE_PMD, which shrink_folio_list() passes for a
+    // PMD-mappable folio): split_huge_pmd_locked(), which for a file VMA unmaps it (the split's
+    // flush is immediate: TTU_BATCH_FLUSH defers only PTE flushes); the walk then finds no PTE.
+    folio_walk_pmd(f, vma, address, [&](pmd_t* pmd, uint64_t haddr) { __split_huge_pmd_locked(vma, pmd, haddr); });
     folio_walk_ptes(f, vma, address, [&](pte_t* pte, uint64_t addr, uint64_t i) {
       pte_t pteval;
       // should_defer_flush() (mm/rmap.c:727)
@@ -234,6 +262,18 @@ int Kernel::folio_mkclean(folio* f) {
   rmap_walk(f, [&](vm_area_struct* vma, uint64_t address) {
     if (!(vma->vm_flags & VM_SHARED)) return;  // rmap_walk_control.invalid_vma: invalid_mkclean_vma()
     mm_struct* mm = vma->vm_mm;
+    // A PMD (page_vma_mkclean_one(), rmap.c:1055): invalidated (a flush of its 2 MiB), then set
+    // again write-protected and clean.
+    folio_walk_pmd(f, vma, address, [&](pmd_t* pmd, uint64_t haddr) {
+      if (!arch_->pmd_dirty(*pmd) && !arch_->pmd_write(*pmd)) return;
+      // flush_cache_range(): nothing on x86 and arm64.
+      pmd_t entry = arch_->pmdp_invalidate(vma, haddr, pmd);
+      entry = arch_->pmd_wrprotect(entry);
+      entry = arch_->pmd_mkclean(entry);
+      arch_->set_pmd_at(mm, haddr, pmd, entry);
+      ++cleaned;
+      ctr_.folio_mkclean_ptes.inc();
+    });
     folio_walk_ptes(f, vma, address, [&](pte_t* pte, uint64_t addr, uint64_t) {
       const pte_t old = arch_->ptep_get(pte);
       if (!arch_->pte_dirty(old) && !arch_->pte_write(old)) return;
@@ -284,6 +324,8 @@ bool Kernel::__remove_mapping(address_space* mapping, folio* f) {
   for (uint64_t i = 0; i < nr; ++i) mapping->shadows[f->index + i] = shadow;
   mapping->i_pages.erase(f->index);
   mapping->nrpages -= uint64_t(folio_nr_pages(f));
+  // filemap_unaccount_folio(): NR_FILE_THPS (NR_FILE_PAGES is not kept).
+  if (folio_test_pmd_mappable(f)) nr_file_thps_ -= nr;
   f->mapping = nullptr;
   f->flags &= ~(PG_uptodate | PG_readahead | PG_referenced | PG_workingset | PG_active);
   f->io_until_ps = 0;
@@ -357,11 +399,11 @@ unsigned Kernel::shrink_folio_list(std::vector<folio*>& folio_list, uint64_t* nr
     }
     if (!activate && !keep && folio_mapped(f)) {
       // The folio is mapped into the page tables of one or more processes. Try to unmap it here.
-      if (folio_test_large(f)) activate = true;
-      else {
-        try_to_unmap(f);
-        if (folio_mapped(f)) activate = true;
-      }
+      // (TTU_BATCH_FLUSH; TTU_SPLIT_HUGE_PMD for a PMD-mappable folio and TTU_SYNC for a large
+      // one: try_to_unmap() here always does both. A large anonymous folio never gets here: it
+      // was activated above.)
+      try_to_unmap(f);
+      if (folio_mapped(f)) activate = true;  // stat->nr_unmap_fail
     }
     bool clean_path = !activate && !keep;
     if (clean_path && folio_test_dirty(f)) {

@@ -99,6 +99,10 @@ struct Limits {
   uint64_t file_seed = 0;
   bool large_folios = false;  // the files on a filesystem with large page-cache folios (XFS-like)
   bool shared_files = false;  // some file mappings MAP_SHARED (a one-at-a-time driver only, see above)
+  // Every file mapping MADV_HUGEPAGE'd by the driver as soon as it is made (nothing visible
+  // changes: the reference ignores it); with large folios its misses read order-9 folios, which
+  // do_set_pmd() maps with PMDs.
+  bool hugepage_files = false;
 };
 
 // Relative frequency of each kind (index = OpKind). Msync is 0 by default, so the sequences drawn

@@ -203,6 +203,10 @@ class Arch {
   virtual int pmdp_set_access_flags(vm_area_struct* vma, uint64_t haddr, pmd_t* pmdp, pmd_t entry, int dirty) = 0;
   virtual void pmdp_set_wrprotect(mm_struct* mm, uint64_t addr, pmd_t* pmdp) = 0;
   virtual pmd_t pmdp_huge_get_and_clear(mm_struct* mm, uint64_t addr, pmd_t* pmdp);
+  // pmdp_clear_flush_young() (mm/pgtable-generic.c:104; x86's arch/x86/mm/pgtable.c is the same
+  // with flush_tlb_range(), which is x86's flush_pmd_tlb_range()): the huge PMD's accessed bit
+  // cleared and, if it was set, its 2 MiB flushed. Unlike x86's PTE version it flushes.
+  int pmdp_clear_flush_young(vm_area_struct* vma, uint64_t haddr, pmd_t* pmdp);
   virtual pmd_t pmdp_invalidate(vm_area_struct* vma, uint64_t addr, pmd_t* pmdp);
   // pmdp_invalidate_ad() (mm/pgtable-generic.c): generic = pmdp_invalidate(); x86 overrides it
   // without the flush (arch/x86/mm/pgtable.c).

@@ -125,6 +125,11 @@ uint64_t bad_ptes(Env& e, task_struct* t, const address_space* m, uint64_t va, u
   return bad;
 }
 
+// Whether a huge PMD at `va` maps the order-9 folio `f` (do_set_pmd()).
+bool pmd_maps(Env& e, task_struct* t, uint64_t va, const folio* f) {
+  return f && e.pmd_huge(t, va) && e.a.pmd_pfn(e.pmd(t, va)) == e.k.folio_pfn(f) && (va & ~PMD_MASK) == 0;
+}
+
 // A disk that completes reads at once and keeps the size of every request; writes take
 // `write_ps`.
 struct Disk : BlockDev {
@@ -782,8 +787,11 @@ TEST_CASE("filemap: MADV_HUGEPAGE reads two PMD-sized windows from the PMD-align
   const std::vector<Case> cases = {
       {false, false, "", 1024, 16, 16},
       {false, true, "", 512, 16, 16},
-      {true, false, "512:9 1024:9r", 1024, 16, 16},
-      {true, true, "512:9r", 512, 0, 1},
+      // With large folios the fault maps folio 512 with one PMD (do_set_pmd()): by the retry's
+      // fault-around (the window's first folio 512:9 ends before EOF: filemap_map_pmd()), or,
+      // with MADV_RANDOM, by finish_fault() (fault-around skips the marked folio).
+      {true, false, "512:9 1024:9r", 1024, 0, 512},
+      {true, true, "512:9r", 512, 0, 512},
   };
   for (const Case& c : cases) {
     INFO((c.large ? "large folios" : "ext4") << (c.random ? " MADV_RANDOM" : ""));
@@ -820,8 +828,16 @@ TEST_CASE("filemap: MADV_HUGEPAGE reads two PMD-sized windows from the PMD-align
     CHECK(e.count("kernel.filemap_fault_retry") == 1);
     CHECK(e.count("kernel.fault_around_ptes") == c.ptes);
     CHECK(file_rss(t) == int64_t(c.rss));
-    CHECK(bad_ptes(e, t, file, va, 700, 701) == 0);
-    if (c.rss == 16) CHECK(bad_ptes(e, t, file, va, 688, 704) == 0);
+    if (c.large) {
+      CHECK(pmd_maps(e, t, va + 512 * PAGE_SIZE, filemap_get_entry(file, 512)));
+      CHECK(e.count("kernel.thp_file_mapped") == 1);
+      CHECK(e.k.nr_file_pmdmapped() == 512);
+      CHECK(e.k.nr_file_thps() == c.pages);
+    } else {
+      CHECK(bad_ptes(e, t, file, va, 688, 704) == 0);
+      CHECK(e.count("kernel.thp_file_mapped") == 0);
+      CHECK(e.k.nr_file_thps() == 0);
+    }
   }
   // The control: no MADV_HUGEPAGE, the 32-page read-around.
   Env e;
@@ -834,4 +850,339 @@ TEST_CASE("filemap: MADV_HUGEPAGE reads two PMD-sized windows from the PMD-align
   CHECK(file->nrpages == 32);
   CHECK(file->i_pages.begin()->first == 684);
   CHECK(disk.reads == std::vector<uint64_t>{32 * PAGE_SIZE});
+}
+
+// ------------------------------------------------------------------------------------------------
+// PMD mappings of order-9 page-cache folios (docs/plan-pmd-pagecache-folios.md §3-§6, §11).
+// Derivation rules (mm/memory.c, mm/filemap.c, mm/huge_memory.c, mm/rmap.c, mm/vmscan.c):
+//   - do_set_pmd() maps an order-9 folio with one PMD where the PMD is none, the VMA covers the
+//     2 MiB block whose file offset is 2 MiB-aligned with it (thp_vma_suitable_order()), and the
+//     VMA is not VM_NOHUGEPAGE; it takes no reference (the lookup's or ->fault's is the PMD's):
+//     THP_FILE_MAPPED, MM_FILEPAGES += 512, NR_FILE_PMDMAPPED += 512 on the first PMD.
+//   - filemap_map_pages(): can_map_large = file_end (last page) >= folio_next_index(first folio);
+//     then filemap_map_pmd(): do_set_pmd(), else the PTE table; without can_map_large and with
+//     the PMD none, nothing is mapped (pte_offset_map_lock() finds no table).
+//   - finish_fault(): needs_fallback = DIV_ROUND_UP(i_size) < folio_next_index; a none PMD and
+//     a large folio without it: do_set_pmd().
+//   - a write to a PMD-mapped file folio: wp_huge_pmd() splits (file: the PMD is zapped, its
+//     dirty bit to the folio, young to PG_referenced, the reference dropped; no PTE table), then
+//     the fault is a PTE-level do_fault() on a none PMD.
+//   - copy_huge_pmd() copies no file PMD (the child faults it in again).
+// Setup: xfs-like file of 1024 pages, MADV_HUGEPAGE at kVa (2 MiB-aligned, file offset 0);
+// VM_HUGEPAGE readahead from the first fault at 0: [0, 1024) as 0:9 512:9r (mark 0 + 1024 - 512),
+// one request of 4 MiB, VM_FAULT_RETRY | MAJOR.
+namespace {
+
+struct PmdFile {
+  Env e;
+  Disk disk;
+  task_struct* t;
+  address_space* file;
+  uint64_t va;
+  int64_t pgtables0;
+  PmdFile(int flags, int prot, bool large = true, uint64_t pages = 1024,
+          mmusim::pg::Isa isa = mmusim::pg::Isa::x86_64)
+      : e({}, isa) {
+    e.k.set_block_device(&disk);
+    t = e.proc("p");
+    pgtables0 = t->mm->pgtables_bytes;
+    file = e.k.file_create("huge", pages * PAGE_SIZE, 41);
+    if (large) mapping_set_large_folios(file);
+    va = mmap_file(e, t, file, pages * PAGE_SIZE, flags, 0, prot);
+    e.k.enter(t, 0);
+    REQUIRE(e.k.sys_madvise(t, va, pages * PAGE_SIZE, MADV_HUGEPAGE) == 0);
+  }
+  folio* at(uint64_t index) const { return filemap_get_entry(file, index); }
+};
+
+}  // namespace
+
+// P1. Touch 0: the retry's fault-around finds 0:9 first (1023 >= 512): a PMD. Touch 512: the
+// first attempt's fault-around skips the marked folio; filemap_fault() finds it marked: async
+// readahead, expected round_down(0 + 1024 - 512, 512) = 512 matches, the window [1024, 2048) is
+// past EOF: nothing read, but the lock was dropped: RETRY. The retry's fault-around: 512:9 is the
+// first folio, 1023 >= 1024 is false and the PMD is none: nothing mapped; finish_fault():
+// 1024 < 1024 is false: do_set_pmd(). So 2 faults in 4 attempts, 2 retries, 1 major fault.
+TEST_CASE("filemap PMD: MADV_HUGEPAGE maps each order-9 folio with one PMD, by fault-around or by finish_fault() at the end of the file", "[filemap][large][thp][pmd]") {
+  PmdFile s(MAP_PRIVATE, PROT_READ);
+  Env& e = s.e;
+  touch(e, s.t, s.file, s.va, 0, 1);
+  CHECK(layout(s.file) == "0:9 512:9r");
+  CHECK(pmd_maps(e, s.t, s.va, s.at(0)));
+  CHECK(e.count("kernel.thp_file_mapped") == 1);
+  touch(e, s.t, s.file, s.va, 512, 513);
+  CHECK(layout(s.file) == "0:9 512:9");
+  CHECK(pmd_maps(e, s.t, s.va + HPAGE_PMD_SIZE, s.at(512)));
+  CHECK(s.disk.reads == std::vector<uint64_t>{1024 * PAGE_SIZE});
+  CHECK(e.count("kernel.pgmajfault") == 1);
+  CHECK(e.count("faults.total") == 2);
+  CHECK(e.count("kernel.handle_mm_fault") == 4);
+  CHECK(e.count("kernel.filemap_fault_retry") == 2);
+  CHECK(e.count("kernel.thp_file_mapped") == 2);
+  CHECK(e.count("kernel.fault_around_ptes") == 0);
+  CHECK(file_rss(s.t) == 1024);
+  CHECK(e.k.nr_file_pmdmapped() == 1024);
+  CHECK(e.k.nr_file_thps() == 1024);
+  for (uint64_t i : {0u, 512u}) {
+    const folio* f = s.at(i);
+    INFO("folio " << i);
+    CHECK(folio_ref_count(f) == 513);  // the cache's 512 + the PMD's 1
+    CHECK(folio_entire_mapcount(f) == 1);
+    CHECK(folio_large_mapcount(f) == 1);
+  }
+  // No PTE table: the PUD and PMD tables of the mapping only (no deposit for a file PMD).
+  CHECK(s.t->mm->pgtables_bytes - s.pgtables0 == int64_t(2 * PAGE_SIZE));
+  // Every byte read through the PMDs is the file's.
+  touch(e, s.t, s.file, s.va, 0, 1024);
+  CHECK(e.count("faults.total") == 2);
+
+  SECTION("munmap zaps the PMDs: one INVLPG-sized flush each, the folios stay cached whole") {
+    REQUIRE(e.k.sys_munmap(s.t, s.va, 1024 * PAGE_SIZE) == 0);
+    CHECK(file_rss(s.t) == 0);
+    CHECK(e.k.nr_file_pmdmapped() == 0);
+    CHECK(e.k.nr_file_thps() == 1024);
+    CHECK(folio_ref_count(s.at(0)) == 512);
+    CHECK(e.count("kernel.split_huge_pmd") == 0);
+  }
+  SECTION("reclaim: the first look finds the PMD young (PG_referenced, kept), the second splits it and frees the folio") {
+    REQUIRE(e.k.sys_munmap(s.t, s.va + HPAGE_PMD_SIZE, HPAGE_PMD_SIZE) == 0);  // folio 512 unmapped
+    e.k.lru_add_drain();
+    CHECK(e.k.try_to_free_pages(0, 1024) == 1024);
+    e.k.check_invariants("try_to_free_pages", true);
+    CHECK(s.file->nrpages == 0);
+    CHECK(s.file->shadows.size() == 1024);
+    CHECK(e.count("kernel.split_huge_pmd") == 1);
+    CHECK(e.count("kernel.reclaim_unmapped_ptes") == 0);
+    CHECK(e.count("kernel.tlbbatch_flushes") == 0);
+    CHECK(file_rss(s.t) == 0);
+    CHECK(e.k.nr_file_thps() == 0);
+    CHECK(e.k.nr_file_pmdmapped() == 0);
+    CHECK_FALSE(e.pmd_huge(s.t, s.va));
+    // Read back: VM_HUGEPAGE readahead again, and a PMD again.
+    touch(e, s.t, s.file, s.va, 3, 4);
+    CHECK(pmd_maps(e, s.t, s.va, s.at(0)));
+    CHECK(e.count("kernel.thp_file_mapped") == 3);
+  }
+}
+
+// E1. The same on ext4 (order-0 folios): 1024 pages, PG_readahead on 512. Touch 0: the retry maps
+// [0, 15] (16 PTEs). Touch 512: fault-around maps 513-527 (15), skipping the marked 512; async
+// readahead reads nothing (past EOF): RETRY; the retry maps 512. No PMD.
+TEST_CASE("filemap PMD: on ext4 MADV_HUGEPAGE reads the same 1024 pages as order-0 folios and maps them with PTEs", "[filemap][large][thp][pmd]") {
+  PmdFile s(MAP_PRIVATE, PROT_READ, /*large=*/false);
+  Env& e = s.e;
+  touch(e, s.t, s.file, s.va, 0, 1);
+  touch(e, s.t, s.file, s.va, 512, 513);
+  CHECK(s.file->nrpages == 1024);
+  CHECK(orders(s.file) == std::map<unsigned, unsigned>{{0, 1024}});
+  CHECK(s.disk.reads == std::vector<uint64_t>{1024 * PAGE_SIZE});
+  CHECK(e.count("kernel.pgmajfault") == 1);
+  CHECK(e.count("faults.total") == 2);
+  CHECK(e.count("kernel.handle_mm_fault") == 4);
+  CHECK(e.count("kernel.filemap_fault_retry") == 2);
+  CHECK(e.count("kernel.fault_around_ptes") == 32);
+  CHECK(file_rss(s.t) == 32);
+  CHECK(e.count("kernel.thp_file_mapped") == 0);
+  CHECK(e.k.nr_file_thps() == 0);
+  CHECK(bad_ptes(e, s.t, s.file, s.va, 0, 16) == 0);
+  CHECK(bad_ptes(e, s.t, s.file, s.va, 512, 528) == 0);
+}
+
+// P4. A shared mapping: the read maps a read-only PMD (write notification). The write: split
+// (the PMD zapped), do_shared_fault(): ->page_mkwrite dirties the folio (512 pages, once),
+// finish_fault() maps a writable dirty PMD. msync: folio_mkclean() write-protects and cleans the
+// PMD (one), one write of 2 MiB. The next write splits and re-maps again.
+TEST_CASE("filemap PMD: a write to a shared PMD-mapped folio splits, dirties the folio and maps a writable PMD, and msync cleans it", "[filemap][large][thp][pmd][msync]") {
+  PmdFile s(MAP_SHARED, PROT_READ | PROT_WRITE);
+  Env& e = s.e;
+  touch(e, s.t, s.file, s.va, 0, 1);
+  REQUIRE(pmd_maps(e, s.t, s.va, s.at(0)));
+  CHECK_FALSE(e.a.pmd_write(e.pmd(s.t, s.va)));
+  const uint64_t attempts = e.count("kernel.handle_mm_fault");
+  REQUIRE(e.store(s.t, s.va + 100, 0xa5));
+  CHECK(e.count("kernel.split_huge_pmd") == 1);
+  CHECK(e.count("kernel.do_shared_fault") == 1);
+  CHECK(e.count("kernel.handle_mm_fault") == attempts + 1);
+  CHECK(pmd_maps(e, s.t, s.va, s.at(0)));
+  CHECK(e.a.pmd_write(e.pmd(s.t, s.va)));
+  CHECK(e.a.pmd_dirty(e.pmd(s.t, s.va)));
+  CHECK(e.count("kernel.thp_file_mapped") == 2);
+  CHECK(e.k.nr_file_dirty() == 512);
+  CHECK(e.count("kernel.nr_dirtied") == 512);
+  CHECK(file_rss(s.t) == 512);
+  CHECK(e.load(s.t, s.va + 100) == 0xa5);
+
+  e.k.enter(s.t, 0, 0);
+  REQUIRE(e.k.sys_msync(s.t, s.va, 1024 * PAGE_SIZE, MS_SYNC) == 0);
+  e.k.check_invariants("msync", true);
+  CHECK(s.disk.writes == std::vector<uint64_t>{HPAGE_PMD_SIZE});
+  CHECK(e.count("kernel.folio_mkclean_ptes") == 1);
+  CHECK(e.count("kernel.nr_written") == 512);
+  CHECK(e.k.nr_file_dirty() == 0);
+  CHECK(pmd_maps(e, s.t, s.va, s.at(0)));
+  CHECK_FALSE(e.a.pmd_write(e.pmd(s.t, s.va)));
+  CHECK_FALSE(e.a.pmd_dirty(e.pmd(s.t, s.va)));
+  REQUIRE(s.file->written.count(0) == 1);
+  CHECK(s.file->written.at(0)[100] == 0xa5);
+
+  REQUIRE(e.store(s.t, s.va + PAGE_SIZE, 0x5a));
+  CHECK(e.count("kernel.split_huge_pmd") == 2);
+  CHECK(e.count("kernel.thp_file_mapped") == 3);
+  CHECK(e.k.nr_file_dirty() == 512);
+  CHECK(e.count("kernel.nr_dirtied") == 1024);
+  CHECK(e.a.pmd_write(e.pmd(s.t, s.va)));
+}
+
+// P5. A private mapping: the write at page 5 splits (the young PMD sets PG_referenced), then
+// do_cow_fault() maps one anonymous PTE in a new table. The read at 6: fault-around [0, 15],
+// the PMD is a table now: filemap_map_pmd() maps nothing, filemap_map_folio_range() maps 0-4
+// and 6-15 (15 PTEs, 2 runs).
+TEST_CASE("filemap PMD: a write to a private PMD-mapped folio splits it and copies one page, and the folio is PTE-mapped around it", "[filemap][large][thp][pmd]") {
+  PmdFile s(MAP_PRIVATE, PROT_READ | PROT_WRITE);
+  Env& e = s.e;
+  touch(e, s.t, s.file, s.va, 0, 1);
+  REQUIRE(pmd_maps(e, s.t, s.va, s.at(0)));
+  CHECK_FALSE(folio_test_referenced(s.at(0)));
+  REQUIRE(e.store(s.t, s.va + 5 * PAGE_SIZE + 7, 0x77));
+  CHECK(e.count("kernel.split_huge_pmd") == 1);
+  CHECK(e.count("kernel.do_cow_fault") == 1);
+  CHECK(folio_test_referenced(s.at(0)));
+  CHECK(get_mm_counter(s.t->mm, MM_ANONPAGES) == 1);
+  CHECK(file_rss(s.t) == 0);
+  touch(e, s.t, s.file, s.va, 6, 7);
+  CHECK(e.count("kernel.fault_around_ptes") == 15);
+  CHECK(file_rss(s.t) == 15);
+  CHECK(folio_ref_count(s.at(0)) == 512 + 15);
+  CHECK(folio_entire_mapcount(s.at(0)) == 0);
+  CHECK(folio_large_mapcount(s.at(0)) == 15);
+  CHECK(e.count("kernel.thp_file_mapped") == 1);
+  CHECK(e.load(s.t, s.va + 5 * PAGE_SIZE + 7) == 0x77);
+  CHECK(bad_ptes(e, s.t, s.file, s.va, 0, 5) == 0);
+  CHECK(bad_ptes(e, s.t, s.file, s.va, 6, 16) == 0);
+}
+
+// P6, P7, P8: what unmaps part of a PMD, and what refuses one.
+TEST_CASE("filemap PMD: DONTNEED of one page unmaps the 2 MiB, a partial munmap leaves PTEs only, VM_NOHUGEPAGE maps PTEs of the same folio", "[filemap][large][thp][pmd]") {
+  PmdFile s(MAP_PRIVATE, PROT_READ);
+  Env& e = s.e;
+  touch(e, s.t, s.file, s.va, 0, 1);
+  touch(e, s.t, s.file, s.va, 512, 513);
+  REQUIRE(e.count("kernel.thp_file_mapped") == 2);
+
+  SECTION("MADV_DONTNEED of one page: the split zaps the PMD; the next touch maps it again by fault-around") {
+    REQUIRE(e.k.sys_madvise(s.t, s.va + PAGE_SIZE, PAGE_SIZE, MADV_DONTNEED) == 0);
+    CHECK(e.count("kernel.split_huge_pmd") == 1);
+    CHECK(file_rss(s.t) == 512);
+    CHECK(e.k.nr_file_pmdmapped() == 512);
+    CHECK_FALSE(e.pmd_huge(s.t, s.va));
+    const uint64_t attempts = e.count("kernel.handle_mm_fault");
+    touch(e, s.t, s.file, s.va, 1, 2);
+    CHECK(e.count("kernel.handle_mm_fault") == attempts + 1);
+    CHECK(pmd_maps(e, s.t, s.va, s.at(0)));
+    CHECK(e.count("kernel.thp_file_mapped") == 3);
+    CHECK(file_rss(s.t) == 1024);
+  }
+  SECTION("munmap of the first page: split_vma's split; the VMA no longer covers the block: 16 PTEs of pages 1-16") {
+    REQUIRE(e.k.sys_munmap(s.t, s.va, PAGE_SIZE) == 0);
+    CHECK(e.count("kernel.split_huge_pmd") == 1);
+    CHECK(file_rss(s.t) == 512);
+    touch(e, s.t, s.file, s.va, 5, 6);
+    CHECK(e.count("kernel.thp_file_mapped") == 2);
+    CHECK(e.count("kernel.fault_around_ptes") == 16);
+    CHECK(file_rss(s.t) == 528);
+    CHECK(bad_ptes(e, s.t, s.file, s.va, 1, 17) == 0);
+    CHECK(folio_large_mapcount(s.at(0)) == 16);
+    CHECK(folio_entire_mapcount(s.at(0)) == 0);
+    CHECK(pmd_maps(e, s.t, s.va + HPAGE_PMD_SIZE, s.at(512)));
+  }
+  SECTION("a second process maps the file with MADV_NOHUGEPAGE: do_set_pmd() refuses, fault-around maps 16 PTEs") {
+    task_struct* b = e.proc("b");
+    const uint64_t vb = mmap_file(e, b, s.file, 1024 * PAGE_SIZE, MAP_PRIVATE, 0, PROT_READ);
+    e.k.enter(b, 0);
+    REQUIRE(e.k.sys_madvise(b, vb, 1024 * PAGE_SIZE, MADV_NOHUGEPAGE) == 0);
+    const uint64_t attempts = e.count("kernel.handle_mm_fault");
+    touch(e, b, s.file, vb, 0, 1);
+    CHECK(e.count("kernel.handle_mm_fault") == attempts + 1);
+    CHECK(e.count("kernel.io_requests") == 1);
+    CHECK(file_rss(b) == 16);
+    CHECK(bad_ptes(e, b, s.file, vb, 0, 16) == 0);
+    CHECK(folio_ref_count(s.at(0)) == 512 + 1 + 16);
+    CHECK(folio_entire_mapcount(s.at(0)) == 1);
+    CHECK(folio_large_mapcount(s.at(0)) == 17);
+    CHECK(e.k.nr_file_pmdmapped() == 1024);
+    CHECK(e.count("kernel.thp_file_mapped") == 2);
+  }
+}
+
+// P10. fork of a private file VMA with an anon_vma (the COW at 600 made one): copy_huge_pmd()
+// skips the file PMD of folio 0, copy_pte_range() copies the anonymous PTE; the child faults the
+// PMD in again by fault-around.
+TEST_CASE("filemap PMD: fork does not copy a file PMD, the child maps it again at its first touch", "[filemap][large][thp][pmd][fork]") {
+  PmdFile s(MAP_PRIVATE, PROT_READ | PROT_WRITE);
+  Env& e = s.e;
+  touch(e, s.t, s.file, s.va, 0, 1);
+  touch(e, s.t, s.file, s.va, 512, 513);
+  REQUIRE(e.store(s.t, s.va + 600 * PAGE_SIZE, 0x42));
+  CHECK(e.count("kernel.split_huge_pmd") == 1);
+  CHECK(file_rss(s.t) == 512);
+  CHECK(get_mm_counter(s.t->mm, MM_ANONPAGES) == 1);
+  e.k.enter(s.t, 0);
+  task_struct* c = e.k.sys_fork(s.t);
+  REQUIRE(c);
+  CHECK(get_mm_counter(c->mm, MM_FILEPAGES) == 0);
+  CHECK(get_mm_counter(c->mm, MM_ANONPAGES) == 1);
+  CHECK_FALSE(e.pmd_huge(c, s.va));
+  CHECK(e.load(c, s.va + 600 * PAGE_SIZE) == 0x42);
+  touch(e, c, s.file, s.va, 0, 1);
+  CHECK(pmd_maps(e, c, s.va, s.at(0)));
+  CHECK(e.count("kernel.thp_file_mapped") == 3);
+  CHECK(folio_entire_mapcount(s.at(0)) == 2);
+  CHECK(folio_ref_count(s.at(0)) == 514);
+  CHECK(e.load(s.t, s.va + 600 * PAGE_SIZE) == 0x42);
+}
+
+// P11. thp_get_unmapped_area() (ext4's and XFS's get_unmapped_area): a file mapping that spans a
+// 2 MiB block of the file gets an address congruent to its offset modulo 2 MiB; one that does
+// not is the plain search's.
+TEST_CASE("mmap: a file mapping is placed 2 MiB-aligned with its file offset (thp_get_unmapped_area())", "[filemap][large][thp][pmd][mmap]") {
+  Env e;
+  task_struct* t = e.proc("p");
+  address_space* file = e.k.file_create("f", 4096 * PAGE_SIZE, 5);
+  const int64_t a = e.k.sys_mmap(t, 0, 4 << 20, PROT_READ, MAP_PRIVATE, file, 0);
+  REQUIRE(a > 0);
+  CHECK(uint64_t(a) % HPAGE_PMD_SIZE == 0);
+  const int64_t b = e.k.sys_mmap(t, 0, 4 << 20, PROT_READ, MAP_PRIVATE, file, PAGE_SIZE);
+  REQUIRE(b > 0);
+  CHECK((uint64_t(b) - PAGE_SIZE) % HPAGE_PMD_SIZE == 0);
+  CHECK(uint64_t(b) + (4 << 20) <= uint64_t(a));
+  const int64_t c = e.k.sys_mmap(t, 0, 1 << 20, PROT_READ, MAP_PRIVATE, file, 0);
+  REQUIRE(c > 0);
+  REQUIRE(e.k.sys_munmap(t, uint64_t(c), 1 << 20) == 0);
+  const int64_t d = e.k.sys_mmap(t, 0, 1 << 20, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, nullptr, 0);
+  CHECK(d == c);
+}
+
+// The same on arm64: do_set_pmd() makes a block descriptor; reclaim's first look clears its AF
+// with one TLBI of the 2 MiB (pmdp_clear_flush_young() -> flush_pmd_tlb_range()), the second
+// splits it (zapped, one more TLBI) and frees the folio.
+TEST_CASE("filemap PMD: arm64 maps a page-cache folio with a block descriptor and reclaims it through the PMD", "[filemap][large][thp][pmd][arm64]") {
+  PmdFile s(MAP_PRIVATE, PROT_READ, true, 1024, mmusim::pg::Isa::arm64);
+  Env& e = s.e;
+  touch(e, s.t, s.file, s.va, 0, 1);
+  touch(e, s.t, s.file, s.va, 512, 513);
+  CHECK(layout(s.file) == "0:9 512:9");
+  CHECK(pmd_maps(e, s.t, s.va, s.at(0)));
+  CHECK(pmd_maps(e, s.t, s.va + HPAGE_PMD_SIZE, s.at(512)));
+  CHECK(e.count("kernel.thp_file_mapped") == 2);
+  CHECK(file_rss(s.t) == 1024);
+  touch(e, s.t, s.file, s.va, 0, 1024);
+  CHECK(e.count("faults.total") == 2);
+  e.k.lru_add_drain();
+  e.k.enter(s.t, 0);
+  CHECK(e.k.try_to_free_pages(0, 1024) == 1024);
+  e.k.check_invariants("try_to_free_pages", true);
+  CHECK(e.count("kernel.split_huge_pmd") == 2);
+  CHECK(file_rss(s.t) == 0);
+  CHECK(e.k.nr_file_thps() == 0);
+  CHECK(s.file->nrpages == 0);
 }
