@@ -1186,3 +1186,48 @@ TEST_CASE("filemap PMD: arm64 maps a page-cache folio with a block descriptor an
   CHECK(e.k.nr_file_thps() == 0);
   CHECK(s.file->nrpages == 0);
 }
+
+// P2. A 2048-page file read in order: faults at 0, 512, 1024 and 1536 only. 0: the sync window
+// [0, 1024) (0:9 512:9r), RETRY | MAJOR, the retry's fault-around maps a PMD. 512: the marked
+// folio: async readahead, expected round_down(0 + 1024 - 512, 512) = 512 matches: start 1024,
+// size max(1024, get_next_ra_size()) = 1024, async 1024, order 9: [1024, 2048) as 1024:9r 1536:9;
+// RETRY; the retry's fault-around maps a PMD (2047 >= 1024). 1024: marked, async: expected
+// round_down(1024 + 1024 - 1024, 512) = 1024 matches, start 2048 is past EOF: nothing read;
+// RETRY; fault-around maps a PMD (2047 >= 1536). 1536: fault-around cannot map large
+// (2047 >= 2048 is false) and the PMD is none: nothing; finish_fault() maps the PMD. Attempts
+// 2 + 2 + 2 + 1, retries 3.
+TEST_CASE("filemap PMD: a sequential read of an MADV_HUGEPAGE file faults once per 2 MiB, with 4 MiB readahead windows", "[filemap][large][thp][pmd]") {
+  PmdFile s(MAP_PRIVATE, PROT_READ, true, 2048);
+  Env& e = s.e;
+  touch(e, s.t, s.file, s.va, 0, 2048);
+  CHECK(layout(s.file) == "0:9 512:9 1024:9 1536:9");
+  CHECK(s.disk.reads == std::vector<uint64_t>(2, 1024 * PAGE_SIZE));
+  CHECK(e.count("kernel.pgmajfault") == 1);
+  CHECK(e.count("faults.total") == 4);
+  CHECK(e.count("kernel.handle_mm_fault") == 7);
+  CHECK(e.count("kernel.filemap_fault_retry") == 3);
+  CHECK(e.count("kernel.thp_file_mapped") == 4);
+  CHECK(e.count("kernel.fault_around_ptes") == 0);
+  CHECK(file_rss(s.t) == 2048);
+  for (uint64_t i = 0; i < 2048; i += 512) CHECK(pmd_maps(e, s.t, s.va + i * PAGE_SIZE, s.at(i)));
+}
+
+// P3. With MADV_RANDOM the VM_HUGEPAGE branch reads one PMD-sized window, marked (mark = 0 + 512 -
+// 512), and no async readahead follows: each 2 MiB is its own major fault; fault-around skips
+// the marked folio, finish_fault() maps the PMD.
+TEST_CASE("filemap PMD: with MADV_RANDOM each 2 MiB is one major fault, mapped by finish_fault()", "[filemap][large][thp][pmd]") {
+  PmdFile s(MAP_PRIVATE, PROT_READ);
+  Env& e = s.e;
+  REQUIRE(e.k.sys_madvise(s.t, s.va, 1024 * PAGE_SIZE, MADV_RANDOM) == 0);
+  touch(e, s.t, s.file, s.va, 0, 1);
+  touch(e, s.t, s.file, s.va, 512, 513);
+  CHECK(layout(s.file) == "0:9r 512:9r");
+  CHECK(s.disk.reads == std::vector<uint64_t>(2, 512 * PAGE_SIZE));
+  CHECK(e.count("kernel.pgmajfault") == 2);
+  CHECK(e.count("faults.total") == 2);
+  CHECK(e.count("kernel.handle_mm_fault") == 4);
+  CHECK(e.count("kernel.filemap_fault_retry") == 2);
+  CHECK(e.count("kernel.thp_file_mapped") == 2);
+  CHECK(pmd_maps(e, s.t, s.va, s.at(0)));
+  CHECK(pmd_maps(e, s.t, s.va + HPAGE_PMD_SIZE, s.at(512)));
+}
