@@ -1231,3 +1231,44 @@ TEST_CASE("filemap PMD: with MADV_RANDOM each 2 MiB is one major fault, mapped b
   CHECK(pmd_maps(e, s.t, s.va, s.at(0)));
   CHECK(pmd_maps(e, s.t, s.va + HPAGE_PMD_SIZE, s.at(512)));
 }
+
+// E2. ext4, 2048 pages read in order with MADV_HUGEPAGE: the sync window [0, 1024) marks 512
+// (page_cache_ra_unbounded(): mark = 1024 - 512); the fault at 512 (fault-around maps 513-527,
+// not the marked 512) starts the async window: expected round_down(0 + 1024 - 512, 1) = 512
+// matches, start 1024, size max(1024, get_next_ra_size()) = 1024, async 1024, and the ext4
+// fallback do_page_cache_ra(1024, 1024, 1024) marks 1024 (mark = 1024 - 1024 = 0 from the start);
+// at 1024 the async call finds the window [2048, ...) past EOF. Every page is mapped by
+// fault-around, one fault per 16 pages: 128 faults, 131 attempts (retries at 0, 512, 1024).
+TEST_CASE("filemap PMD: on ext4 an MADV_HUGEPAGE sequential read uses 4 MiB windows of order-0 pages", "[filemap][large][thp][pmd]") {
+  PmdFile s(MAP_PRIVATE, PROT_READ, /*large=*/false, 2048);
+  Env& e = s.e;
+  touch(e, s.t, s.file, s.va, 0, 2048);
+  CHECK(s.disk.reads == std::vector<uint64_t>(2, 1024 * PAGE_SIZE));
+  CHECK(e.count("kernel.pgmajfault") == 1);
+  CHECK(e.count("faults.total") == 128);
+  CHECK(e.count("kernel.handle_mm_fault") == 131);
+  CHECK(e.count("kernel.filemap_fault_retry") == 3);
+  CHECK(e.count("kernel.fault_around_ptes") == 2048);
+  CHECK(e.count("kernel.thp_file_mapped") == 0);
+  CHECK(bad_ptes(e, s.t, s.file, s.va, 0, 2048) == 0);
+}
+
+// E3. ext4 with readahead off (ra_pages 0): the VM_HUGEPAGE branch runs before the ra_pages
+// test, so the miss at 0 still reads 1024 pages; at 512 there is no async readahead
+// (do_async_mmap_readahead() needs ra_pages): one attempt, fault-around maps 513-527 and
+// finish_fault() maps 512; its PG_readahead stays.
+TEST_CASE("filemap PMD: on ext4 with readahead off MADV_HUGEPAGE still reads 1024 pages, and no async readahead follows", "[filemap][large][thp][pmd]") {
+  PmdFile s(MAP_PRIVATE, PROT_READ, /*large=*/false);
+  Env& e = s.e;
+  s.file->ra_pages = 0;
+  touch(e, s.t, s.file, s.va, 0, 1);
+  touch(e, s.t, s.file, s.va, 512, 513);
+  CHECK(s.disk.reads == std::vector<uint64_t>{1024 * PAGE_SIZE});
+  CHECK(e.count("faults.total") == 2);
+  CHECK(e.count("kernel.handle_mm_fault") == 3);
+  CHECK(e.count("kernel.filemap_fault_retry") == 1);
+  CHECK(e.count("kernel.fault_around_ptes") == 31);
+  CHECK(file_rss(s.t) == 32);
+  CHECK(folio_test_readahead(s.at(512)));
+  CHECK(bad_ptes(e, s.t, s.file, s.va, 512, 528) == 0);
+}
