@@ -1272,3 +1272,31 @@ TEST_CASE("filemap PMD: on ext4 with readahead off MADV_HUGEPAGE still reads 102
   CHECK(folio_test_readahead(s.at(512)));
   CHECK(bad_ptes(e, s.t, s.file, s.va, 512, 528) == 0);
 }
+
+// U5 of the plan (D): a first MADV_HUGEPAGE fault away from the start of a window. The fault at
+// 700 reads [512, 1536) as 512:9 1024:9r and leaves ra->start stale (0). At 1024 the marked
+// folio's async call expects round_down(0 + 1024 - 512, 512) = 512, not 1024: the
+// page_cache_next_miss() path finds no gap in the 32 pages after 1024 (ra_pages: max_pages), so
+// 33 > 32 and nothing is read; the fault lock was dropped: RETRY, and the retry's fault-around
+// maps the PMD. The next window comes from a miss: 1536 reads [1536, 2560) synchronously, a
+// second major fault.
+TEST_CASE("filemap PMD: after a first MADV_HUGEPAGE fault inside a window the stale ra->start makes the marked folio read nothing, and the next window is a major fault", "[filemap][large][thp][pmd]") {
+  PmdFile s(MAP_PRIVATE, PROT_READ, true, 4096);
+  Env& e = s.e;
+  touch(e, s.t, s.file, s.va, 700, 701);
+  CHECK(layout(s.file) == "512:9 1024:9r");
+  CHECK(pmd_maps(e, s.t, s.va + HPAGE_PMD_SIZE, s.at(512)));
+  touch(e, s.t, s.file, s.va, 1024, 1025);
+  CHECK(layout(s.file) == "512:9 1024:9");
+  CHECK(e.count("kernel.io_requests") == 1);
+  CHECK(e.count("kernel.filemap_fault_retry") == 2);
+  CHECK(pmd_maps(e, s.t, s.va + 2 * HPAGE_PMD_SIZE, s.at(1024)));
+  touch(e, s.t, s.file, s.va, 1536, 1537);
+  CHECK(layout(s.file) == "512:9 1024:9 1536:9 2048:9r");
+  CHECK(s.disk.reads == std::vector<uint64_t>(2, 1024 * PAGE_SIZE));
+  CHECK(e.count("kernel.pgmajfault") == 2);
+  CHECK(e.count("faults.total") == 3);
+  CHECK(e.count("kernel.handle_mm_fault") == 6);
+  CHECK(e.count("kernel.filemap_fault_retry") == 3);
+  CHECK(e.count("kernel.thp_file_mapped") == 3);
+}
