@@ -51,7 +51,9 @@ struct RegionAlloc {
   bool step(const WorkloadParams& p, int64_t last_ret, Uop* u) {
     if (p.backing != Backing::anon) {
       // mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE or MAP_SHARED, fd, 0) of the file
-      // (Workload::files(), number 1): no THP alignment, no madvise (order-0 page-cache folios).
+      // (Workload::files(), number 1): the kernel places it (thp_get_unmapped_area(): 2 MiB-aligned
+      // for offset 0), the page cache decides the folio sizes (disk.fs). Then, with
+      // workload.file_advice = hugepage, madvise(MADV_HUGEPAGE) of the whole mapping.
       if (stage == 0) {
         stage = 1;
         const uint64_t flags = mmap_file_extra(p.backing == Backing::file_shared ? kMapShared : kMapPrivate, 1, 0);
@@ -61,6 +63,10 @@ struct RegionAlloc {
       if (stage == 1) {
         stage = 2;
         base = uint64_t(last_ret);
+        if (p.file_advice == WorkloadParams::FileAdvice::hugepage) {
+          *u = syscall(Sys::Madvise, base, p.size, kMadvHugepage);
+          return true;
+        }
       }
       return false;
     }
@@ -710,6 +716,12 @@ void WorkloadParams::visit(Params& p) {
             "backing = file or file-shared: the file's pages are in the page cache when the run "
             "starts (as after reading the whole file), or none are (every first access reads "
             "the disk: read-around, cost.io_request and cost.io_page)");
+  p.enumeration("workload.file_advice", file_advice, FileAdvice::none,
+                {{"none", FileAdvice::none}, {"hugepage", FileAdvice::hugepage}},
+                "backing = file or file-shared: madvise() the file mapping after the mmap: none, or "
+                "hugepage (MADV_HUGEPAGE: a page-cache miss reads 2 MiB from the PMD-aligned index "
+                "plus 2 MiB ahead, in order-9 folios with disk.fs = xfs, which a PMD maps where the "
+                "mapping covers a 2 MiB block: kernel.thp_file_mapped; 1024 order-0 pages on ext4)");
   p.enumeration("workload.msync", msync, Msync::none,
                 {{"none", Msync::none}, {"async", Msync::async}, {"sync", Msync::sync}},
                 "fork-reuse: msync() the region after the measured pass, inside the measured region, "
@@ -817,6 +829,9 @@ std::unique_ptr<Workload> make_workload(const WorkloadParams& p, Stats* stats) {
           format_size(p.file_size), format_size(p.size));
   if (p.file_cached && p.backing == Backing::anon)
     fatal("workload.file_cached = true needs workload.backing = file or file-shared (is anon)");
+  if (p.file_advice != WorkloadParams::FileAdvice::none && p.backing == Backing::anon)
+    fatal("workload.file_advice = hugepage needs workload.backing = file or file-shared (is anon; an anonymous "
+          "region's MADV_HUGEPAGE follows workload.folio)");
   switch (p.name) {
     case WorkloadName::fork_reuse: return std::make_unique<ForkReuseWorkload>(p, false);
     case WorkloadName::fork_time: return std::make_unique<ForkReuseWorkload>(p, true);

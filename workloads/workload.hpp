@@ -65,6 +65,8 @@ struct WorkloadParams {
   enum class Measure : uint8_t { pass, populate } measure = Measure::pass;
   Backing backing = Backing::anon;
   bool file_cached = false;         // backing = file*: the file's pages cached before the run
+  // backing = file*: madvise() of the file mapping after the mmap (workload.file_advice).
+  enum class FileAdvice : uint8_t { none, hugepage } file_advice = FileAdvice::none;
   // msync() of the region after the measured pass, inside the region (usemem -S / -A).
   enum class Msync : uint8_t { none, async, sync };
   Msync msync = Msync::none;

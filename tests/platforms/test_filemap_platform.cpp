@@ -237,3 +237,45 @@ TEST_CASE("file-backed region: msync(MS_SYNC) after the pass writes every dirty 
   CHECK(r.status == 2);
   CHECK(r.out.find("workload.msync") != std::string::npos);
 }
+
+// workload.file_advice = hugepage on an XFS-like file (disk.fs = xfs): MADV_HUGEPAGE readahead
+// and PMD-mapped page cache (kernel_mm/filemap.cpp do_set_pmd()). A cold read of 16 MiB, one byte
+// per page, derived from 6.12: the miss at 0 reads [0, 1024) as two order-9 folios (the second
+// marked), RETRY | MAJOR, and the retry maps a PMD; each marked folio (512, 1024, 2048, 3072)
+// starts the next 4 MiB window (the last one past EOF: nothing) and RETRYs, its retry mapping a
+// PMD; 1536 and 2560 are minor faults that fault-around maps with a PMD; 3584, whose folio ends
+// at EOF, is mapped by finish_fault(). 8 faults, 1 major, 5 retries, 4 reads of 4 MiB, 8 PMDs.
+// On ext4 the same advice reads 1024 order-0 pages per window and maps PTEs.
+TEST_CASE("file-backed region: MADV_HUGEPAGE on an XFS-like file maps the page cache with PMDs", "[filemap][thp]") {
+  TempDir t;
+  const std::string cfg = t.file("file.cfg",
+                                 "[workload]\nname = fork-reuse\nmeasure = populate\nbacking = file\n"
+                                 "folio = 4K\npattern = seq-read\nsize = 16M\nfile_advice = hugepage\n"
+                                 "[disk]\nfs = xfs\n[output]\nhost_stats = false\n");
+  for (const char* plat : {"functional", "i7-12700kf"}) {
+    INFO(plat);
+    const std::string base = "run " + cfg + " --set platform.name=" + plat + " --quiet --stats " + t.path("s.json");
+    REQUIRE(mmusim(base).status == 0);
+    std::string js = slurp(t.path("s.json"));
+    CHECK(stat(js, "faults.region") == 8);
+    CHECK(stat(js, "kernel.pgmajfault") == 1);
+    CHECK(stat(js, "kernel.filemap_read_pages") == 4096);
+    CHECK(stat(js, "kernel.filemap_fault_retry") == 5);
+    CHECK(stat(js, "kcost.io_request") == 4);
+    CHECK(stat(js, "kernel.thp_file_mapped") == 8);
+    CHECK(stat(js, "kernel.fault_around_ptes") == 0);
+    // ext4: the same windows in order-0 pages, mapped 16 PTEs per fault-around.
+    REQUIRE(mmusim(base + " --set disk.fs=ext4").status == 0);
+    js = slurp(t.path("s.json"));
+    CHECK(stat(js, "kernel.thp_file_mapped") == 0);
+    CHECK(stat(js, "kernel.filemap_read_pages") == 4096);
+    CHECK(stat(js, "kcost.io_request") == 4);
+    CHECK(stat(js, "kernel.fault_around_ptes") == 4096);
+  }
+  Result r = mmusim("run " + cfg + " --set workload.backing=anon");
+  CHECK(r.status == 2);
+  CHECK(r.out.find("workload.file_advice = hugepage needs workload.backing = file or file-shared") != std::string::npos);
+  r = mmusim("run " + cfg + " --set workload.file_advice=random");
+  CHECK(r.status == 2);
+  CHECK(r.out.find("workload.file_advice") != std::string::npos);
+}
