@@ -572,7 +572,6 @@ vm_fault_t Kernel::do_set_pmd(vm_fault* vmf, folio* f, page* pg) {
   const bool write = vmf->flags & FAULT_FLAG_WRITE;
   const uint64_t haddr = vmf->address & PMD_MASK;
   vm_fault_t ret = VM_FAULT_FALLBACK;
-  (void)pg;
   // It is too late to allocate a small folio, we already have a large folio in the pagecache:
   // ... So let's simply refuse any PMD mappings if THPs are disabled. (thp_disabled_by_hw(): no.)
   if (vma->vm_flags & VM_NOHUGEPAGE) return ret;  // vma_thp_disabled()
