@@ -60,7 +60,7 @@ inline constexpr std::string_view kTraceEvents[] = {
     "page_walk_done",  "tlb_shootdown", "contpte_convert", "fork",        "clone",
     "exit",            "sched_switch",  "region_begin",    "region_end",  "mmap",
     "cpu_idle",        "block_rq_issue", "mm_vmscan_direct_reclaim_end",
-    "mm_vmscan_memcg_reclaim_end", "mm_vmscan_throttled", "folio_wait_io", "memcg_high_throttle", "writeback_start",
+    "mm_vmscan_memcg_reclaim_end", "mm_vmscan_throttled", "folio_wait_io", "memcg_high_throttle", "writeback_wake_background", "writeback_start",
     "writeback_written", "balance_dirty_pages", "bdi_dirty_ratelimit", "signal_generate",
     "mark_victim", "start_task_reaping", "finish_task_reaping", "sched_migrate_task"};
 

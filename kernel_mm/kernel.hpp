@@ -182,6 +182,10 @@ struct FaultRecord {
   FaultKind kind = FaultKind::none;
   unsigned ptes_changed = 0;
   unsigned order = 0;  // folio order involved
+  // The task slept in the fault (balance_dirty_pages()' pause, reclaim_throttle()) and the
+  // flusher's work ran meanwhile: it may have put back what the fault changed (folio_mkclean()
+  // write-protects the entry the fault made writable), and the access faults again.
+  bool others_ran = false;
 };
 
 // The state generic code works on (struct vm_fault, include/linux/mm.h).
@@ -381,9 +385,9 @@ class Kernel {
     // runs on this CPU's account).
     ghz_ = size_t(cpu) < cpu_ghz_.size() ? cpu_ghz_[size_t(cpu)] : base_ghz_;
     cost_scale_ = cost_scale_of_ ? cost_scale_of_(cpu) : 1.0;
-    // The flusher's delayed work (wb->dwork) whose timer has fired runs first (no kernel threads:
-    // at the first entry from its time on).
-    if (wb_dwork_ps_ && now_ps >= wb_dwork_ps_) wb_workfn();
+    // The flusher's work (wb->dwork) runs first when its timer has fired or a waker made it due
+    // (wb_wakeup()): no kernel threads, so at the first entry from then on.
+    if (wb_dwork_now_ || (wb_dwork_ps_ && now_ps >= wb_dwork_ps_)) wb_workfn();
   }
   task_struct* current() const { return current_; }
   int smp_processor_id() const { return cpu_; }
@@ -1051,12 +1055,18 @@ class Kernel {
   // folio_wait_writeback(): the task sleeps until the folio's write completes (its end then
   // processed, as the disk's interrupt does before the waiter runs).
   void folio_wait_writeback(folio* f);
-  // wakeup_flusher_threads() (fs/fs-writeback.c) with the reason's work done at once: the
-  // flusher writes every dirty page (WB_REASON_VMSCAN: wb_check_start_all()).
+  // wakeup_flusher_threads(WB_REASON_VMSCAN) (fs/fs-writeback.c) with the work done at once: the
+  // flusher writes every dirty page (wb_check_start_all()).
   void wakeup_flusher_threads_vmscan();
-  // wb_start_background_writeback() + wb_check_background_flush(): written while over the
-  // background threshold.
+  // wb_start_background_writeback() (fs/fs-writeback.c): wakes the flusher, whose work (later:
+  // wb_workfn() -> wb_check_background_flush()) writes while a domain is over its background
+  // threshold.
   void wb_start_background_writeback(const mem_cgroup* memcg);
+  void wb_check_background_flush(const mem_cgroup* memcg);
+  // wb_wakeup(): the flusher's work is due now; wb_run_queued_work(): it runs while the current
+  // task sleeps (the kworker gets the CPU).
+  void wb_wakeup();
+  void wb_run_queued_work();
   // balance_dirty_pages_ratelimited() (mm/page-writeback.c), after the current task dirtied a
   // page of `mapping`.
   void balance_dirty_pages_ratelimited(address_space* mapping, const folio* f);
@@ -1209,6 +1219,8 @@ class Kernel {
   void wb_workfn();
   void wb_wakeup_delayed();
   uint64_t wb_dwork_ps_ = 0;      // when the delayed work's timer fires (0: not queued)
+  bool wb_dwork_now_ = false;     // wb_wakeup(): the work is due now (runs at the next entry or sleep)
+  int wb_bg_memcg_id_ = -1;       // the memcg whose dirtier woke the background work (-1: none)
   uint64_t wb_last_old_flush_ = 0;  // wb->last_old_flush, jiffies
   bool wb_over_bg_thresh(const mem_cgroup* memcg) const;
   uint64_t nr_file_dirty_ = 0, nr_writeback_ = 0;

@@ -320,7 +320,8 @@ int Kernel::vfs_fsync_range(address_space* mapping, uint64_t fstart, uint64_t fe
 // of the write bandwidth, at least and in multiples of MIN_WRITEBACK_PAGES, within the work's
 // pages); an inode still dirty after a used-up chunk goes behind the others (b_more_io); a
 // background work stops once no domain is over its background threshold.
-// Simplified: the work runs now, inside the entry that woke the flusher, and its CPU work
+// Simplified: the work runs in the kworker's place (wb_workfn(): at the next entry after its
+// wake-up or timer, or in the waker's sleep), inside whichever entry that is, and its CPU work
 // (cleaning PTEs, submitting requests) is charged to nobody: the flusher is a kernel thread of
 // another CPU, which the platform does not model. Its remote TLB flushes still reach the CPUs
 // that hold the mm. The 100 ms slice (writeback_sb_inodes()) cannot end a work that takes no time.
@@ -393,18 +394,47 @@ bool Kernel::wb_over_bg_thresh(const mem_cgroup* memcg) const {
   return memcg_dirty_limits(memcg, gdtc, &mdtc) && mdtc.file_dirty > mdtc.bg_thresh;
 }
 
-// wb_start_background_writeback() (fs/fs-writeback.c): the flusher's background work
-// (wb_check_background_flush(): LONG_MAX pages while over the background thresholds).
+// wb_start_background_writeback() (fs/fs-writeback.c) -> wb_wakeup(): the dirtier wakes the
+// flusher and goes on; the background work runs later, in the kworker (wb_workfn() ->
+// wb_check_background_flush()), not inside the dirtier's entry. The domain to look at is the
+// dirtier's memory cgroup's (with cgroup writeback, its wb's).
 void Kernel::wb_start_background_writeback(const mem_cgroup* memcg) {
-  if (in_flusher_ || !wb_over_bg_thresh(memcg)) return;
+  if (in_flusher_) return;
+  trace_event("writeback_wake_background", {mmusim::TraceField::dec("nr_dirty", nr_file_dirty_)});
+  wb_bg_memcg_id_ = memcg ? int(memcg->id) : -1;
+  wb_wakeup();
+}
+
+// wb_check_background_flush() (fs/fs-writeback.c), in the kworker: LONG_MAX pages while a domain
+// of the wb is over its background threshold.
+void Kernel::wb_check_background_flush(const mem_cgroup* memcg) {
+  if (!wb_over_bg_thresh(memcg)) return;
   wb_start_work("background", ctr_.flusher_background, UINT64_MAX, WbWork::background, memcg);
 }
 
 // wakeup_flusher_threads(WB_REASON_VMSCAN) (fs/fs-writeback.c) -> wb_start_writeback() ->
-// wb_check_start_all(): every dirty page (get_nr_dirty_pages()).
+// wb_check_start_all(): every dirty page (get_nr_dirty_pages()). Simplified: unlike the
+// dirtier's wake-up (wb_start_background_writeback()), the work runs at once, inside the
+// reclaim: the kworker runs on another CPU while reclaim goes on, and global direct reclaim here
+// never sleeps to let it run on this one (docs/plan-flusher-kworker.md §3).
 void Kernel::wakeup_flusher_threads_vmscan() {
   if (in_flusher_ || nr_file_dirty_ == 0) return;
   wb_start_work("vmscan", ctr_.flusher_vmscan, nr_file_dirty_, WbWork::all, nullptr);
+}
+
+// wb_wakeup() (fs/fs-writeback.c): mod_delayed_work(bdi_wq, &wb->dwork, 0): the flusher's work
+// is due now (a pending timer is moved to now). The kworker is not simulated as a thread: the work
+// runs at the next kernel entry (Kernel::enter()) or while the task that woke it sleeps
+// (wb_run_queued_work()), whichever comes first, as an unbound kworker that the waker's
+// return to user mode or its sleep lets run.
+void Kernel::wb_wakeup() { wb_dwork_now_ = true; }
+
+// The woken kworker runs while the current task sleeps (io_schedule_timeout() in
+// balance_dirty_pages(), schedule_timeout() in reclaim_throttle()).
+void Kernel::wb_run_queued_work() {
+  if (!wb_dwork_now_ || in_flusher_) return;
+  last_fault_.others_ran = true;
+  wb_workfn();
 }
 
 uint64_t Kernel::wb_start_work(const char* reason, mmusim::Counter& runs, uint64_t nr_pages, WbWork kind,
@@ -427,11 +457,14 @@ void Kernel::wb_wakeup_delayed() {
   wb_dwork_ps_ = std::max<uint64_t>(1, jiffies_to_ps(jiffies() + timeout));
 }
 
-// wb_workfn() (fs/fs-writeback.c) -> wb_do_writeback(): no queued works here (the port runs
-// them when they are woken), then wb_check_old_data_flush() and wb_check_background_flush(); then
-// the delayed work is queued again while the wb has dirty inodes (wb_has_dirty_io()).
+// wb_workfn() (fs/fs-writeback.c) -> wb_do_writeback(): no queued works (a reclaimer's
+// wakeup_flusher_threads() runs its work at once), wb_check_old_data_flush() and
+// wb_check_background_flush(); then the delayed work is queued again while the wb has dirty
+// inodes (wb_has_dirty_io()). It runs when its timer fires (wb_wakeup_delayed()) or when a waker
+// made it due (wb_wakeup()).
 void Kernel::wb_workfn() {
   wb_dwork_ps_ = 0;
+  wb_dwork_now_ = false;
   if (in_flusher_) return;
   // wb_check_old_data_flush(): every dirty_writeback_centisecs since the last one, every dirty
   // page of the inodes dirtied longer than dirty_expire_centisecs ago (WB_REASON_PERIODIC).
@@ -441,9 +474,11 @@ void Kernel::wb_workfn() {
     wb_last_old_flush_ = now;
     if (nr_file_dirty_) wb_start_work("periodic", ctr_.flusher_periodic, nr_file_dirty_, WbWork::periodic, nullptr);
   }
-  // wb_check_background_flush(): the wb's domains (the global one, and the workload cgroup's,
-  // whose wb the one wb here also is).
-  wb_start_background_writeback(workload_memcg_);
+  // wb_check_background_flush(): the wb's domains (the global one, and the cgroup's whose dirtier
+  // woke it, else the workload cgroup's: the one wb here stands for every cgroup's).
+  const mem_cgroup* memcg = wb_bg_memcg_id_ >= 0 ? memcgs_[size_t(wb_bg_memcg_id_)].get() : workload_memcg_;
+  wb_bg_memcg_id_ = -1;
+  wb_check_background_flush(memcg);
   if (!b_dirty_.empty()) wb_wakeup_delayed();
 }
 
@@ -823,6 +858,9 @@ void Kernel::balance_dirty_pages(const mem_cgroup* memcg_c, uint64_t pages_dirti
     }
     // pause:
     trace_balance_dirty_pages(*sdtc, dirty_ratelimit, task_ratelimit, pages_dirtied, period, pause, start_time);
+    // The flusher woken above gets the CPU while the dirtier sleeps: its writes go out from the
+    // sleep's start.
+    wb_run_queued_work();
     const uint64_t sleep_ns = uint64_t(pause) * (1'000'000'000ull / hz);
     cost_.throttle_cycles += double(sleep_ns) * ghz_;  // io_schedule_timeout(pause), TASK_KILLABLE
     ctr_.dirty_throttle_pauses.inc();

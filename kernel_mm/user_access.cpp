@@ -31,7 +31,9 @@ uint64_t UserAccess::translate(task_struct* t, uint64_t va, bool write) {
   // progress within a few attempts. One exception: a fault that found its PTE changed under it
   // (FaultKind::race: the !pte_same() exits) may leave it as it was, as the walk sees it: the
   // reclaim its own charge ran cleared the accessed bit (folio_referenced()), and this access's
-  // walk sets it again. The access then simply faults again, as on the hardware.
+  // walk sets it again. The access then simply faults again, as on the hardware. The same when
+  // the task slept in the fault and the flusher ran meanwhile (FaultRecord::others_ran): its
+  // folio_mkclean() may have write-protected the entry the fault had just made writable.
   uint64_t last_syndrome = ~uint64_t(0), last_leaf = ~uint64_t(0);
   for (int attempt = 0; attempt < 16; ++attempt) {
     pg::Walk w = pg::walk(isa, k_.phys(), t->mm->pgd, va, opt);
@@ -56,7 +58,8 @@ uint64_t UserAccess::translate(task_struct* t, uint64_t va, bool write) {
       // out): it does not come back to the access.
       if (r.sigsegv || r.sigbus || (r.fault & VM_FAULT_OOM)) return ~uint64_t(0);
     }
-    if (k_.last_fault().kind == FaultKind::race) last_leaf = ~uint64_t(0);  // (the hook's fault too)
+    // (the hook's fault too)
+    if (k_.last_fault().kind == FaultKind::race || k_.last_fault().others_ran) last_leaf = ~uint64_t(0);
   }
   mmusim::panic("the access at {:#x} still faults after 16 attempts", va);
 }

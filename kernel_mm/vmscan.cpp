@@ -812,6 +812,8 @@ void Kernel::reclaim_throttle(int nid, vmscan_throttle_state reason) {
     case VMSCAN_THROTTLE_WRITEBACK: timeout = params_.hz / 10; break;
     case VMSCAN_THROTTLE_ISOLATED: timeout = params_.hz / 50; break;
   }
+  // A flusher a dirtier woke (wb_wakeup(), not yet run) runs while the reclaimer sleeps.
+  wb_run_queued_work();
   // schedule_timeout(timeout): the timer fires at the tick jiffies + timeout.
   const uint64_t now = time_now_ps();
   const uint64_t wake = jiffies_to_ps(jiffies() + timeout);

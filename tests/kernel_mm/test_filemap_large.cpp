@@ -31,6 +31,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -1299,4 +1300,98 @@ TEST_CASE("filemap PMD: after a first MADV_HUGEPAGE fault inside a window the st
   CHECK(e.count("kernel.handle_mm_fault") == 6);
   CHECK(e.count("kernel.filemap_fault_retry") == 3);
   CHECK(e.count("kernel.thp_file_mapped") == 3);
+}
+
+// F1. The flusher is a kworker that runs after its wake-up (wb_start_background_writeback() ->
+// wb_wakeup(): mod_delayed_work(..., 0)), not inside the fault that woke it. A shared
+// MADV_HUGEPAGE mapping of an XFS-like file: each store dirties a whole 2 MiB folio (512 pages,
+// over nr_dirtied_pause: balance_dirty_pages() each time), all within one kernel entry.
+namespace {
+struct DirtyPmds {
+  Env e;
+  Disk disk;
+  task_struct* t = nullptr;
+  address_space* file = nullptr;
+  uint64_t va = 0;
+  static constexpr uint64_t kPages = 8 * HPAGE_PMD_NR;
+  explicit DirtyPmds(const std::function<void(KernelParams&)>& tweak) : e(tweak) {
+    e.k.set_block_device(&disk);
+    t = e.proc("p");
+    file = e.k.file_create("huge", kPages * PAGE_SIZE, 43);
+    mapping_set_large_folios(file);
+    va = mmap_file(e, t, file, kPages * PAGE_SIZE, MAP_SHARED);
+    e.k.enter(t, 0);
+    REQUIRE(e.k.sys_madvise(t, va, kPages * PAGE_SIZE, MADV_HUGEPAGE) == 0);
+  }
+  bool writable(uint64_t n) {
+    const folio* f = filemap_get_entry(file, n * HPAGE_PMD_NR);
+    return pmd_maps(e, t, va + n * HPAGE_PMD_SIZE, f) && e.a.pmd_write(e.pmd(t, va + n * HPAGE_PMD_SIZE));
+  }
+  bool dirty(uint64_t n) const { return folio_test_dirty(filemap_get_entry(file, n * HPAGE_PMD_NR)); }
+  // A store to folio n with no kernel entry of its own (the user access, not Env::store()); the
+  // faults it took.
+  uint64_t store(uint64_t n) {
+    const uint64_t f0 = e.count("faults.total");
+    REQUIRE(e.fix.ua->store8(t, va + n * HPAGE_PMD_SIZE + 8, uint8_t(0x50 + n)));
+    return e.count("faults.total") - f0;
+  }
+};
+}  // namespace
+
+// 64 MiB of memory, no memory cgroup: the global domain's background threshold is 10% of about
+// 60 MiB dirtyable (~1500 pages), its freerun ceiling 15% (~2300). The fourth store (2048 dirty)
+// is over the first and under the second: balance_dirty_pages() wakes the flusher and returns
+// without a pause; the store retires on its writable dirty PMD, nothing written. The next kernel
+// entry runs the work: folios written, their PMDs write-protected (folio_mkclean()), until the
+// dirty pages are under the threshold.
+TEST_CASE("filemap PMD: the flusher a dirtier wakes runs at the next kernel entry, not inside its fault", "[filemap][large][thp][pmd][writeback]") {
+  DirtyPmds s([](KernelParams& p) { p.phys_mem = 64ull << 20; });
+  Env& e = s.e;
+  e.k.enter(s.t, 0);
+  for (uint64_t n = 0; n < 4; ++n) CHECK(s.store(n) == 1);  // do_shared_fault(): a writable dirty PMD
+  CHECK(e.k.nr_file_dirty() == 4 * HPAGE_PMD_NR);
+  CHECK(e.count("kernel.flusher_background") == 0);  // woken, not run
+  CHECK(e.count("kernel.dirty_throttle_pauses") == 0);
+  CHECK(s.disk.writes.empty());
+  for (uint64_t n = 0; n < 4; ++n) CHECK((s.dirty(n) && s.writable(n)));
+  e.k.enter(s.t, 0);
+  // Background writeback stops once under the threshold: from the file's start, folios 0 and 1
+  // (one bio of adjacent folios) leave 1024 dirty pages.
+  CHECK(e.count("kernel.flusher_background") == 1);
+  CHECK(e.k.nr_file_dirty() == 2 * HPAGE_PMD_NR);
+  CHECK(s.disk.writes == std::vector<uint64_t>{4ull << 20});
+  for (uint64_t n = 0; n < 2; ++n) CHECK((!s.dirty(n) && !s.writable(n)));
+  for (uint64_t n = 2; n < 4; ++n) CHECK((s.dirty(n) && s.writable(n)));
+  CHECK(s.store(1) == 1);  // write notification: dirty again
+  CHECK((s.dirty(1) && s.writable(1)));
+  e.k.check_invariants("flusher at the next entry", true);
+}
+
+// A 32 MiB memory cgroup: 1024 dirty pages are under the global background threshold (the only
+// one balance_dirty_pages() looks at in freerun) and the cgroup's freerun ceiling. The third
+// store (1536) is over that ceiling: it wakes the flusher and pauses; the flusher runs in the
+// pause and cleans every folio, that one too (folio_mkclean() write-protects its PMD), so the
+// store faults again, dirties it once more and retires (UserAccess sees FaultRecord::others_ran).
+// 512 dirty pages are under every threshold: the next entry runs no work.
+TEST_CASE("filemap PMD: the flusher a throttled dirtier wakes runs in its pause, and the store faults again", "[filemap][large][thp][pmd][writeback]") {
+  DirtyPmds s([](KernelParams& p) { p.memcg_max = 32ull << 20; });
+  Env& e = s.e;
+  REQUIRE(s.t->mm->memcg == e.k.memcgs()[1].get());
+  e.k.enter(s.t, 0);
+  CHECK(s.store(0) == 1);
+  CHECK(s.store(1) == 1);
+  CHECK(e.count("kernel.flusher_background") == 0);
+  CHECK(e.count("kernel.dirty_throttle_pauses") == 0);
+  CHECK(s.store(2) == 2);
+  CHECK(e.count("kernel.dirty_throttle_pauses") == 1);
+  CHECK(e.count("kernel.flusher_background") == 1);
+  CHECK(s.disk.writes == std::vector<uint64_t>{6ull << 20});
+  CHECK((!s.dirty(0) && !s.dirty(1) && !s.writable(0) && !s.writable(1)));
+  CHECK((s.dirty(2) && s.writable(2)));  // dirtied again after the flusher cleaned it
+  CHECK(e.k.nr_file_dirty() == HPAGE_PMD_NR);
+  CHECK(e.fix.ua->load8(s.t, s.va + 2 * HPAGE_PMD_SIZE + 8) == 0x52);
+  e.k.enter(s.t, 0);
+  CHECK(e.count("kernel.flusher_background") == 1);
+  CHECK(s.dirty(2));
+  e.k.check_invariants("flusher in the pause", true);
 }
