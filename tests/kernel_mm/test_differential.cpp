@@ -882,4 +882,3 @@ TEST_CASE("differential regression: x86_64 off batched #78db", "[differential][r
   CHECK(o.per_kind[unsigned(OpKind::Madvise)] == 1);
   CHECK(run_ops({Isa::x86_64, WpReuse::off, ForkCopy::batched}, ops, {}, Mutant::dontneed_keeps_data).failed);
 }
-
